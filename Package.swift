@@ -1,0 +1,53 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+// Hoist: a batch uploader for Cloud Storage with Firebase's upload API.
+//
+// Dependencies, and why:
+// - swift-crypto: MD5 (and later RSA for service-account JWTs) from BoringSSL's
+//   assembly, fast even in debug builds; Foundation on Linux has no hashing API.
+// - swift-argument-parser: the `hoist` command line.
+let package = Package(
+    name: "Hoist",
+    products: [
+        .library(name: "HoistStorage", targets: ["HoistStorage"]),
+        .executable(name: "hoist", targets: ["hoist"]),
+        .executable(name: "hoist-examples", targets: ["HoistExamples"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+    ],
+    targets: [
+        // C libraries, bound through pkg-config, with shim headers for macros and varargs,
+        // and CHoistChecksum: CRC32C on the CPU's crc32 instruction, which Swift cannot reach.
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CLua", pkgConfig: "lua5.4", providers: [.apt(["liblua5.4-dev"])]),
+        .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
+
+        .target(name: "CHoistChecksum"),
+        .target(
+            name: "HoistStorage",
+            dependencies: [
+                "CCurl",
+                "CHoistChecksum",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .target(name: "HoistYAML", dependencies: ["CYAML"]),
+        .target(name: "HoistLua", dependencies: ["CLua"]),
+        .executableTarget(
+            name: "hoist",
+            dependencies: [
+                "HoistStorage",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(name: "HoistExamples", dependencies: ["HoistStorage"], path: "examples"),
+
+        .testTarget(name: "HoistStorageTests", dependencies: ["HoistStorage"]),
+        .testTarget(name: "HoistYAMLTests", dependencies: ["HoistYAML"]),
+        .testTarget(name: "HoistLuaTests", dependencies: ["HoistLua"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

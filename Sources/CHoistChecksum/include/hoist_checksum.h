@@ -1,0 +1,12 @@
+#ifndef HOIST_CHECKSUM_H
+#define HOIST_CHECKSUM_H
+#include <stddef.h>
+#include <stdint.h>
+
+/// Extends a CRC32C (Castagnoli) over `len` bytes. Start with 0; the result is final (no extra xor).
+/// Uses the SSE4.2 `crc32` instruction when the CPU has it, else a slicing-by-8 table.
+uint32_t hoist_crc32c_update(uint32_t crc, const void *buf, size_t len);
+
+/// 1 when the hardware path is in use.
+int hoist_crc32c_hardware(void);
+#endif

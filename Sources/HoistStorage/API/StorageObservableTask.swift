@@ -1,0 +1,84 @@
+import Foundation
+
+/// A task whose events can be observed. Observers run on the storage's `callbackQueue`, in
+/// the order the events happened.
+public class StorageObservableTask: StorageTask, @unchecked Sendable {
+    typealias Handler = (StorageTaskSnapshot) -> Void
+
+    private var handlers: [StorageTaskStatus: [(handle: String, run: Handler)]] = [:]
+
+    /// True once a `.progress` event has fired; guarded by `lock`.
+    var hasReportedProgress: Bool { false }
+
+    /// Calls `handler` on every `status` event. An observer added while the task is already in
+    /// that state (running for `.resume`, running after a first progress event for `.progress`,
+    /// paused, succeeded, failed) is called once at once. All observers are removed after success or failure.
+    /// - Returns: a handle for `removeObserver(withHandle:)`.
+    @discardableResult
+    public func observe(_ status: StorageTaskStatus, handler: @escaping (StorageTaskSnapshot) -> Void) -> String {
+        let handle = UUID().uuidString
+        lock.withLock {
+            let fireNow: Bool
+            switch status {
+            case .resume: fireNow = state == .running
+            case .progress: fireNow = state == .running && hasReportedProgress
+            case .pause: fireNow = state == .paused
+            case .success: fireNow = state == .success
+            case .failure: fireNow = state == .failed
+            case .unknown: fireNow = false
+            }
+            if fireNow { dispatch([handler], snapshotUnderLock(status)) }
+            if !state.isFinished, status != .unknown {
+                handlers[status, default: []].append((handle, handler))
+            }
+        }
+        return handle
+    }
+
+    /// Removes one observer; an unknown handle is ignored.
+    public func removeObserver(withHandle handle: String) {
+        lock.withLock {
+            for status in handlers.keys { handlers[status]?.removeAll { $0.handle == handle } }
+        }
+    }
+
+    /// Removes every observer of `status`.
+    public func removeAllObservers(for status: StorageTaskStatus) {
+        lock.withLock { handlers[status] = nil }
+    }
+
+    /// Removes every observer.
+    public func removeAllObservers() {
+        lock.withLock { handlers.removeAll() }
+    }
+
+    /// Moves to `newState` (when `change` allows) and tells the observers of `status`,
+    /// all under the lock, so observers see events in the order they happened.
+    /// - Returns: false when `change` refused the move.
+    @discardableResult
+    func transition(_ status: StorageTaskStatus, _ change: () -> Bool) -> Bool {
+        lock.withLock {
+            guard change() else { return false }
+            let snapshot = snapshotUnderLock(status)
+            dispatch(handlers[status]?.map(\.run) ?? [], snapshot)
+            if state.isFinished { handlers.removeAll() }
+            return true
+        }
+    }
+
+    private func dispatch(_ handlers: [Handler], _ snapshot: StorageTaskSnapshot) {
+        guard !handlers.isEmpty else { return }
+        let work = UncheckedSendable((handlers, snapshot))
+        reference.storage.callbackQueue.async {
+            let (handlers, snapshot) = work.value
+            for handler in handlers { handler(snapshot) }
+        }
+    }
+}
+
+/// Carries a value the compiler cannot prove `Sendable` to the callback queue; safe here
+/// because observers only ever run on that one serial queue.
+struct UncheckedSendable<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}

@@ -1,0 +1,117 @@
+import Foundation
+
+extension StorageReference {
+    /// Uploads `uploadData` to this reference.
+    /// - Returns: the task, to pause, resume, cancel or observe.
+    @discardableResult
+    public func putData(_ uploadData: Data, metadata: StorageMetadata? = nil) -> StorageUploadTask {
+        putData(uploadData, metadata: metadata, completion: nil)
+    }
+
+    /// Uploads `uploadData` and calls `completion` on the callback queue with the stored
+    /// object's metadata or the error.
+    @discardableResult
+    public func putData(
+        _ uploadData: Data, metadata: StorageMetadata? = nil,
+        completion: ((_ metadata: StorageMetadata?, _ error: (any Error)?) -> Void)?
+    ) -> StorageUploadTask {
+        start(StorageUploadTask(reference: self, content: .data(uploadData), metadata: metadata), completion)
+    }
+
+    /// Uploads the file at `fileURL` (a `file:` URL, or a relative path such as
+    /// `URL(string: "path/to/image")`), read piece by piece, never whole.
+    /// The content type is inferred from the file's extension unless `metadata` sets one.
+    @discardableResult
+    public func putFile(from fileURL: URL, metadata: StorageMetadata? = nil) -> StorageUploadTask {
+        putFile(from: fileURL, metadata: metadata, completion: nil)
+    }
+
+    /// Uploads the file at `fileURL` and calls `completion` on the callback queue.
+    @discardableResult
+    public func putFile(
+        from fileURL: URL, metadata: StorageMetadata? = nil,
+        completion: ((_ metadata: StorageMetadata?, _ error: (any Error)?) -> Void)?
+    ) -> StorageUploadTask {
+        start(StorageUploadTask(reference: self, content: .file(fileURL), metadata: metadata), completion)
+    }
+
+    /// `putData` with a `Result`.
+    @discardableResult
+    public func putData(
+        _ uploadData: Data, metadata: StorageMetadata? = nil,
+        completion: @escaping (Result<StorageMetadata, any Error>) -> Void
+    ) -> StorageUploadTask {
+        putData(uploadData, metadata: metadata, completion: Self.resultCallback(completion))
+    }
+
+    /// `putFile` with a `Result`.
+    @discardableResult
+    public func putFile(
+        from: URL, metadata: StorageMetadata? = nil,
+        completion: @escaping (Result<StorageMetadata, any Error>) -> Void
+    ) -> StorageUploadTask {
+        putFile(from: from, metadata: metadata, completion: Self.resultCallback(completion))
+    }
+
+    /// Uploads `uploadData` and returns the stored object's metadata.
+    /// Cancelling the calling `Task` cancels the upload.
+    /// - Parameter onProgress: called on the callback queue as bytes move.
+    public func putDataAsync(
+        _ uploadData: Data, metadata: StorageMetadata? = nil, onProgress: ((Progress?) -> Void)? = nil
+    ) async throws -> StorageMetadata {
+        try await awaitUpload(StorageUploadTask(reference: self, content: .data(uploadData), metadata: metadata), onProgress)
+    }
+
+    /// Uploads the file at `url` and returns the stored object's metadata.
+    /// Cancelling the calling `Task` cancels the upload.
+    public func putFileAsync(
+        from url: URL, metadata: StorageMetadata? = nil, onProgress: ((Progress?) -> Void)? = nil
+    ) async throws -> StorageMetadata {
+        try await awaitUpload(StorageUploadTask(reference: self, content: .file(url), metadata: metadata), onProgress)
+    }
+
+    private func start(
+        _ task: StorageUploadTask, _ completion: ((StorageMetadata?, (any Error)?) -> Void)?
+    ) -> StorageUploadTask {
+        if let completion {
+            task.observe(.success) { completion($0.metadata, nil) }
+            task.observe(.failure) { completion(nil, $0.error) }
+        }
+        task.enqueue()
+        return task
+    }
+
+    private func awaitUpload(_ task: StorageUploadTask, _ onProgress: ((Progress?) -> Void)?) async throws -> StorageMetadata {
+        let onProgress = UncheckedSendable(onProgress)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<StorageMetadata, any Error>) in
+                if let progress = onProgress.value {
+                    task.observe(.progress) { progress($0.progress) }
+                }
+                task.observe(.success) { snapshot in
+                    if let metadata = snapshot.metadata {
+                        continuation.resume(returning: metadata)
+                    } else {
+                        continuation.resume(throwing: StorageErrorCode.internalError.error("Upload succeeded without metadata."))
+                    }
+                }
+                task.observe(.failure) { snapshot in
+                    continuation.resume(throwing: snapshot.error ?? StorageErrorCode.internalError.error("Upload failed."))
+                }
+                task.enqueue()
+            }
+        } onCancel: {
+            task.cancel()
+        }
+    }
+
+    static func resultCallback<T>(_ completion: @escaping (Result<T, any Error>) -> Void) -> (T?, (any Error)?) -> Void {
+        { value, error in
+            if let value {
+                completion(.success(value))
+            } else {
+                completion(.failure(error ?? StorageErrorCode.unknown.error("No result and no error.")))
+            }
+        }
+    }
+}

@@ -1,0 +1,171 @@
+import Foundation
+
+/// One upload: started by `putData` or `putFile`, controlled with `pause()`, `resume()` and
+/// `cancel()`, watched with `observe(_:handler:)`.
+///
+/// Events: `.resume` when the task starts and on every resume; `.progress` while bytes move
+/// (never while paused) and once at 100%; `.pause`; then `.success` with the stored object's
+/// metadata, or `.failure` with the error (`cancelled` after `cancel()`).
+public final class StorageUploadTask: StorageObservableTask, @unchecked Sendable {
+    enum Content {
+        case data(Data)
+        case file(URL)
+    }
+
+    private let content: Content
+    private let attributes: ObjectResource
+    private let control = TransferControl()
+    /// The backend's session id once started: what a journal keeps to resume after a crash.
+    public private(set) var sessionID: String? {
+        get { lock.withLock { _sessionID } }
+        set { lock.withLock { _sessionID = newValue } }
+    }
+    private var _sessionID: String?
+    /// The byte count of the last progress event; -1 before the first.
+    private var reported: Int64 = -1
+    override var hasReportedProgress: Bool { reported >= 0 }
+
+    init(reference: StorageReference, content: Content, metadata: StorageMetadata?) {
+        self.content = content
+        self.attributes = metadata?.resource.writable ?? ObjectResource()
+        super.init(reference: reference)
+        // Known from the start, so a progress observer added early sees the real total.
+        switch content {
+        case .data(let data): total = Int64(data.count)
+        case .file(let url): total = (try? Self.localPath(of: url)).flatMap { try? ByteSource(filePath: $0).size } ?? 0
+        }
+    }
+
+    /// Starts the task: `.resume` fires, then bytes move.
+    func enqueue() {
+        let started = transition(.resume) {
+            guard state == .unknown else { return false }
+            state = .running
+            return true
+        }
+        guard started else { return }
+        Task.detached { [self] in await run() }
+    }
+
+    /// Stops moving bytes until `resume()`. Does nothing unless the task is running.
+    public func pause() {
+        transition(.pause) {
+            guard state == .running else { return false }
+            state = .paused
+            control.pause()
+            return true
+        }
+    }
+
+    /// Continues a paused task from where it stopped. Does nothing unless paused.
+    public func resume() {
+        transition(.resume) {
+            guard state == .paused else { return false }
+            state = .running
+            control.resume()
+            return true
+        }
+    }
+
+    /// Ends the task: nothing is left in the bucket and it fails with `cancelled`.
+    /// Does nothing once the task has finished.
+    public func cancel() {
+        control.cancel()
+    }
+
+    // MARK: - The transfer
+
+    private func run() async {
+        var session: (any UploadSession)?
+        do {
+            try await control.checkpoint()
+            guard let path = reference.path.object else {
+                throw StorageErrorCode.invalidArgument.error(
+                    "Cannot upload to the root of bucket \(reference.bucket): create a reference below it, "
+                        + "such as storage.reference().child(\"file.png\").",
+                    userInfo: ["bucket": reference.bucket])
+            }
+            let source: ByteSource
+            var attributes = self.attributes
+            switch content {
+            case .data(let data):
+                source = ByteSource(data: data)
+            case .file(let url):
+                let filePath = try Self.localPath(of: url)
+                source = try ByteSource(filePath: filePath)
+                if attributes.contentType == nil {
+                    attributes.contentType = ContentType.forPath(filePath) ?? ContentType.forPath(path)
+                }
+            }
+            lock.withLock { total = source.size }
+
+            let backend = reference.storage.backend
+            let started = try await backend.startUpload(to: path, attributes: attributes, size: source.size)
+            session = started
+            sessionID = started.id
+            var offset = try await started.confirmedOffset()
+            while true {
+                let outcome = try await started.send(from: source, at: offset, control: control) { [weak self] sent in
+                    self?.report(sent)
+                }
+                switch outcome {
+                case .partial(let confirmed):
+                    offset = confirmed
+                case .finished(let resource):
+                    succeed(resource)
+                    return
+                }
+            }
+        } catch {
+            if let session { await session.abandon() }
+            fail(control.isCancelled ? TransferControl.cancelledError : NSError.storage(error))
+        }
+    }
+
+    /// A progress event, unless paused; bytes moved while paused are reported on resume's next event.
+    private func report(_ sent: Int64) {
+        transition(.progress) {
+            completed = max(completed, sent)
+            guard state == .running, completed > reported else { return false }
+            reported = completed
+            return true
+        }
+    }
+
+    private func succeed(_ resource: ObjectResource) {
+        // The 100% event fires exactly once, also for an empty object.
+        transition(.progress) {
+            guard !state.isFinished, reported != total else { return false }
+            completed = total
+            reported = total
+            return true
+        }
+        transition(.success) {
+            guard !state.isFinished else { return false }
+            state = .success
+            result = resource
+            return true
+        }
+    }
+
+    private func fail(_ error: NSError) {
+        transition(.failure) {
+            guard !state.isFinished else { return false }
+            state = .failed
+            self.error = error
+            return true
+        }
+    }
+
+    /// The local path of a `file:` URL or a relative URL such as `URL(string: "path/to/image")`.
+    static func localPath(of url: URL) throws -> String {
+        if url.isFileURL { return url.standardizedFileURL.path }
+        guard url.scheme == nil else {
+            throw StorageErrorCode.invalidArgument.error("putFile needs a file URL, not \(url.absoluteString).")
+        }
+        let relative = url.path.removingPercentEncoding ?? url.path
+        if relative.hasPrefix("/") { return relative }
+        return URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
+            .appendingPathComponent(relative).standardizedFileURL.path
+    }
+}

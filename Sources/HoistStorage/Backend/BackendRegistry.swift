@@ -1,0 +1,42 @@
+import Foundation
+
+/// Picks the backend for a storage URL by its scheme.
+enum BackendRegistry {
+    static func backend(for url: String) -> any StorageBackend {
+        if url.hasPrefix("file:") {
+            return LocalBucket(directory: localPath(of: url))
+        }
+        return UnsupportedBackend(url: url)
+    }
+
+    /// `file:///abs/dir` is `/abs/dir`; `file:rel/dir` is relative to the current directory.
+    static func localPath(of url: String) -> String {
+        var rest = String(url.dropFirst("file:".count))
+        if rest.hasPrefix("//") { rest = String(rest.dropFirst(2)) }
+        rest = rest.removingPercentEncoding ?? rest
+        if rest.hasPrefix("/") { return URL(fileURLWithPath: rest).standardizedFileURL.path }
+        return URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
+            .appendingPathComponent(rest).standardizedFileURL.path
+    }
+}
+
+/// The backend of a URL whose scheme Hoist cannot serve: every operation fails clearly.
+struct UnsupportedBackend: StorageBackend {
+    let url: String
+    var bucket: String {
+        let rest = url.split(separator: ":", maxSplits: 1).last.map(String.init) ?? url
+        return rest.trimmingCharacters(in: ["/"]).split(separator: "/").first.map(String.init) ?? rest
+    }
+
+    private var error: NSError {
+        StorageErrorCode.invalidArgument.error(
+            "No storage backend for \(url): use file:///ABS/DIR or file:REL/DIR", userInfo: ["url": url])
+    }
+
+    func startUpload(to path: String, attributes: ObjectResource, size: Int64) async throws -> any UploadSession {
+        throw error
+    }
+    func resumeUpload(id: String) async throws -> any UploadSession { throw error }
+    func metadata(of path: String) async throws -> ObjectResource { throw error }
+    func downloadURL(for path: String) async throws -> URL { throw error }
+}

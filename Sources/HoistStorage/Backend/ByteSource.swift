@@ -1,0 +1,107 @@
+import Foundation
+
+/// The bytes of one upload: a `Data` in memory or a file read piece by piece, so a large file
+/// never sits in memory whole.
+public final class ByteSource: Sendable {
+    private enum Storage: Sendable {
+        case memory(Data)
+        case file(path: String)
+    }
+
+    private let storage: Storage
+    /// The number of bytes to upload.
+    public let size: Int64
+
+    /// Bytes in memory.
+    public init(data: Data) {
+        storage = .memory(data)
+        size = Int64(data.count)
+    }
+
+    /// The file at `path`, as it is now.
+    /// - Throws: `objectNotFound` when it does not exist, `unauthorized` when it cannot be
+    ///   read, `invalidArgument` when it is not a regular file.
+    public init(filePath path: String) throws {
+        let attributes: [FileAttributeKey: Any]
+        do {
+            attributes = try FileManager.default.attributesOfItem(atPath: path)
+        } catch {
+            throw StorageErrorCode.objectNotFound.error(
+                "File \(path) does not exist.", userInfo: ["file": path])
+        }
+        guard attributes[.type] as? FileAttributeType == .typeRegular else {
+            throw StorageErrorCode.invalidArgument.error("\(path) is not a regular file.", userInfo: ["file": path])
+        }
+        guard FileManager.default.isReadableFile(atPath: path), let handle = FileHandle(forReadingAtPath: path) else {
+            throw StorageErrorCode.unauthorized.error(
+                "Permission denied reading file \(path).", userInfo: ["file": path])
+        }
+        try? handle.close()
+        storage = .file(path: path)
+        size = (attributes[.size] as? NSNumber)?.int64Value ?? 0
+    }
+
+    /// The local file's path, for a file source.
+    public var filePath: String? {
+        if case .file(let path) = storage { return path }
+        return nil
+    }
+
+    /// A reader positioned at `offset`.
+    public func reader(from offset: Int64) throws -> Reader {
+        switch storage {
+        case .memory(let data): return Reader(data: data, offset: offset)
+        case .file(let path):
+            guard let handle = FileHandle(forReadingAtPath: path) else {
+                throw StorageErrorCode.unauthorized.error("Cannot open file \(path).", userInfo: ["file": path])
+            }
+            try handle.seek(toOffset: UInt64(offset))
+            return Reader(handle: handle, path: path, offset: offset)
+        }
+    }
+
+    /// Reads a source forward, one piece at a time. Not for sharing between threads.
+    public final class Reader {
+        private let data: Data?
+        private let handle: FileHandle?
+        private let path: String?
+        /// Where the next `read` starts.
+        public private(set) var offset: Int64
+
+        fileprivate init(data: Data, offset: Int64) {
+            self.data = data
+            handle = nil
+            path = nil
+            self.offset = offset
+        }
+
+        fileprivate init(handle: FileHandle, path: String, offset: Int64) {
+            data = nil
+            self.handle = handle
+            self.path = path
+            self.offset = offset
+        }
+
+        deinit { try? handle?.close() }
+
+        /// Up to `count` bytes; empty at the end of the source.
+        public func read(upTo count: Int) throws -> Data {
+            let piece: Data
+            if let data {
+                let start = data.startIndex + Int(offset)
+                piece = data[start..<min(start + count, data.endIndex)]
+            } else if let handle {
+                do {
+                    piece = try handle.read(upToCount: count) ?? Data()
+                } catch {
+                    throw StorageErrorCode.unknown.error(
+                        "Reading \(path ?? "file") failed: \(error.localizedDescription)", userInfo: ["file": path ?? ""])
+                }
+            } else {
+                piece = Data()
+            }
+            offset += Int64(piece.count)
+            return piece
+        }
+    }
+}

@@ -1,0 +1,56 @@
+import Foundation
+
+/// Where objects live. Everything above it (tasks, retries, observers) is written once;
+/// a backend only moves bytes and reads metadata.
+///
+/// Contract for every method: failures are `NSError`s in `StorageErrorDomain`
+/// (see `StorageErrorCode.error(_:userInfo:)`); a missing object is `objectNotFound`, a
+/// missing bucket `bucketNotFound`, a refused permission `unauthorized`.
+public protocol StorageBackend: Sendable {
+    /// The bucket's name, as references show it.
+    var bucket: String { get }
+
+    /// Opens an upload session for the object at `path` (never empty) of `size` bytes.
+    /// Nothing is visible at `path` until the session finishes.
+    func startUpload(to path: String, attributes: ObjectResource, size: Int64) async throws -> any UploadSession
+
+    /// Reopens a session by the `id` of one started earlier, perhaps by another process.
+    /// - Throws: `objectNotFound` when the session is gone (finished, abandoned or expired).
+    func resumeUpload(id: String) async throws -> any UploadSession
+
+    /// The stored object's metadata. - Throws: `objectNotFound` when there is none.
+    func metadata(of path: String) async throws -> ObjectResource
+
+    /// A URL that downloads the object. - Throws: `objectNotFound` when there is none.
+    func downloadURL(for path: String) async throws -> URL
+}
+
+/// One object being written. Its `id` survives a restart of the process.
+public protocol UploadSession: Sendable {
+    var id: String { get }
+
+    /// How many bytes the server holds, from the start of the object.
+    func confirmedOffset() async throws -> Int64
+
+    /// Sends `source` from `offset` (which must be the confirmed offset) to the end, or as far
+    /// as the backend takes in one go. Calls `control.checkpoint()` between pieces, so a pause
+    /// stops the I/O and a cancel ends it (throwing `cancelled`); reports the bytes the server
+    /// holds through `progress`.
+    /// - Returns: `.finished` with the stored object's metadata, or `.partial` with the new
+    ///   confirmed offset when the backend wants another call.
+    func send(
+        from source: ByteSource, at offset: Int64, control: TransferControl,
+        progress: @Sendable (Int64) -> Void
+    ) async throws -> SendOutcome
+
+    /// Gives the session up: nothing of it is left in the bucket. Never throws.
+    func abandon() async
+}
+
+/// What one `send` achieved.
+public enum SendOutcome: Sendable, Equatable {
+    /// The server holds this many bytes; call `send` again from there.
+    case partial(Int64)
+    /// The object is stored.
+    case finished(ObjectResource)
+}

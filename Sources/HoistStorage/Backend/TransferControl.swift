@@ -1,0 +1,59 @@
+import Foundation
+import Synchronization
+
+/// The pause and cancel switch of one transfer, checked by backends between pieces of I/O.
+public final class TransferControl: Sendable {
+    private struct State {
+        var paused = false
+        var cancelled = false
+        var waiters: [CheckedContinuation<Void, any Error>] = []
+    }
+
+    private let state = Mutex(State())
+
+    public init() {}
+
+    /// Returns at once while running; waits while paused; throws `cancelled` once cancelled.
+    public func checkpoint() async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let verdict: Result<Void, any Error>? = state.withLock { state in
+                if state.cancelled { return .failure(Self.cancelledError) }
+                if state.paused {
+                    state.waiters.append(continuation)
+                    return nil
+                }
+                return .success(())
+            }
+            if let verdict { continuation.resume(with: verdict) }
+        }
+    }
+
+    /// True while paused: a backend that cannot wait (a C callback) asks this instead.
+    public var isPaused: Bool { state.withLock { $0.paused } }
+    /// True once cancelled.
+    public var isCancelled: Bool { state.withLock { $0.cancelled } }
+
+    func pause() { state.withLock { $0.paused = true } }
+
+    func resume() {
+        let waiters = state.withLock { state in
+            state.paused = false
+            defer { state.waiters.removeAll() }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    func cancel() {
+        let waiters = state.withLock { state in
+            state.cancelled = true
+            defer { state.waiters.removeAll() }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume(throwing: Self.cancelledError) }
+    }
+
+    static var cancelledError: NSError {
+        StorageErrorCode.cancelled.error("User cancelled the upload/download.")
+    }
+}

@@ -1,0 +1,100 @@
+import Foundation
+
+/// An upload into a local bucket: bytes go to `uploads/<id>.part`, checksummed as they are
+/// written; `finish` renames the part file into place.
+actor LocalUploadSession: UploadSession {
+    nonisolated let id: String
+    private let bucket: LocalBucket
+    private let descriptor: LocalSessionDescriptor
+    private let partFile: URL
+    private let descriptorFile: URL
+    private var checksums = Checksums()
+    private var written: Int64 = 0
+    private var finished = false
+
+    /// Bytes copied per piece: the most a pause or cancel waits for.
+    static let pieceSize = 1 << 20
+
+    init(bucket: LocalBucket, id: String, descriptor: LocalSessionDescriptor) throws {
+        self.id = id
+        self.bucket = bucket
+        self.descriptor = descriptor
+        partFile = bucket.uploadsDirectory.appendingPathComponent("\(id).part")
+        descriptorFile = bucket.uploadsDirectory.appendingPathComponent("\(id).json")
+        let fm = FileManager.default
+        if !fm.fileExists(atPath: partFile.path), !fm.createFile(atPath: partFile.path, contents: nil) {
+            throw StorageErrorCode.unauthorized.error("Cannot write to bucket directory \(bucket.directory.path).")
+        }
+        // Bytes kept from an earlier process: checksum them again so the digest covers the whole object.
+        let existing = try ByteSource(filePath: partFile.path)
+        if existing.size > 0 {
+            let reader = try existing.reader(from: 0)
+            var piece = try reader.read(upTo: Self.pieceSize)
+            while !piece.isEmpty {
+                checksums.update(piece)
+                piece = try reader.read(upTo: Self.pieceSize)
+            }
+            written = reader.offset
+        }
+    }
+
+    func confirmedOffset() async throws -> Int64 { written }
+
+    func send(
+        from source: ByteSource, at offset: Int64, control: TransferControl,
+        progress: @Sendable (Int64) -> Void
+    ) async throws -> SendOutcome {
+        guard offset == written else {
+            throw StorageErrorCode.internalError.error(
+                "Upload session \(id) holds \(written) bytes; cannot continue from \(offset).")
+        }
+        guard source.size == descriptor.size else {
+            throw StorageErrorCode.invalidArgument.error(
+                "The source has \(source.size) bytes; session \(id) was started for \(descriptor.size).")
+        }
+        let reader = try source.reader(from: offset)
+        let output: FileHandle
+        do {
+            output = try FileHandle(forWritingTo: partFile)
+            try output.seek(toOffset: UInt64(written))
+        } catch {
+            throw LocalBucket.ioError(error, doing: "writing upload \(id)")
+        }
+        defer { try? output.close() }
+
+        while written < descriptor.size {
+            try await control.checkpoint()
+            let piece = try reader.read(upTo: min(Self.pieceSize, Int(descriptor.size - written)))
+            guard !piece.isEmpty else {
+                throw StorageErrorCode.invalidArgument.error(
+                    "\(source.filePath ?? "The source") shrank while uploading: \(written) of \(descriptor.size) bytes read.")
+            }
+            do {
+                try output.write(contentsOf: piece)
+            } catch {
+                throw LocalBucket.ioError(error, doing: "writing upload \(id)")
+            }
+            checksums.update(piece)
+            written += Int64(piece.count)
+            progress(written)
+        }
+        try await control.checkpoint()
+        do {
+            try output.synchronize()
+        } catch {
+            throw LocalBucket.ioError(error, doing: "writing upload \(id)")
+        }
+        let resource = try bucket.commit(
+            partFile: partFile, path: descriptor.path, attributes: descriptor.attributes, size: written,
+            md5Hash: checksums.md5Base64(), crc32c: checksums.crc32cBase64())
+        finished = true
+        try? FileManager.default.removeItem(at: descriptorFile)
+        return .finished(resource)
+    }
+
+    func abandon() async {
+        guard !finished else { return }
+        try? FileManager.default.removeItem(at: partFile)
+        try? FileManager.default.removeItem(at: descriptorFile)
+    }
+}
