@@ -45,7 +45,10 @@ let package = Package(
         ),
         .executableTarget(name: "HoistExamples", dependencies: ["HoistStorage"], path: "examples"),
 
-        .testTarget(name: "HoistStorageTests", dependencies: ["HoistStorage"]),
+        .testTarget(
+            name: "HoistStorageTests",
+            dependencies: ["HoistStorage", .product(name: "Crypto", package: "swift-crypto")]
+        ),
         .testTarget(name: "HoistYAMLTests", dependencies: ["HoistYAML"]),
         .testTarget(name: "HoistLuaTests", dependencies: ["HoistLua"]),
     ],

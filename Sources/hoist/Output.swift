@@ -25,11 +25,15 @@ struct Summary {
     let bytes: Int64
     let seconds: Double
 
-    /// The most memory this process held at once, in bytes (getrusage's ru_maxrss).
+    /// The most memory this process held at once, in bytes: `VmHWM` of /proc/self/status.
+    /// (getrusage's ru_maxrss is no good here: Linux carries it across exec, so a child
+    /// started by a big process reports its parent's size.)
     static var peakResidentBytes: Int64 {
-        var usage = rusage()
-        getrusage(RUSAGE_SELF.rawValue, &usage)
-        return Int64(usage.ru_maxrss) * 1024
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+              let kib = Int64(line.split(separator: " ").dropFirst().first ?? "")
+        else { return 0 }
+        return kib * 1024
     }
 
     var line: String {

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// An object's metadata: what you may set before an upload, and what the server reports after.
 ///
@@ -8,30 +9,55 @@ import Foundation
 /// metadata.customMetadata = ["camera": "x100"]
 /// ref.putFile(from: url, metadata: metadata)
 /// ```
-public final class StorageMetadata: Equatable, Hashable, CustomStringConvertible {
+public final class StorageMetadata: Equatable, Hashable, CustomStringConvertible, Sendable {
+    /// Every field lives in one locked value, so metadata can be shared between tasks safely.
+    private let fields: Mutex<ObjectResource>
+
     /// The bucket that holds the object.
-    public let bucket: String
-    public var cacheControl: String?
-    public var contentDisposition: String?
-    public var contentEncoding: String?
-    public var contentLanguage: String?
+    public var bucket: String { fields.withLock { $0.bucket ?? "" } }
+    public var cacheControl: String? {
+        get { fields.withLock { $0.cacheControl } }
+        set { fields.withLock { $0.cacheControl = newValue } }
+    }
+    public var contentDisposition: String? {
+        get { fields.withLock { $0.contentDisposition } }
+        set { fields.withLock { $0.contentDisposition = newValue } }
+    }
+    public var contentEncoding: String? {
+        get { fields.withLock { $0.contentEncoding } }
+        set { fields.withLock { $0.contentEncoding = newValue } }
+    }
+    public var contentLanguage: String? {
+        get { fields.withLock { $0.contentLanguage } }
+        set { fields.withLock { $0.contentLanguage = newValue } }
+    }
     /// The MIME type. `putFile` infers it from the file's extension when unset.
-    public var contentType: String?
+    public var contentType: String? {
+        get { fields.withLock { $0.contentType } }
+        set { fields.withLock { $0.contentType = newValue } }
+    }
+    /// Custom key-value metadata.
+    public var customMetadata: [String: String]? {
+        get { fields.withLock { $0.metadata } }
+        set { fields.withLock { $0.metadata = newValue } }
+    }
     /// Base64 of the MD5 digest of the object's bytes.
-    public let md5Hash: String?
+    public var md5Hash: String? { fields.withLock { $0.md5Hash } }
     /// The object's version; a new upload to the same path gets a higher one.
-    public let generation: Int64
-    public var customMetadata: [String: String]?
+    public var generation: Int64 { fields.withLock { $0.generation ?? 0 } }
     /// The version of this metadata; it starts at 1 for each generation.
-    public let metageneration: Int64
+    public var metageneration: Int64 { fields.withLock { $0.metageneration ?? 0 } }
     /// The last part of the path, such as `space.jpg`.
-    public internal(set) var name: String?
+    public var name: String? { path.map { String($0.split(separator: "/").last ?? "") } }
     /// The full path in the bucket, such as `images/space.jpg`.
-    public internal(set) var path: String?
+    public internal(set) var path: String? {
+        get { fields.withLock { $0.name } }
+        set { fields.withLock { $0.name = newValue } }
+    }
     /// The object's size in bytes.
-    public let size: Int64
-    public let timeCreated: Date?
-    public let updated: Date?
+    public var size: Int64 { fields.withLock { $0.size ?? 0 } }
+    public var timeCreated: Date? { fields.withLock { $0.timeCreated } }
+    public var updated: Date? { fields.withLock { $0.updated } }
 
     /// Empty metadata, to fill in before an upload.
     public convenience init() { self.init(dictionary: [:]) }
@@ -61,32 +87,11 @@ public final class StorageMetadata: Equatable, Hashable, CustomStringConvertible
 
     /// Metadata from a backend's object resource.
     public init(_ resource: ObjectResource) {
-        bucket = resource.bucket ?? ""
-        cacheControl = resource.cacheControl
-        contentDisposition = resource.contentDisposition
-        contentEncoding = resource.contentEncoding
-        contentLanguage = resource.contentLanguage
-        contentType = resource.contentType
-        md5Hash = resource.md5Hash
-        generation = resource.generation ?? 0
-        customMetadata = resource.metadata
-        metageneration = resource.metageneration ?? 0
-        path = resource.name
-        name = resource.name.map { String($0.split(separator: "/").last ?? "") }
-        size = resource.size ?? 0
-        timeCreated = resource.timeCreated
-        updated = resource.updated
+        fields = Mutex(resource)
     }
 
     /// The `Sendable` value backends work with.
-    public var resource: ObjectResource {
-        ObjectResource(
-            bucket: bucket.isEmpty ? nil : bucket, name: path, size: size == 0 ? nil : size, md5Hash: md5Hash,
-            generation: generation == 0 ? nil : generation, metageneration: metageneration == 0 ? nil : metageneration,
-            timeCreated: timeCreated, updated: updated, contentType: contentType, cacheControl: cacheControl,
-            contentDisposition: contentDisposition, contentEncoding: contentEncoding,
-            contentLanguage: contentLanguage, metadata: customMetadata)
-    }
+    public var resource: ObjectResource { fields.withLock { $0 } }
 
     /// The metadata as the GCS object resource's JSON keys; unset fields are left out.
     public func dictionaryRepresentation() -> [String: AnyHashable] {

@@ -134,6 +134,7 @@ public final class LocalBucket: StorageBackend {
 
             let object = objectURL(path)
             let meta = metaURL(path)
+            try checkNoObjectAbove(path)
             do {
                 let fm = FileManager.default
                 try fm.createDirectory(at: object.deletingLastPathComponent(), withIntermediateDirectories: true)
@@ -153,6 +154,19 @@ public final class LocalBucket: StorageBackend {
                 throw Self.ioError(error, doing: "storing \(path)")
             }
             return resource
+        }
+    }
+
+    /// A directory cannot hold both `a` and `a/b`: refuse `a/b` while object `a` exists.
+    private func checkNoObjectAbove(_ path: String) throws {
+        var prefix = ""
+        for segment in path.split(separator: "/").dropLast() {
+            prefix += prefix.isEmpty ? String(segment) : "/\(segment)"
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: objectURL(prefix).path, isDirectory: &isDirectory), !isDirectory.boolValue {
+                throw StorageErrorCode.invalidArgument.error(
+                    "Object \(path) cannot be stored: object \(prefix) exists, and a local bucket cannot hold both.")
+            }
         }
     }
 

@@ -1,0 +1,240 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import HoistStorage
+
+/// The order and content of status events, as observers see them.
+@Suite struct TaskEventTests {
+    @Test func successOrder() async throws {
+        let bucket = try LocalBucketFixture()
+        let size = 3 << 20 + 5
+        let task = bucket.storage.reference(withPath: "s.bin").putData(patternData(size))
+        let recorder = EventRecorder(task)
+        let last = await recorder.finished()
+        #expect(folded(recorder.statuses) == [.resume, .progress, .success])
+        let progress = recorder.events.filter { $0.status == .progress }
+        #expect(progress.map(\.completed) == [1 << 20, 2 << 20, 3 << 20, Int64(size)])
+        #expect(progress.allSatisfy { $0.total == Int64(size) })
+        #expect(progress.filter { $0.completed == $0.total }.count == 1)
+        #expect(last.metadata?.size == Int64(size))
+        #expect(last.error == nil)
+        #expect(last.task === task)
+        #expect(last.reference.fullPath == "s.bin")
+    }
+
+    @Test func failureOrderForAMissingFile() async throws {
+        let bucket = try LocalBucketFixture()
+        let task = bucket.storage.reference(withPath: "x").putFile(from: URL(fileURLWithPath: "/no/such/file-\(UUID())"))
+        let recorder = EventRecorder(task)
+        let last = await recorder.finished()
+        #expect(recorder.statuses == [.resume, .failure])
+        #expect(errorCode(last) == .objectNotFound)
+        #expect(last.metadata == nil)
+        #expect((last.error as? NSError)?.localizedDescription.contains("does not exist") == true)
+        #expect(bucket.allFiles().filter { !$0.hasPrefix(".hoist/uploads") }.isEmpty)
+    }
+
+    @Test func cancelFailsWithCancelledAndLeavesNothing() async throws {
+        let bucket = try LocalBucketFixture()
+        let data = patternData(64 << 20)
+        let ref = bucket.storage.reference(withPath: "big/cancelled.bin")
+        let task = ref.putData(data)
+        let cancelledOnce = Mutex(false)
+        let recorder = EventRecorder(task) { _ in
+            if cancelledOnce.withLock({ let first = !$0; $0 = true; return first }) { task.cancel() }
+        }
+        let last = await recorder.finished()
+        #expect(last.status == .failure)
+        #expect(errorCode(last) == .cancelled)
+        #expect((last.error as? NSError)?.code == -13040)
+        #expect(recorder.statuses.last == .failure)
+        #expect(!recorder.statuses.contains(.success))
+        // No object, no metadata, no part file.
+        #expect(bucket.allFiles() == [])
+        await #expect(throws: (any Error).self) { try await ref.getMetadata() }
+        // Cancel after the end changes nothing.
+        task.cancel()
+        #expect(task.snapshot.status == .failure)
+    }
+
+    @Test func cancelBeforeAnyByteMoves() async throws {
+        let bucket = try LocalBucketFixture()
+        let file = try bucket.directory.write("f", patternData(10 << 20))
+        // The seed's sequence: pause, resume, cancel, straight after starting.
+        let task = bucket.storage.reference(withPath: "f").putFile(from: file)
+        task.pause()
+        task.resume()
+        task.cancel()
+        let recorder = EventRecorder(task)
+        let last = await recorder.finished()
+        #expect(errorCode(last) == .cancelled)
+        #expect(bucket.allFiles() == [])
+    }
+
+    @Test func pauseStopsIOAndResumeContinues() async throws {
+        let bucket = try LocalBucketFixture()
+        let data = patternData(48 << 20)
+        let ref = bucket.storage.reference(withPath: "paused.bin")
+        let task = ref.putData(data)
+        let pausedOnce = Mutex(false)
+        let recorder = EventRecorder(task) { _ in
+            if pausedOnce.withLock({ let first = !$0; $0 = true; return first }) { task.pause() }
+        }
+        // Wait for the pause event.
+        while !recorder.statuses.contains(.pause) { try await Task.sleep(for: .milliseconds(5)) }
+        let partFiles = { bucket.allFiles().filter { $0.hasSuffix(".part") } }
+        let partSize = { () -> Int in
+            guard let part = partFiles().first else { return -1 }
+            return (try? Data(contentsOf: URL(fileURLWithPath: bucket.bucketPath).appendingPathComponent(part)).count) ?? -1
+        }
+        try await Task.sleep(for: .milliseconds(150))
+        let heldBytes = partSize()
+        let eventsWhilePaused = recorder.events.count
+        try await Task.sleep(for: .milliseconds(400))
+        // Really stopped: the part file does not grow and no event arrives.
+        #expect(partSize() == heldBytes)
+        #expect(heldBytes > 0 && heldBytes < data.count)
+        #expect(recorder.events.count == eventsWhilePaused)
+        #expect(task.snapshot.status == .pause)
+
+        task.resume()
+        let last = await recorder.finished()
+        #expect(last.status == .success)
+        #expect(try bucket.storedBytes("paused.bin") == data)
+        let statuses = folded(recorder.statuses)
+        #expect(statuses == [.resume, .progress, .pause, .resume, .progress, .success])
+        // Progress only grows, and ends at 100% exactly once.
+        let progress = recorder.events.filter { $0.status == .progress }.map(\.completed)
+        #expect(progress == progress.sorted())
+        #expect(Set(progress).count == progress.count)
+        #expect(progress.last == Int64(data.count))
+    }
+
+    @Test func pauseAndResumeOutsideTheirStatesDoNothing() async throws {
+        let bucket = try LocalBucketFixture()
+        let task = bucket.storage.reference(withPath: "n").putData(Data("tiny".utf8))
+        task.resume()   // running: no second .resume
+        let recorder = EventRecorder(task)
+        _ = await recorder.finished()
+        task.pause()    // finished: nothing
+        task.resume()
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(recorder.statuses == [.resume, .progress, .success])
+    }
+
+    @Test func lateObserversFireOnceAtOnce() async throws {
+        let bucket = try LocalBucketFixture()
+        let task = bucket.storage.reference(withPath: "late").putData(Data("late".utf8))
+        _ = await EventRecorder(task).finished()
+
+        // After success: a success observer fires once with the metadata; others never.
+        let calls = Mutex<[StorageTaskStatus]>([])
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            task.observe(.progress) { _ in calls.withLock { $0.append(.progress) } }
+            task.observe(.failure) { _ in calls.withLock { $0.append(.failure) } }
+            task.observe(.success) { snapshot in
+                #expect(snapshot.metadata?.size == 4)
+                calls.withLock { $0.append(.success) }
+                done.resume()
+            }
+        }
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(calls.withLock { $0 } == [.success])
+
+        // After failure: a failure observer fires once with the error.
+        let failed = bucket.storage.reference().putData(Data("root".utf8))
+        _ = await EventRecorder(failed).finished()
+        let error: (any Error)? = await withCheckedContinuation { continuation in
+            failed.observe(.failure) { continuation.resume(returning: $0.error) }
+        }
+        #expect((error as NSError?)?.code == StorageErrorCode.invalidArgument.rawValue)
+    }
+
+    @Test func lateObserverOfAPausedTask() async throws {
+        let bucket = try LocalBucketFixture()
+        let task = bucket.storage.reference(withPath: "p").putData(patternData(16 << 20))
+        task.pause()
+        let status: StorageTaskStatus = await withCheckedContinuation { continuation in
+            task.observe(.pause) { continuation.resume(returning: $0.status) }
+        }
+        #expect(status == .pause)
+        let resumed: StorageTaskStatus = await withCheckedContinuation { continuation in
+            task.observe(.resume) { continuation.resume(returning: $0.status) }
+            task.resume()
+        }
+        #expect(resumed == .resume)
+        #expect(await EventRecorder(task).finished().status == .success)
+    }
+
+    @Test func removedObserversAreNotCalled() async throws {
+        let bucket = try LocalBucketFixture()
+        let task = bucket.storage.reference(withPath: "r").putData(patternData(4 << 20))
+        let calls = Mutex<[String]>([])
+        let one = task.observe(.progress) { _ in calls.withLock { $0.append("one") } }
+        task.observe(.progress) { _ in calls.withLock { $0.append("two") } }
+        task.observe(.pause) { _ in calls.withLock { $0.append("pause") } }
+        task.observe(.resume) { _ in calls.withLock { $0.append("resume") } }
+        task.removeObserver(withHandle: one)
+        task.removeObserver(withHandle: "not-a-handle")
+        task.removeAllObservers(for: .pause)
+        let recorder = EventRecorder(task)
+        _ = await recorder.finished()
+        try await Task.sleep(for: .milliseconds(50))
+        let seen = calls.withLock { $0 }
+        #expect(!seen.contains("one"))
+        #expect(!seen.contains("pause"))
+        #expect(seen.filter { $0 == "two" }.count == recorder.events.filter { $0.status == .progress }.count)
+        #expect(seen.contains("resume"))
+    }
+
+    @Test func removeAllObservers() async throws {
+        let bucket = try LocalBucketFixture()
+        let task = bucket.storage.reference(withPath: "all").putData(patternData(2 << 20))
+        let calls = Mutex(0)
+        for status in [StorageTaskStatus.progress, .success, .failure, .pause] {
+            task.observe(status) { _ in calls.withLock { $0 += 1 } }
+        }
+        task.removeAllObservers()
+        let recorder = EventRecorder(task)
+        _ = await recorder.finished()
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(calls.withLock { $0 } == 0)
+    }
+
+    @Test func observersAreDroppedAfterTheEnd() async throws {
+        let bucket = try LocalBucketFixture()
+        let task = bucket.storage.reference(withPath: "end").putData(Data("end".utf8))
+        _ = await EventRecorder(task).finished()
+        // A progress observer added now is neither called at once nor kept.
+        let calls = Mutex(0)
+        task.observe(.progress) { _ in calls.withLock { $0 += 1 } }
+        task.observe(.resume) { _ in calls.withLock { $0 += 1 } }
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(calls.withLock { $0 } == 0)
+    }
+
+    @Test func asyncUploadIsCancelledWithItsTask() async throws {
+        let bucket = try LocalBucketFixture()
+        let ref = bucket.storage.reference(withPath: "async-cancel.bin")
+        let upload = Task {
+            try await ref.putDataAsync(patternData(256 << 20)) { _ in }
+        }
+        try await Task.sleep(for: .milliseconds(20))
+        upload.cancel()
+        await #expect { try await upload.value } throws: { error in
+            (error as NSError).code == StorageErrorCode.cancelled.rawValue
+        }
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(bucket.allFiles() == [])
+    }
+
+    @Test func asyncProgressCallback() async throws {
+        let bucket = try LocalBucketFixture()
+        let seen = Mutex<[Int64]>([])
+        let stored = try await bucket.storage.reference(withPath: "ap").putDataAsync(patternData(3 << 20)) { progress in
+            seen.withLock { $0.append(progress?.completedUnitCount ?? -1) }
+        }
+        #expect(stored.size == 3 << 20)
+        #expect(seen.withLock { $0 }.last == 3 << 20)
+    }
+}

@@ -1,0 +1,186 @@
+import Foundation
+import Testing
+@testable import HoistStorage
+
+/// Uploads into a local bucket through the public API, checked by the bytes and metadata on disk.
+@Suite struct UploadTests {
+    @Test func putDataStoresBytesAndMetadata() async throws {
+        let bucket = try LocalBucketFixture()
+        let data = patternData(300_000)
+        let metadata = StorageMetadata()
+        metadata.contentType = "text/x-custom"
+        metadata.cacheControl = "no-cache"
+        metadata.contentDisposition = "attachment"
+        metadata.contentEncoding = "identity"
+        metadata.contentLanguage = "fr"
+        metadata.customMetadata = ["owner": "ada", "run": "7"]
+        let ref = bucket.storage.reference().child("docs/report.bin")
+        let stored = try await ref.putDataAsync(data, metadata: metadata)
+
+        #expect(try bucket.storedBytes("docs/report.bin") == data)
+        #expect(stored.size == 300_000)
+        #expect(stored.md5Hash == md5Base64(data))
+        #expect(stored.path == "docs/report.bin")
+        #expect(stored.name == "report.bin")
+        #expect(stored.bucket == "bucket")
+        #expect(stored.contentType == "text/x-custom")
+        #expect(stored.cacheControl == "no-cache")
+        #expect(stored.contentDisposition == "attachment")
+        #expect(stored.contentEncoding == "identity")
+        #expect(stored.contentLanguage == "fr")
+        #expect(stored.customMetadata == ["owner": "ada", "run": "7"])
+        #expect(stored.metageneration == 1)
+        #expect(stored.generation > 0)
+        let created = try #require(stored.timeCreated)
+        #expect(abs(created.timeIntervalSinceNow) < 60)
+        #expect(stored.updated == stored.timeCreated)
+
+        // The metadata kept beside the object reads back the same.
+        let fetched = try await ref.getMetadata()
+        #expect(fetched == stored)
+        // Nothing but the object and its metadata remains.
+        #expect(bucket.allFiles() == ["docs/report.bin", ".hoist/meta/docs/report.bin.json"].sorted())
+    }
+
+    @Test func putFileStreamsFromDiskAndInfersContentType() async throws {
+        let bucket = try LocalBucketFixture()
+        let data = patternData(5 << 20 + 17)
+        let file = try bucket.directory.write("in/photo.JPG", data)
+        let stored = try await bucket.storage.reference(withPath: "images/photo.jpg").putFileAsync(from: file)
+        #expect(try bucket.storedBytes("images/photo.jpg") == data)
+        #expect(stored.contentType == "image/jpeg")
+        #expect(stored.md5Hash == md5Base64(data))
+
+        // A file without an extension takes the object's; with neither, application/octet-stream.
+        let plain = try bucket.directory.write("in/noext", Data("x".utf8))
+        #expect(try await bucket.storage.reference(withPath: "a/page.html").putFileAsync(from: plain).contentType == "text/html")
+        #expect(try await bucket.storage.reference(withPath: "a/blob").putFileAsync(from: plain).contentType
+            == "application/octet-stream")
+        // putData infers nothing.
+        #expect(try await bucket.storage.reference(withPath: "b/x.png").putDataAsync(Data([1])).contentType
+            == "application/octet-stream")
+    }
+
+    @Test func explicitContentTypeWins() async throws {
+        let bucket = try LocalBucketFixture()
+        let file = try bucket.directory.write("page.html", Data("<p>".utf8))
+        let metadata = StorageMetadata()
+        metadata.contentType = "text/plain"
+        #expect(try await bucket.storage.reference(withPath: "p").putFileAsync(from: file, metadata: metadata).contentType
+            == "text/plain")
+    }
+
+    @Test func relativeFileURLsResolveAgainstTheWorkingDirectory() async throws {
+        let bucket = try LocalBucketFixture()
+        // The seed guide's `URL(string: "path/to/image")`: relative to the current directory.
+        let relative = "hoist-rel-\(UUID().uuidString)/to/image"
+        let data = patternData(1000)
+        try bucket.directory.write("unused", Data())
+        let absolute = URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(relative)
+        try FileManager.default.createDirectory(at: absolute.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try data.write(to: absolute)
+        defer { try? FileManager.default.removeItem(at: absolute.deletingLastPathComponent().deletingLastPathComponent()) }
+
+        let stored = try await bucket.storage.reference(withPath: "images/rivers.jpg").putFileAsync(from: URL(string: relative)!)
+        #expect(stored.size == 1000)
+        #expect(try bucket.storedBytes("images/rivers.jpg") == data)
+    }
+
+    @Test func overwriteBumpsGeneration() async throws {
+        let bucket = try LocalBucketFixture()
+        let ref = bucket.storage.reference(withPath: "v.txt")
+        let first = try await ref.putDataAsync(Data("one".utf8))
+        let second = try await ref.putDataAsync(Data("two!".utf8))
+        #expect(second.generation > first.generation)
+        #expect(second.size == 4)
+        #expect(try bucket.storedBytes("v.txt") == Data("two!".utf8))
+        #expect(try await ref.getMetadata().generation == second.generation)
+    }
+
+    @Test func emptyUpload() async throws {
+        let bucket = try LocalBucketFixture()
+        let ref = bucket.storage.reference(withPath: "empty")
+        let task = ref.putData(Data())
+        let recorder = EventRecorder(task)
+        let snapshot = await recorder.finished()
+        #expect(snapshot.status == .success)
+        #expect(snapshot.metadata?.size == 0)
+        #expect(snapshot.metadata?.md5Hash == "1B2M2Y8AsgTpgAmY7PhCfg==")
+        #expect(recorder.events.filter { $0.status == .progress } == [.init(status: .progress, completed: 0, total: 0)])
+        #expect(try bucket.storedBytes("empty").isEmpty)
+    }
+
+    @Test func downloadURLInBothForms() async throws {
+        let bucket = try LocalBucketFixture()
+        let ref = bucket.storage.reference(withPath: "dir/a b.txt")
+        _ = try await ref.putDataAsync(Data("hi".utf8))
+        let url = try await ref.downloadURL()
+        #expect(url.isFileURL)
+        #expect(try Data(contentsOf: url) == Data("hi".utf8))
+
+        let viaCompletion: URL? = await withCheckedContinuation { continuation in
+            ref.downloadURL { url, error in
+                #expect(error == nil)
+                continuation.resume(returning: url)
+            }
+        }
+        #expect(viaCompletion == url)
+
+        let viaResult: Result<URL, any Error> = await withCheckedContinuation { continuation in
+            ref.downloadURL { (result: Result<URL, any Error>) in continuation.resume(returning: result) }
+        }
+        #expect(try viaResult.get() == url)
+
+        let missing: (any Error)? = await withCheckedContinuation { continuation in
+            bucket.storage.reference(withPath: "nope").downloadURL { url, error in
+                #expect(url == nil)
+                continuation.resume(returning: error)
+            }
+        }
+        #expect((missing as NSError?)?.code == StorageErrorCode.objectNotFound.rawValue)
+        #expect((missing as NSError?)?.domain == "FIRStorageErrorDomain")
+    }
+
+    @Test func completionAndResultForms() async throws {
+        let bucket = try LocalBucketFixture()
+        let ref = bucket.storage.reference(withPath: "c.txt")
+        let pair: (StorageMetadata?, (any Error)?) = await withCheckedContinuation { continuation in
+            ref.putData(Data("abc".utf8), metadata: nil) { metadata, error in
+                continuation.resume(returning: (metadata, error))
+            }
+        }
+        #expect(pair.0?.size == 3)
+        #expect(pair.1 == nil)
+
+        let result: Result<StorageMetadata, any Error> = await withCheckedContinuation { continuation in
+            ref.putFile(from: URL(fileURLWithPath: "/nonexistent/\(UUID())")) { result in
+                continuation.resume(returning: result)
+            }
+        }
+        #expect(throws: (any Error).self) { try result.get() }
+        if case .failure(let error) = result {
+            #expect((error as NSError).code == StorageErrorCode.objectNotFound.rawValue)
+        }
+    }
+
+    @Test func handlersRunOnTheCallbackQueue() async throws {
+        let bucket = try LocalBucketFixture()
+        let key = DispatchSpecificKey<String>()
+        let queue = DispatchQueue(label: "test.callbacks")
+        queue.setSpecific(key: key, value: "mine")
+        bucket.storage.callbackQueue = queue
+        let task = bucket.storage.reference(withPath: "q").putData(patternData(3 << 20))
+        let onQueue: [Bool] = await withCheckedContinuation { continuation in
+            let seen = UncheckedSendable(NSMutableArray())
+            for status in [StorageTaskStatus.resume, .progress] {
+                task.observe(status) { _ in seen.value.add(DispatchQueue.getSpecific(key: key) == "mine") }
+            }
+            task.observe(.success) { _ in
+                seen.value.add(DispatchQueue.getSpecific(key: key) == "mine")
+                continuation.resume(returning: seen.value.compactMap { $0 as? Bool })
+            }
+        }
+        #expect(onQueue.count >= 3)
+        #expect(onQueue.allSatisfy { $0 })
+    }
+}
