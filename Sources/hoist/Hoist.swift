@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 
 /// The `hoist` command.
 @main
@@ -9,4 +10,22 @@ struct Hoist: AsyncParsableCommand {
         version: "0.1.0",
         subcommands: [Copy.self]
     )
+
+    /// Exit statuses: 0 all done, 1 some files failed, 2 could not start (usage, setup).
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var command = command as? any AsyncParsableCommand {
+                try await command.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            let code = exitCode(for: error)
+            if code == .success || error is ExitCode { exit(withError: error) }
+            // Usage and validation errors, which ArgumentParser would end with 64: Hoist's 2.
+            FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+            Foundation.exit(2)
+        }
+    }
 }
