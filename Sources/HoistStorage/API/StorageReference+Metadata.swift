@@ -39,30 +39,24 @@ extension StorageReference {
 
     /// The stored object's metadata, or the error, passed to `completion` on the callback queue.
     public func getMetadata(completion: @escaping (_ metadata: StorageMetadata?, _ error: (any Error)?) -> Void) {
-        deliver(completion) { try await self.getMetadata().resource }
+        deliver(completion) { try await self.getMetadata() }
     }
 
     /// Runs `operation` and hands its outcome to `completion` on the callback queue.
-    private func deliver<T: Sendable, U>(
-        _ completion: @escaping (U?, (any Error)?) -> Void, _ operation: @escaping @Sendable () async throws -> T
+    private func deliver<T: Sendable>(
+        _ completion: @escaping (T?, (any Error)?) -> Void, _ operation: @escaping @Sendable () async throws -> T
     ) {
         let completion = UncheckedSendable(completion)
         let queue = storage.callbackQueue
         Task {
             let outcome: Result<T, any Error>
             do { outcome = .success(try await operation()) } catch { outcome = .failure(error) }
-            let delivered = UncheckedSendable(outcome)
             queue.async {
-                switch delivered.value {
-                case .success(let value): completion.value(Self.present(value) as? U, nil)
+                switch outcome {
+                case .success(let value): completion.value(value, nil)
                 case .failure(let error): completion.value(nil, error)
                 }
             }
         }
-    }
-
-    private static func present(_ value: Any) -> Any {
-        if let resource = value as? ObjectResource { return StorageMetadata(resource) }
-        return value
     }
 }
