@@ -21,4 +21,10 @@ static inline CURLMcode hoist_curl_multi_setopt_long(CURLM *m, CURLMoption o, lo
 static inline size_t hoist_curl_readfunc_pause(void) { return CURL_READFUNC_PAUSE; }
 static inline size_t hoist_curl_readfunc_abort(void) { return CURL_READFUNC_ABORT; }
 static inline size_t hoist_curl_writefunc_pause(void) { return CURL_WRITEFUNC_PAUSE; }
+
+/// The result code of a finished transfer's message (a union member in CURLMsg).
+static inline CURLcode hoist_curl_msg_result(const CURLMsg *m) { return m->data.result; }
+static inline int hoist_curl_msg_is_done(const CURLMsg *m) { return m->msg == CURLMSG_DONE; }
+static inline int hoist_curl_pause_cont(void) { return CURLPAUSE_CONT; }
+static inline long hoist_curl_http_version_2tls(void) { return CURL_HTTP_VERSION_2TLS; }
 #endif

@@ -3,16 +3,18 @@ import Testing
 @testable import HoistStorage
 
 @Suite struct CurlLinkTests {
-    @Test func linksLibcurlAndFetchesAFileURL() throws {
-        #expect(Curl.version.hasPrefix("libcurl/"))
+    @Test func linksLibcurlAndFetchesAFileURL() async throws {
+        #expect(CurlEngine.version.hasPrefix("libcurl/"))
         let directory = try TemporaryDirectory()
         let file = directory.url.appendingPathComponent("hello.txt")
         try Data("hello from curl\n".utf8).write(to: file)
-        let body = try Curl.get(file.absoluteString)
-        #expect(String(decoding: body, as: UTF8.self) == "hello from curl\n")
+        let response = try await CurlEngine.shared.perform(HTTPRequest(method: "GET", url: file.absoluteString))
+        #expect(response.bodyText == "hello from curl\n")
     }
 
-    @Test func reportsCurlErrors() {
-        #expect(throws: CurlError.self) { try Curl.get("file:///nonexistent/hoist-\(UUID())") }
+    @Test func reportsCurlErrors() async {
+        await #expect(throws: HTTPTransportError.self) {
+            try await CurlEngine.shared.perform(HTTPRequest(method: "GET", url: "file:///nonexistent/hoist-\(UUID())"))
+        }
     }
 }

@@ -1,0 +1,325 @@
+import Foundation
+import Synchronization
+private import CCurl
+
+/// Many HTTP transfers on one thread, over libcurl's multi interface.
+///
+/// Connections are kept and reused between requests (HTTP/2 where the server offers it), request
+/// bodies are read from their files as they are sent (never loaded whole), and a transfer can be
+/// paused and resumed on the wire through its `TransferControl`. Only this file imports libcurl.
+///
+/// ```swift
+/// let response = try await CurlEngine.shared.perform(HTTPRequest(method: "GET", url: "http://127.0.0.1:4443/"))
+/// ```
+public final class CurlEngine: @unchecked Sendable {
+    // Thread confinement: `multi`, `active` and `idleHandles` are touched only on the engine's
+    // own thread; other threads reach it through `inbox` and `curl_multi_wakeup` (thread-safe).
+    public static let shared = CurlEngine()
+
+    private let multi: UnsafeMutableRawPointer
+    private let inbox = Mutex<[Transfer]>([])
+    private var active: [UnsafeMutableRawPointer: Transfer] = [:]
+    private var idleHandles: [UnsafeMutableRawPointer] = []
+
+    /// libcurl's version line, such as `libcurl/7.88.1 OpenSSL/3.0.17 ...`.
+    public static var version: String { String(cString: curl_version()) }
+
+    private init() {
+        curl_global_init(Int(CURL_GLOBAL_DEFAULT))
+        multi = curl_multi_init()!
+        let thread = Thread { [unowned self] in self.loop() }
+        thread.name = "hoist.curl"
+        thread.start()
+    }
+
+    /// Sends `request` and returns the server's answer, whatever its status.
+    /// - Throws: `HTTPTransportError` when no answer came; the control's `cancelled` error when
+    ///   cancelled (also when the calling `Task` is cancelled).
+    public func perform(_ request: HTTPRequest, hooks: TransferHooks = TransferHooks()) async throws -> HTTPResponse {
+        let transfer = Transfer(request: request, hooks: hooks)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                transfer.continuation = continuation
+                inbox.withLock { $0.append(transfer) }
+                curl_multi_wakeup(multi)
+            }
+        } onCancel: {
+            transfer.abandoned.store(true, ordering: .relaxed)
+            curl_multi_wakeup(multi)
+        }
+    }
+
+    // MARK: - The engine thread
+
+    private func loop() {
+        var running: Int32 = 0
+        while true {
+            for transfer in inbox.withLock({ queue -> [Transfer] in defer { queue.removeAll() }; return queue }) {
+                start(transfer)
+            }
+            let now = Date()
+            var anyPaused = false
+            for (handle, transfer) in active {
+                if let failure = transfer.checkControl(now: now) {
+                    finish(handle, transfer, .failure(failure))
+                } else if transfer.pausedOnWire, !(transfer.hooks.control?.isPaused ?? false) {
+                    transfer.pausedOnWire = false
+                    transfer.lastMovement = now
+                    curl_easy_pause(handle, hoist_curl_pause_cont())
+                }
+                anyPaused = anyPaused || transfer.pausedOnWire
+            }
+            curl_multi_perform(multi, &running)
+            var remaining: Int32 = 0
+            while let message = curl_multi_info_read(multi, &remaining) {
+                guard hoist_curl_msg_is_done(message) != 0, let handle = message.pointee.easy_handle,
+                      let transfer = active[handle] else { continue }
+                finish(handle, transfer, transfer.outcome(code: hoist_curl_msg_result(message), handle: handle))
+            }
+            let timeout: Int32 = anyPaused ? 20 : (active.isEmpty ? 1000 : 100)
+            curl_multi_poll(multi, nil, 0, timeout, nil)
+        }
+    }
+
+    private func start(_ transfer: Transfer) {
+        let handle = idleHandles.popLast() ?? curl_easy_init()!
+        do {
+            try transfer.configure(handle)
+        } catch {
+            curl_easy_reset(handle)
+            idleHandles.append(handle)
+            transfer.complete(.failure(error))
+            return
+        }
+        active[handle] = transfer
+        curl_multi_add_handle(multi, handle)
+    }
+
+    private func finish(_ handle: UnsafeMutableRawPointer, _ transfer: Transfer, _ result: Result<HTTPResponse, any Error>) {
+        curl_multi_remove_handle(multi, handle)
+        active[handle] = nil
+        curl_easy_reset(handle)
+        if idleHandles.count < 64 { idleHandles.append(handle) } else { curl_easy_cleanup(handle) }
+        transfer.complete(result)
+    }
+}
+
+/// One request in flight: its curl settings, body reader and collected answer.
+private final class Transfer: @unchecked Sendable {
+    // Everything but `abandoned` and `continuation` (set before the engine sees the transfer)
+    // is touched only on the engine thread.
+    let request: HTTPRequest
+    let hooks: TransferHooks
+    let abandoned = Atomic<Bool>(false)
+    var continuation: CheckedContinuation<HTTPResponse, any Error>?
+
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    private var responseHeaders: [String: String] = [:]
+    private var responseBody = Data()
+    private var partIndex = 0
+    private var partOffset: Int64 = 0
+    private var fileDescriptor: Int32 = -1
+    private var readFailure: (any Error)?
+    private var uploaded: Int64 = 0
+    var pausedOnWire = false
+    var lastMovement = Date()
+    private var retained: Unmanaged<Transfer>?
+
+    init(request: HTTPRequest, hooks: TransferHooks) {
+        self.request = request
+        self.hooks = hooks
+    }
+
+    func configure(_ handle: UnsafeMutableRawPointer) throws {
+        func set(_ option: CURLoption, _ value: Int) throws {
+            try check(hoist_curl_easy_setopt_long(handle, option, value))
+        }
+        func set(_ option: CURLoption, _ value: String) throws {
+            try check(hoist_curl_easy_setopt_string(handle, option, value))
+        }
+        let context = Unmanaged.passRetained(self)
+        retained = context
+        try set(CURLOPT_URL, request.url)
+        try set(CURLOPT_HTTP_VERSION, hoist_curl_http_version_2tls())
+        try set(CURLOPT_CONNECTTIMEOUT_MS, Int(request.connectTimeout * 1000))
+        try set(CURLOPT_NOSIGNAL, 1)
+        try set(CURLOPT_TCP_KEEPALIVE, 1)
+        if request.insecureSkipTLSVerify {
+            try set(CURLOPT_SSL_VERIFYPEER, 0)
+            try set(CURLOPT_SSL_VERIFYHOST, 0)
+        }
+        let bodyLength = request.bodyLength
+        switch request.method {
+        case "GET": try set(CURLOPT_HTTPGET, 1)
+        case "HEAD": try set(CURLOPT_NOBODY, 1)
+        default:
+            try set(CURLOPT_CUSTOMREQUEST, request.method)
+            if request.method != "DELETE" || bodyLength > 0 {
+                try set(CURLOPT_UPLOAD, 1)
+                try check(hoist_curl_easy_setopt_off(handle, CURLOPT_INFILESIZE_LARGE, curl_off_t(bodyLength)))
+                try set(CURLOPT_UPLOAD_BUFFERSIZE, 512 << 10)
+                try check(hoist_curl_easy_setopt_read(handle, Transfer.readCallback))
+                try check(hoist_curl_easy_setopt_pointer(handle, CURLOPT_READDATA, context.toOpaque()))
+            }
+        }
+        var list: UnsafeMutablePointer<curl_slist>?
+        for header in request.headers { list = curl_slist_append(list, "\(header.name): \(header.value)") }
+        list = curl_slist_append(list, "Expect:")   // no 100-continue round trip
+        headerList = list
+        try check(hoist_curl_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, list))
+        try check(hoist_curl_easy_setopt_header(handle, Transfer.headerCallback))
+        try check(hoist_curl_easy_setopt_pointer(handle, CURLOPT_HEADERDATA, context.toOpaque()))
+        try check(hoist_curl_easy_setopt_write(handle, Transfer.writeCallback))
+        try check(hoist_curl_easy_setopt_pointer(handle, CURLOPT_WRITEDATA, context.toOpaque()))
+        try set(CURLOPT_NOPROGRESS, 0)
+        try check(hoist_curl_easy_setopt_xferinfo(handle, Transfer.progressCallback))
+        try check(hoist_curl_easy_setopt_pointer(handle, CURLOPT_XFERINFODATA, context.toOpaque()))
+        lastMovement = Date()
+    }
+
+    /// A reason to stop now: cancelled, or stalled while not paused.
+    func checkControl(now: Date) -> (any Error)? {
+        if hooks.control?.isCancelled == true { return TransferControl.cancelledError }
+        if abandoned.load(ordering: .relaxed) { return CancellationError() }
+        if !pausedOnWire, now.timeIntervalSince(lastMovement) > request.stallTimeout {
+            return HTTPTransportError(code: Int(CURLE_OPERATION_TIMEDOUT.rawValue),
+                                      message: "no bytes moved for \(Int(request.stallTimeout)) s: \(request.url)", isTransient: true)
+        }
+        return nil
+    }
+
+    func outcome(code: CURLcode, handle: UnsafeMutableRawPointer) -> Result<HTTPResponse, any Error> {
+        if let readFailure { return .failure(readFailure) }
+        if code == CURLE_ABORTED_BY_CALLBACK, hooks.control?.isCancelled == true {
+            return .failure(TransferControl.cancelledError)
+        }
+        guard code == CURLE_OK else {
+            return .failure(HTTPTransportError(
+                code: Int(code.rawValue), message: "\(String(cString: curl_easy_strerror(code))): \(request.url)",
+                isTransient: Self.transientCodes.contains(code)))
+        }
+        var status = 0
+        _ = hoist_curl_easy_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
+        return .success(HTTPResponse(status: status, headers: responseHeaders, body: responseBody))
+    }
+
+    func complete(_ result: Result<HTTPResponse, any Error>) {
+        if fileDescriptor >= 0 { close(fileDescriptor) }
+        fileDescriptor = -1
+        curl_slist_free_all(headerList)
+        headerList = nil
+        retained?.release()
+        retained = nil
+        continuation?.resume(with: result)
+        continuation = nil
+    }
+
+    private static let transientCodes: Set<CURLcode> = [
+        CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_OPERATION_TIMEDOUT, CURLE_SEND_ERROR,
+        CURLE_RECV_ERROR, CURLE_GOT_NOTHING, CURLE_PARTIAL_FILE, CURLE_SSL_CONNECT_ERROR, CURLE_HTTP2,
+        CURLE_HTTP2_STREAM, CURLE_WEIRD_SERVER_REPLY, CURLE_READ_ERROR,
+    ]
+
+    private func check(_ code: CURLcode) throws {
+        if code != CURLE_OK {
+            throw HTTPTransportError(code: Int(code.rawValue), message: String(cString: curl_easy_strerror(code)), isTransient: false)
+        }
+    }
+
+    // MARK: - Callbacks, on the engine thread
+
+    private static func from(_ context: UnsafeMutableRawPointer?) -> Transfer {
+        Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
+    }
+
+    private static let readCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = {
+        buffer, size, count, context in
+        from(context).read(into: UnsafeMutableRawBufferPointer(start: buffer, count: size * count))
+    }
+
+    private static let headerCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = {
+        buffer, size, count, context in
+        let line = String(decoding: UnsafeRawBufferPointer(start: buffer, count: size * count), as: UTF8.self)
+        from(context).header(line)
+        return size * count
+    }
+
+    private static let writeCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = {
+        buffer, size, count, context in
+        from(context).responseBody.append(contentsOf: UnsafeRawBufferPointer(start: buffer, count: size * count))
+        return size * count
+    }
+
+    private static let progressCallback: @convention(c) (UnsafeMutableRawPointer?, curl_off_t, curl_off_t, curl_off_t, curl_off_t) -> Int32 = {
+        context, _, downloaded, _, uploaded in
+        let transfer = from(context)
+        if transfer.hooks.control?.isCancelled == true || transfer.abandoned.load(ordering: .relaxed) { return 1 }
+        if Int64(uploaded) > transfer.uploaded {
+            transfer.uploaded = Int64(uploaded)
+            transfer.lastMovement = Date()
+            transfer.hooks.onUploadProgress?(Int64(uploaded))
+        } else if downloaded > 0 {
+            transfer.lastMovement = Date()
+        }
+        return 0
+    }
+
+    private func header(_ line: String) {
+        if line.hasPrefix("HTTP/") {
+            responseHeaders.removeAll()
+            return
+        }
+        guard let colon = line.firstIndex(of: ":") else { return }
+        let name = line[..<colon].lowercased()
+        let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
+        responseHeaders[name] = value
+    }
+
+    /// Fills curl's buffer from the body parts; pauses while the control says so.
+    private func read(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        if hooks.control?.isCancelled == true { return hoist_curl_readfunc_abort() }
+        if hooks.control?.isPaused == true {
+            pausedOnWire = true
+            return hoist_curl_readfunc_pause()
+        }
+        var filled = 0
+        while filled < buffer.count, partIndex < request.body.count {
+            let part = request.body[partIndex]
+            let left = part.length - partOffset
+            if left == 0 {
+                partIndex += 1
+                partOffset = 0
+                if fileDescriptor >= 0 { close(fileDescriptor) }
+                fileDescriptor = -1
+                continue
+            }
+            let want = min(buffer.count - filled, Int(left))
+            let target = UnsafeMutableRawBufferPointer(rebasing: buffer[filled..<filled + want])
+            switch part {
+            case .data(let data):
+                let start = data.startIndex + Int(partOffset)
+                data.copyBytes(to: target.assumingMemoryBound(to: UInt8.self), from: start..<start + want)
+                filled += want
+                partOffset += Int64(want)
+            case .file(let path, let offset, _):
+                if fileDescriptor < 0 {
+                    fileDescriptor = open(path, O_RDONLY | O_CLOEXEC)
+                    if fileDescriptor < 0 {
+                        readFailure = StorageErrorCode.objectNotFound.error("Cannot open \(path): \(String(cString: strerror(errno))).")
+                        return hoist_curl_readfunc_abort()
+                    }
+                }
+                let got = pread(fileDescriptor, target.baseAddress, want, off_t(offset + partOffset))
+                if got <= 0 {
+                    readFailure = StorageErrorCode.invalidArgument.error(
+                        "\(path) changed while uploading: \(got < 0 ? String(cString: strerror(errno)) : "it ended early").")
+                    return hoist_curl_readfunc_abort()
+                }
+                hooks.onFileBytes?(UnsafeRawBufferPointer(rebasing: target[0..<got]), offset + partOffset)
+                filled += got
+                partOffset += Int64(got)
+            }
+        }
+        return filled
+    }
+}
