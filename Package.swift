@@ -32,6 +32,7 @@ let package = Package(
                 "CCurl",
                 "CHoistChecksum",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
             ]
         ),
         .target(name: "HoistYAML", dependencies: ["CYAML"]),

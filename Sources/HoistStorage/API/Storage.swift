@@ -23,6 +23,7 @@ public final class Storage: Sendable {
         var maxDownloadRetryTime: TimeInterval = 600
         var maxOperationRetryTime: TimeInterval = 120
         var uploadChunkSizeBytes: Int64 = .max
+        var retryInitialDelay: TimeInterval = 1
     }
 
     private static let instances = Mutex<[String: Storage]>([:])
@@ -77,6 +78,18 @@ public final class Storage: Sendable {
     public var uploadChunkSizeBytes: Int64 {
         get { settings.withLock { $0.uploadChunkSizeBytes } }
         set { settings.withLock { $0.uploadChunkSizeBytes = newValue } }
+    }
+
+    /// The first wait before retrying a transient failure, in seconds (default 1); later waits
+    /// double, with jitter, up to 32 s, until `maxUploadRetryTime` is spent.
+    public var retryInitialDelay: TimeInterval {
+        get { settings.withLock { $0.retryInitialDelay } }
+        set { settings.withLock { $0.retryInitialDelay = newValue } }
+    }
+
+    /// The retry policy uploads follow.
+    var uploadRetryPolicy: RetryPolicy {
+        settings.withLock { RetryPolicy(initialDelay: $0.retryInitialDelay, budget: $0.maxUploadRetryTime) }
     }
 
     /// The root of the bucket.

@@ -78,48 +78,82 @@ public final class StorageUploadTask: StorageObservableTask, @unchecked Sendable
     private func run() async {
         var session: (any UploadSession)?
         do {
-            try await control.checkpoint()
-            guard let path = reference.path.object else {
-                throw StorageErrorCode.invalidArgument.error(
-                    "Cannot upload to the root of bucket \(reference.bucket): create a reference below it, "
-                        + "such as storage.reference().child(\"file.png\").",
-                    userInfo: ["bucket": reference.bucket])
-            }
-            let source: ByteSource
-            var attributes = self.attributes
-            switch content {
-            case .data(let data):
-                source = ByteSource(data: data)
-            case .file(let url):
-                let filePath = try Self.localPath(of: url)
-                source = try ByteSource(filePath: filePath)
-                if attributes.contentType == nil {
-                    attributes.contentType = ContentType.forPath(filePath) ?? ContentType.forPath(path)
-                }
-            }
+            let (source, path, attributes) = try await prepare()
             lock.withLock { total = source.size }
-
             let backend = reference.storage.backend
-            let started = try await backend.startUpload(to: path, attributes: attributes, size: source.size)
-            session = started
-            sessionID = started.id
-            var offset = try await started.confirmedOffset()
+            let policy = reference.storage.uploadRetryPolicy
+            let deadline = Date().addingTimeInterval(policy.budget)
+            var failures = 0
+            var offset: Int64 = 0
             while true {
-                let outcome = try await started.send(from: source, at: offset, control: control) { [weak self] sent in
-                    self?.report(sent)
-                }
-                switch outcome {
-                case .partial(let confirmed):
-                    offset = confirmed
-                case .finished(let resource):
-                    succeed(resource)
-                    return
+                do {
+                    try await control.checkpoint()
+                    if let current = session {
+                        if failures > 0 { offset = try await current.confirmedOffset() }
+                    } else {
+                        let started = try await backend.startUpload(to: path, attributes: attributes, size: source.size)
+                        session = started
+                        sessionID = started.id
+                        offset = 0
+                    }
+                    let outcome = try await session!.send(from: source, at: offset, control: control) { [weak self] sent in
+                        self?.report(sent)
+                    }
+                    switch outcome {
+                    case .partial(let confirmed):
+                        failures = confirmed > offset ? 0 : failures + 1
+                        offset = confirmed
+                    case .finished(let resource):
+                        succeed(resource)
+                        return
+                    }
+                } catch where RetryPolicy.isTransient(error) && !control.isCancelled {
+                    failures += 1
+                    let delay = policy.delay(attempt: failures, retryAfter: RetryPolicy.retryAfter(error))
+                    guard Date().addingTimeInterval(delay) < deadline else { throw Self.retryLimitExceeded(after: error) }
+                    try await control.sleep(delay)
                 }
             }
         } catch {
             if let session { await session.abandon() }
             fail(control.isCancelled ? TransferControl.cancelledError : NSError.storage(error))
         }
+    }
+
+    /// The bytes, the object path and the metadata to send.
+    private func prepare() async throws -> (ByteSource, String, ObjectResource) {
+        try await control.checkpoint()
+        guard let path = reference.path.object else {
+            throw StorageErrorCode.invalidArgument.error(
+                "Cannot upload to the root of bucket \(reference.bucket): create a reference below it, "
+                    + "such as storage.reference().child(\"file.png\").",
+                userInfo: ["bucket": reference.bucket])
+        }
+        var attributes = self.attributes
+        switch content {
+        case .data(let data):
+            return (ByteSource(data: data), path, attributes)
+        case .file(let url):
+            let filePath = try Self.localPath(of: url)
+            let source = try ByteSource(filePath: filePath)
+            if attributes.contentType == nil {
+                attributes.contentType = ContentType.forPath(filePath) ?? ContentType.forPath(path)
+            }
+            return (source, path, attributes)
+        }
+    }
+
+    /// The error a task ends with once retrying has taken all its time.
+    static func retryLimitExceeded(after error: any Error) -> NSError {
+        let last = error as NSError
+        var info: [String: any Sendable] = ["LastError": last.localizedDescription]
+        if let status = last.userInfo[StorageErrorResponseCodeKey] as? Int { info[StorageErrorResponseCodeKey] = status }
+        for key in [StorageErrorResponseBodyKey, "bucket", "object"] {
+            if let value = last.userInfo[key] as? String { info[key] = value }
+        }
+        return StorageErrorCode.retryLimitExceeded.error(
+            "Max retry time for operation exceeded, please try again. Last error: \(last.localizedDescription)",
+            userInfo: info)
     }
 
     /// A progress event, unless paused; bytes moved while paused are reported on resume's next event.

@@ -6,6 +6,14 @@ enum BackendRegistry {
         if url.hasPrefix("file:") {
             return LocalBucket(directory: localPath(of: url))
         }
+        if url.hasPrefix("gs://") {
+            let bucket = String(url.dropFirst("gs://".count).split(separator: "/").first ?? "")
+            do {
+                return GCSBackend(try GCSBackend.Configuration.fromEnvironment(bucket: bucket))
+            } catch {
+                return UnsupportedBackend(url: url, reason: error.localizedDescription)
+            }
+        }
         return UnsupportedBackend(url: url)
     }
 
@@ -23,6 +31,7 @@ enum BackendRegistry {
 /// The backend of a URL whose scheme Hoist cannot serve: every operation fails clearly.
 struct UnsupportedBackend: StorageBackend {
     let url: String
+    var reason: String?
     var bucket: String {
         let rest = url.split(separator: ":", maxSplits: 1).last.map(String.init) ?? url
         return rest.trimmingCharacters(in: ["/"]).split(separator: "/").first.map(String.init) ?? rest
@@ -30,7 +39,7 @@ struct UnsupportedBackend: StorageBackend {
 
     private var error: NSError {
         StorageErrorCode.invalidArgument.error(
-            "No storage backend for \(url): use file:///ABS/DIR or file:REL/DIR", userInfo: ["url": url])
+            reason ?? "No storage backend for \(url): use gs://BUCKET, file:///ABS/DIR or file:REL/DIR", userInfo: ["url": url])
     }
 
     func startUpload(to path: String, attributes: ObjectResource, size: Int64) async throws -> any UploadSession {

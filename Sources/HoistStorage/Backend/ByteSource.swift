@@ -47,6 +47,16 @@ public final class ByteSource: Sendable {
         return nil
     }
 
+    /// The bytes from `offset` to the end, as an HTTP body part read while it is sent.
+    public func bodyPart(from offset: Int64) -> HTTPRequest.BodyPart {
+        switch storage {
+        case .memory(let data):
+            return .data(data.subdata(in: data.startIndex + Int(offset)..<data.endIndex), contentOffset: offset)
+        case .file(let path):
+            return .file(path: path, offset: offset, length: size - offset)
+        }
+    }
+
     /// A reader positioned at `offset`.
     public func reader(from offset: Int64) throws -> Reader {
         switch storage {

@@ -40,7 +40,7 @@ public protocol UploadSession: Sendable {
     ///   confirmed offset when the backend wants another call.
     func send(
         from source: ByteSource, at offset: Int64, control: TransferControl,
-        progress: @Sendable (Int64) -> Void
+        progress: @escaping @Sendable (Int64) -> Void
     ) async throws -> SendOutcome
 
     /// Gives the session up: nothing of it is left in the bucket. Never throws.

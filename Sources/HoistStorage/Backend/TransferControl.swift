@@ -28,6 +28,16 @@ public final class TransferControl: Sendable {
         }
     }
 
+    /// Waits `seconds`, or less if cancelled (then throws `cancelled`).
+    public func sleep(_ seconds: TimeInterval) async throws {
+        let end = Date().addingTimeInterval(seconds)
+        while Date() < end {
+            if isCancelled { throw Self.cancelledError }
+            try? await Task.sleep(for: .milliseconds(min(50, max(1, Int(end.timeIntervalSinceNow * 1000)))))
+        }
+        if isCancelled { throw Self.cancelledError }
+    }
+
     /// True while paused: a backend that cannot wait (a C callback) asks this instead.
     public var isPaused: Bool { state.withLock { $0.paused } }
     /// True once cancelled.

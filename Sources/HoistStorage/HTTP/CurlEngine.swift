@@ -296,9 +296,10 @@ private final class Transfer: @unchecked Sendable {
             let want = min(buffer.count - filled, Int(left))
             let target = UnsafeMutableRawBufferPointer(rebasing: buffer[filled..<filled + want])
             switch part {
-            case .data(let data):
+            case .data(let data, let contentOffset):
                 let start = data.startIndex + Int(partOffset)
                 data.copyBytes(to: target.assumingMemoryBound(to: UInt8.self), from: start..<start + want)
+                if let contentOffset { hooks.onContentBytes?(UnsafeRawBufferPointer(target), contentOffset + partOffset) }
                 filled += want
                 partOffset += Int64(want)
             case .file(let path, let offset, _):
@@ -315,7 +316,7 @@ private final class Transfer: @unchecked Sendable {
                         "\(path) changed while uploading: \(got < 0 ? String(cString: strerror(errno)) : "it ended early").")
                     return hoist_curl_readfunc_abort()
                 }
-                hooks.onFileBytes?(UnsafeRawBufferPointer(rebasing: target[0..<got]), offset + partOffset)
+                hooks.onContentBytes?(UnsafeRawBufferPointer(rebasing: target[0..<got]), offset + partOffset)
                 filled += got
                 partOffset += Int64(got)
             }

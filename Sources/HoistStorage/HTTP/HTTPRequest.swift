@@ -22,13 +22,15 @@ public struct HTTPRequest: Sendable {
     }
 
     /// A piece of a request body: bytes in memory, or a range of a file read as it is sent.
+    /// Content parts (a file range, or data with a `contentOffset`) are shown to
+    /// `TransferHooks.onContentBytes` as they are sent; framing (`contentOffset` nil) is not.
     public enum BodyPart: Sendable {
-        case data(Data)
+        case data(Data, contentOffset: Int64? = nil)
         case file(path: String, offset: Int64, length: Int64)
 
         var length: Int64 {
             switch self {
-            case .data(let data): Int64(data.count)
+            case .data(let data, _): Int64(data.count)
             case .file(_, _, let length): length
             }
         }
@@ -61,16 +63,16 @@ public struct HTTPTransportError: Error, CustomStringConvertible, Sendable {
 
 /// Hooks a transfer calls on the engine's thread.
 public struct TransferHooks: Sendable {
-    /// Bytes of a `.file` body part as they are read: the buffer and its offset in the file.
-    public var onFileBytes: (@Sendable (UnsafeRawBufferPointer, Int64) -> Void)?
+    /// Content bytes as they are read for sending: the buffer and its offset in the content.
+    public var onContentBytes: (@Sendable (UnsafeRawBufferPointer, Int64) -> Void)?
     /// Body bytes handed to the network so far.
     public var onUploadProgress: (@Sendable (Int64) -> Void)?
     /// Pause and cancel.
     public var control: TransferControl?
 
-    public init(onFileBytes: (@Sendable (UnsafeRawBufferPointer, Int64) -> Void)? = nil,
+    public init(onContentBytes: (@Sendable (UnsafeRawBufferPointer, Int64) -> Void)? = nil,
                 onUploadProgress: (@Sendable (Int64) -> Void)? = nil, control: TransferControl? = nil) {
-        self.onFileBytes = onFileBytes
+        self.onContentBytes = onContentBytes
         self.onUploadProgress = onUploadProgress
         self.control = control
     }

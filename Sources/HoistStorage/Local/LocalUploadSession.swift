@@ -42,7 +42,7 @@ actor LocalUploadSession: UploadSession {
 
     func send(
         from source: ByteSource, at offset: Int64, control: TransferControl,
-        progress: @Sendable (Int64) -> Void
+        progress: @escaping @Sendable (Int64) -> Void
     ) async throws -> SendOutcome {
         guard offset == written else {
             throw StorageErrorCode.internalError.error(

@@ -12,6 +12,11 @@ struct Checksums {
         crc32c = data.withUnsafeBytes { hoist_crc32c_update(crc32c, $0.baseAddress, $0.count) }
     }
 
+    mutating func update(_ bytes: UnsafeRawBufferPointer) {
+        md5.update(bufferPointer: bytes)
+        crc32c = hoist_crc32c_update(crc32c, bytes.baseAddress, bytes.count)
+    }
+
     /// Base64 of the MD5 digest, as GCS's `md5Hash`.
     func md5Base64() -> String { Data(md5.finalize()).base64EncodedString() }
 

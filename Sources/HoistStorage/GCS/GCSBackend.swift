@@ -1,0 +1,225 @@
+import Foundation
+
+/// Google Cloud Storage through its JSON API: `gs://BUCKET` URLs, and Firebase Storage buckets,
+/// which are GCS buckets. Small objects go up in one multipart request, large ones through a
+/// resumable session streamed in a single `PUT` and continued from the server's offset.
+public final class GCSBackend: StorageBackend {
+    /// How a `GCSBackend` reaches its bucket.
+    public struct Configuration: Sendable {
+        public var bucket: String
+        /// The JSON API's base URL: `https://storage.googleapis.com`, or an emulator's.
+        public var endpoint: String
+        /// The base of Firebase download URLs.
+        public var downloadEndpoint: String
+        public var credentials: any AccessTokenProvider
+        /// Objects up to this size go up in one multipart request; larger ones resumably.
+        public var multipartThreshold: Int64 = 8 << 20
+        /// The largest `PUT` of a resumable session (rounded down to 256 KiB); nil sends the rest at once.
+        public var chunkSize: Int64?
+        /// Set custom metadata `firebaseStorageDownloadTokens` to a fresh UUID on each upload.
+        public var setsDownloadTokens = true
+        /// Skip TLS certificate checks (only for a job that asks for it by name).
+        public var insecureSkipTLSVerify = false
+        /// Seconds without a byte moving before a request is given up and retried.
+        public var stallTimeout: Double = 60
+
+        public init(bucket: String, endpoint: String = "https://storage.googleapis.com",
+                    downloadEndpoint: String = "https://firebasestorage.googleapis.com",
+                    credentials: any AccessTokenProvider = NoCredentials()) {
+            self.bucket = bucket
+            self.endpoint = endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint
+            self.downloadEndpoint = downloadEndpoint.hasSuffix("/") ? String(downloadEndpoint.dropLast()) : downloadEndpoint
+            self.credentials = credentials
+        }
+
+        /// As Google's clients read the environment: `STORAGE_EMULATOR_HOST` (`host:port` or a URL)
+        /// points both the API and download URLs at an emulator, without credentials.
+        public static func fromEnvironment(bucket: String, _ environment: [String: String] = ProcessInfo.processInfo.environment)
+            throws -> Configuration
+        {
+            let credentials = try credentialsFromEnvironment(environment)
+            if let host = environment["STORAGE_EMULATOR_HOST"], !host.isEmpty {
+                let base = host.contains("://") ? host : "http://\(host)"
+                return Configuration(bucket: bucket, endpoint: base, downloadEndpoint: base, credentials: credentials)
+            }
+            return Configuration(bucket: bucket, credentials: credentials)
+        }
+    }
+
+    public let configuration: Configuration
+    public var bucket: String { configuration.bucket }
+
+    public init(_ configuration: Configuration) {
+        self.configuration = configuration
+    }
+
+    public func startUpload(to path: String, attributes: ObjectResource, size: Int64) async throws -> any UploadSession {
+        var resource = attributes.writable
+        resource.name = path
+        if resource.contentType == nil { resource.contentType = ContentType.fallback }
+        if configuration.setsDownloadTokens, resource.metadata?[Self.downloadTokensKey] == nil {
+            resource.metadata = (resource.metadata ?? [:]).merging([Self.downloadTokensKey: UUID().uuidString.lowercased()]) { a, _ in a }
+        }
+        if size <= configuration.multipartThreshold {
+            return GCSMultipartSession(backend: self, resource: resource, size: size)
+        }
+        var request = HTTPRequest(
+            method: "POST", url: "\(configuration.endpoint)/upload/storage/v1/b/\(Self.encode(bucket))/o?uploadType=resumable",
+            headers: [("Content-Type", "application/json; charset=UTF-8"), ("X-Upload-Content-Type", resource.contentType!),
+                      ("X-Upload-Content-Length", "\(size)")])
+        request.body = [.data(try JSONEncoder().encode(resource))]
+        let response = try await send(request)
+        guard response.status == 200 || response.status == 201, let location = response.header("Location") else {
+            throw failure(response, object: path, bucketLevel: true)
+        }
+        return GCSResumableSession(backend: self, id: location, path: path, size: size, contentType: resource.contentType!)
+    }
+
+    public func resumeUpload(id: String) async throws -> any UploadSession {
+        guard id.hasPrefix("http://") || id.hasPrefix("https://") else {
+            throw StorageErrorCode.objectNotFound.error("Upload session \(id) cannot be resumed: it is not a resumable session URL.")
+        }
+        return GCSResumableSession(backend: self, id: id, path: nil, size: nil, contentType: nil)
+    }
+
+    public func metadata(of path: String) async throws -> ObjectResource {
+        let response = try await send(HTTPRequest(method: "GET", url: objectURL(path)))
+        guard response.status == 200 else { throw failure(response, object: path, bucketLevel: false) }
+        return try decodeResource(response)
+    }
+
+    public func downloadURL(for path: String) async throws -> URL {
+        var resource = try await metadata(of: path)
+        var token = resource.metadata?[Self.downloadTokensKey]?.split(separator: ",").first.map(String.init)
+        if token == nil {
+            // An object uploaded without a token (by another tool): give it one, as Firebase does.
+            let fresh = UUID().uuidString.lowercased()
+            var request = HTTPRequest(method: "PATCH", url: objectURL(path), headers: [("Content-Type", "application/json")])
+            request.body = [.data(try JSONSerialization.data(withJSONObject: ["metadata": [Self.downloadTokensKey: fresh]]))]
+            let response = try await send(request)
+            guard response.status == 200 else { throw failure(response, object: path, bucketLevel: false) }
+            resource = try decodeResource(response)
+            token = fresh
+        }
+        let link = "\(configuration.downloadEndpoint)/v0/b/\(Self.encode(bucket))/o/\(Self.encode(path))?alt=media&token=\(token!)"
+        guard let url = URL(string: link) else { throw StorageErrorCode.internalError.error("Bad download URL \(link).") }
+        return url
+    }
+
+    /// The custom metadata key that holds Firebase download tokens.
+    public static let downloadTokensKey = "firebaseStorageDownloadTokens"
+
+    // MARK: - Requests
+
+    func objectURL(_ path: String) -> String {
+        "\(configuration.endpoint)/storage/v1/b/\(Self.encode(bucket))/o/\(Self.encode(path))"
+    }
+
+    /// Sends a request with the credentials' token; connection failures become storage errors.
+    func send(_ request: HTTPRequest, hooks: TransferHooks = TransferHooks()) async throws -> HTTPResponse {
+        var request = request
+        if let token = try await configuration.credentials.accessToken() {
+            request.headers.append(("Authorization", "Bearer \(token)"))
+        }
+        request.insecureSkipTLSVerify = configuration.insecureSkipTLSVerify
+        request.stallTimeout = configuration.stallTimeout
+        do {
+            return try await CurlEngine.shared.perform(request, hooks: hooks)
+        } catch let error as HTTPTransportError {
+            throw StorageErrorCode.unknown.error(
+                "Connection to Cloud Storage failed: \(error.message)",
+                userInfo: [StorageErrorRetryableKey: error.isTransient, "bucket": bucket])
+        }
+    }
+
+    func decodeResource(_ response: HTTPResponse) throws -> ObjectResource {
+        do {
+            return try JSONDecoder().decode(ObjectResource.self, from: response.body)
+        } catch {
+            throw StorageErrorCode.unknown.error(
+                "Invalid data returned from the server: \(response.bodyText.prefix(500))",
+                userInfo: [StorageErrorResponseCodeKey: response.status, StorageErrorResponseBodyKey: response.bodyText])
+        }
+    }
+
+    /// The storage error for a server's answer: 401 unauthenticated, 402 quotaExceeded,
+    /// 403 unauthorized, 404 bucketNotFound (bucket-level calls) or objectNotFound; 408, 429 and
+    /// 5xx are marked retryable. The status and body go in `userInfo`.
+    func failure(_ response: HTTPResponse, object: String?, bucketLevel: Bool) -> NSError {
+        struct GCSError: Decodable {
+            struct Detail: Decodable { let message: String? }
+            let error: Detail?
+        }
+        let serverMessage = (try? JSONDecoder().decode(GCSError.self, from: response.body))?.error?.message
+        let status = response.status
+        let code: StorageErrorCode
+        let message: String
+        switch status {
+        case 401:
+            code = .unauthenticated
+            message = "User is not authenticated, please authenticate and try again."
+        case 402:
+            code = .quotaExceeded
+            message = "Quota for bucket \(bucket) exceeded."
+        case 403:
+            code = .unauthorized
+            message = "User does not have permission to access gs://\(bucket)/\(object ?? "")."
+        case 404 where bucketLevel:
+            code = .bucketNotFound
+            message = "Bucket \(bucket) does not exist."
+        case 404:
+            code = .objectNotFound
+            message = "Object \(object ?? "") does not exist."
+        case 408, 429, 500...599:
+            code = .unknown
+            message = "Cloud Storage answered \(status)" + (serverMessage.map { ": \($0)" } ?? ".")
+        default:
+            code = .unknown
+            message = "Cloud Storage answered \(status)" + (serverMessage.map { ": \($0)" } ?? ".")
+        }
+        var info: [String: any Sendable] = [
+            StorageErrorResponseCodeKey: status, StorageErrorResponseBodyKey: response.bodyText, "bucket": bucket,
+        ]
+        if let object { info["object"] = object }
+        if status == 408 || status == 429 || status >= 500 {
+            info[StorageErrorRetryableKey] = true
+            if let retryAfter = response.header("Retry-After").flatMap(Self.parseRetryAfter) {
+                info[StorageErrorRetryAfterKey] = retryAfter
+            }
+        }
+        return code.error(message, userInfo: info)
+    }
+
+    /// `Retry-After` as seconds or an HTTP date.
+    static func parseRetryAfter(_ value: String) -> TimeInterval? {
+        if let seconds = TimeInterval(value.trimmingCharacters(in: .whitespaces)) { return max(0, seconds) }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        return formatter.date(from: value).map { max(0, $0.timeIntervalSinceNow) }
+    }
+
+    /// Percent-encodes everything but RFC 3986's unreserved characters (so `/` is `%2F`).
+    static func encode(_ text: String) -> String {
+        text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? text
+    }
+
+    private static let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+
+    /// Checks the server's checksums against what was sent; on a mismatch, deletes the object
+    /// (this generation only) and throws `nonMatchingChecksum`.
+    func verify(_ resource: ObjectResource, against frontier: ChecksumFrontier, path: String) async throws -> ObjectResource {
+        let sent = frontier.digests
+        let md5Mismatch = resource.md5Hash.map { $0 != sent.md5 } ?? false
+        let crcMismatch = resource.crc32c.map { $0 != sent.crc32c } ?? false
+        guard md5Mismatch || crcMismatch else { return resource }
+        var url = objectURL(path)
+        if let generation = resource.generation { url += "?ifGenerationMatch=\(generation)" }
+        _ = try? await send(HTTPRequest(method: "DELETE", url: url))
+        throw StorageErrorCode.nonMatchingChecksum.error(
+            "Uploaded object \(path) has checksum md5 \(resource.md5Hash ?? "-") crc32c \(resource.crc32c ?? "-") on the server, "
+                + "but md5 \(sent.md5) crc32c \(sent.crc32c) was sent. The object was deleted; retry the upload.",
+            userInfo: ["bucket": bucket, "object": path, "serverMD5": resource.md5Hash ?? "", "serverCRC32C": resource.crc32c ?? "",
+                       "localMD5": sent.md5, "localCRC32C": sent.crc32c])
+    }
+}

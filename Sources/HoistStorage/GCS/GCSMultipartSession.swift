@@ -1,0 +1,49 @@
+import Foundation
+
+/// A small object sent in one `uploadType=multipart` request: the metadata JSON, then the bytes.
+/// There is nothing on the server until the request completes, so nothing to resume or abandon.
+struct GCSMultipartSession: UploadSession {
+    let backend: GCSBackend
+    let resource: ObjectResource
+    let size: Int64
+    let id = "multipart:" + UUID().uuidString.lowercased()
+    private let frontier = ChecksumFrontier()
+
+    init(backend: GCSBackend, resource: ObjectResource, size: Int64) {
+        self.backend = backend
+        self.resource = resource
+        self.size = size
+    }
+
+    func confirmedOffset() async throws -> Int64 { 0 }
+
+    func send(
+        from source: ByteSource, at offset: Int64, control: TransferControl, progress: @escaping @Sendable (Int64) -> Void
+    ) async throws -> SendOutcome {
+        let boundary = "hoist-" + UUID().uuidString
+        var head = Data("--\(boundary)\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n".utf8)
+        head.append(try JSONEncoder().encode(resource))
+        head.append(Data("\r\n--\(boundary)\r\nContent-Type: \(resource.contentType ?? ContentType.fallback)\r\n\r\n".utf8))
+        let tail = Data("\r\n--\(boundary)--\r\n".utf8)
+        let bucket = GCSBackend.encode(backend.bucket)
+        var request = HTTPRequest(
+            method: "POST", url: "\(backend.configuration.endpoint)/upload/storage/v1/b/\(bucket)/o?uploadType=multipart",
+            headers: [("Content-Type", "multipart/related; boundary=\(boundary)")])
+        request.body = [.data(head), source.bodyPart(from: 0), .data(tail)]
+        let headLength = Int64(head.count)
+        let size = self.size
+        let frontier = self.frontier
+        let hooks = TransferHooks(
+            onContentBytes: { bytes, position in frontier.add(bytes, at: position) },
+            onUploadProgress: { sent in progress(min(size, max(0, sent - headLength))) },
+            control: control)
+        let response = try await backend.send(request, hooks: hooks)
+        guard response.status == 200 || response.status == 201 else {
+            throw backend.failure(response, object: resource.name, bucketLevel: true)
+        }
+        let stored = try await backend.verify(backend.decodeResource(response), against: frontier, path: resource.name ?? "")
+        return .finished(stored)
+    }
+
+    func abandon() async {}
+}

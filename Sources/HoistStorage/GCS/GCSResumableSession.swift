@@ -1,0 +1,105 @@
+import Foundation
+import Synchronization
+
+/// A resumable upload session: its `id` is the session URL, which survives a restart.
+/// The rest of the object goes up in one streamed `PUT` (or `chunkSize` pieces); after a broken
+/// connection, a status query says how much the server holds, and sending continues from there.
+final class GCSResumableSession: UploadSession {
+    let id: String
+    private let backend: GCSBackend
+    private let frontier = ChecksumFrontier()
+    private struct State {
+        var path: String?
+        var size: Int64?
+        var contentType: String?
+        /// The object, when a status query found the upload already complete.
+        var completed: ObjectResource?
+    }
+    private let state: Mutex<State>
+
+    init(backend: GCSBackend, id: String, path: String?, size: Int64?, contentType: String?) {
+        self.backend = backend
+        self.id = id
+        state = Mutex(State(path: path, size: size, contentType: contentType))
+    }
+
+    /// Asks the server how many bytes it holds (`PUT` with `Content-Range: bytes */TOTAL`).
+    func confirmedOffset() async throws -> Int64 {
+        let size = state.withLock { $0.size }
+        var request = HTTPRequest(method: "PUT", url: id, headers: [("Content-Range", "bytes */\(size.map(String.init) ?? "*")")])
+        request.body = []
+        let response = try await backend.send(request)
+        switch response.status {
+        case 308:
+            return Self.confirmedBytes(response.header("Range"))
+        case 200, 201:
+            let resource = try backend.decodeResource(response)
+            state.withLock {
+                $0.completed = resource
+                $0.path = $0.path ?? resource.name
+            }
+            return resource.size ?? size ?? 0
+        default:
+            throw backend.failure(response, object: state.withLock { $0.path }, bucketLevel: false)
+        }
+    }
+
+    func send(
+        from source: ByteSource, at offset: Int64, control: TransferControl, progress: @escaping @Sendable (Int64) -> Void
+    ) async throws -> SendOutcome {
+        let (path, completed, contentType) = state.withLock { state in
+            state.size = state.size ?? source.size
+            return (state.path ?? "", state.completed, state.contentType)
+        }
+        // Bytes the server holds that this process never read (a resume after a restart).
+        try frontier.catchUp(to: offset, from: source)
+        if let completed {
+            return .finished(try await backend.verify(completed, against: frontier, path: path))
+        }
+        let size = source.size
+        var length = size - offset
+        if let chunk = backend.configuration.chunkSize, chunk > 0 {
+            let rounded = max(256 << 10, chunk / (256 << 10) * (256 << 10))
+            if length > rounded { length = rounded }
+        }
+        let range = size == 0 ? "bytes */0" : "bytes \(offset)-\(offset + length - 1)/\(size)"
+        var request = HTTPRequest(method: "PUT", url: id, headers: [
+            ("Content-Range", range), ("Content-Type", contentType ?? ContentType.fallback),
+        ])
+        if length > 0 {
+            switch source.bodyPart(from: offset) {
+            case .file(let file, let start, _): request.body = [.file(path: file, offset: start, length: length)]
+            case .data(let data, _): request.body = [.data(data.prefix(Int(length)), contentOffset: offset)]
+            }
+        }
+        let frontier = self.frontier
+        let hooks = TransferHooks(
+            onContentBytes: { bytes, position in frontier.add(bytes, at: position) },
+            onUploadProgress: { sent in progress(offset + sent) },
+            control: control)
+        let response = try await backend.send(request, hooks: hooks)
+        switch response.status {
+        case 200, 201:
+            let stored = try backend.decodeResource(response)
+            return .finished(try await backend.verify(stored, against: frontier, path: stored.name ?? path))
+        case 308:
+            return .partial(Self.confirmedBytes(response.header("Range")))
+        default:
+            throw backend.failure(response, object: path, bucketLevel: false)
+        }
+    }
+
+    /// Abandons the session (`DELETE` of its URL); nothing is left behind. Errors are ignored:
+    /// an unfinished session never becomes an object, and expires on its own.
+    func abandon() async {
+        _ = try? await backend.send(HTTPRequest(method: "DELETE", url: id))
+    }
+
+    /// `Range: bytes=0-N` means N+1 bytes are held; no header means none.
+    static func confirmedBytes(_ range: String?) -> Int64 {
+        guard let range, let dash = range.lastIndex(of: "-"), let last = Int64(range[range.index(after: dash)...]) else {
+            return 0
+        }
+        return last + 1
+    }
+}
