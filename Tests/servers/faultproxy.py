@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""A fault-injecting HTTP proxy for Hoist's tests, in front of a real storage server.
+
+Each connection carries one request: the proxy forwards it upstream (Connection: close),
+relays the answer, rewrites upload-session Location headers to point back at itself, and
+closes. Faults, each for a limited number of matching requests:
+
+  --fail STATUS:COUNT[:METHOD]   answer STATUS instead of forwarding (with --retry-after SECONDS)
+  --cut-after BYTES:COUNT[:METHOD]  forward BYTES of the body, then drop both connections
+  --corrupt-at BYTES[:METHOD]    flip one bit of the body byte at that offset (once)
+  --stall SECONDS:COUNT[:METHOD] wait before forwarding
+  --require-bearer TOKEN         answer 401 unless "Authorization: Bearer TOKEN"
+
+It prints "ready PORT" once listening, and logs one JSON line per request to --log.
+"""
+import argparse
+import asyncio
+import json
+import sys
+
+
+class Rule:
+    def __init__(self, spec, default_method=None):
+        parts = spec.split(":")
+        self.value = parts[0]
+        self.count = int(parts[1]) if len(parts) > 1 and parts[1] else 1
+        self.method = (parts[2] or None) if len(parts) > 2 else default_method
+
+    def take(self, method):
+        if self.count <= 0 or (self.method and self.method != method):
+            return False
+        self.count -= 1
+        return True
+
+
+async def read_head(reader):
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    method, target, version = lines[0].split(" ", 2)
+    headers = []
+    for line in lines[1:]:
+        if line:
+            name, _, value = line.partition(":")
+            headers.append((name.strip(), value.strip()))
+    return method, target, headers
+
+
+def header(headers, name):
+    for key, value in headers:
+        if key.lower() == name.lower():
+            return value
+    return None
+
+
+class Proxy:
+    def __init__(self, args):
+        self.args = args
+        self.upstream_host, self.upstream_port = args.upstream.rsplit(":", 1)
+        self.fails = [Rule(spec) for spec in args.fail]
+        self.cuts = [Rule(spec, "PUT") for spec in args.cut_after]
+        self.corrupts = [Rule(spec.partition(":")[0] + ":1:" + spec.partition(":")[2]) for spec in args.corrupt_at]
+        self.stalls = [Rule(spec) for spec in args.stall]
+        self.log = open(args.log, "a", buffering=1) if args.log else None
+        self.port = None
+
+    def record(self, **fields):
+        if self.log:
+            self.log.write(json.dumps(fields) + "\n")
+
+    async def handle(self, reader, writer):
+        try:
+            await self.serve(reader, writer)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def serve(self, reader, writer):
+        method, target, headers = await read_head(reader)
+        length = int(header(headers, "Content-Length") or 0)
+        auth = header(headers, "Authorization")
+        self.record(method=method, target=target, contentRange=header(headers, "Content-Range"),
+                    contentType=header(headers, "Content-Type"), length=length,
+                    bearer=(auth or "").startswith("Bearer "))
+
+        if self.args.require_bearer and auth != "Bearer " + self.args.require_bearer:
+            await reader.readexactly(length)
+            return await self.answer(writer, 401, {"error": {"code": 401, "message": "Invalid Credentials"}})
+        for rule in self.fails:
+            if rule.take(method):
+                await reader.readexactly(length)
+                extra = [("Retry-After", self.args.retry_after)] if self.args.retry_after else []
+                return await self.answer(writer, int(rule.value), {"error": {"code": int(rule.value), "message": "injected"}}, extra)
+        for rule in self.stalls:
+            if rule.take(method):
+                await asyncio.sleep(float(rule.value))
+
+        cut = next((int(r.value) for r in self.cuts if length > int(r.value) and r.take(method)), None)
+        corrupt = next((int(r.value) for r in self.corrupts if length > int(r.value) and r.take(method)), None)
+
+        up_reader, up_writer = await asyncio.open_connection(self.upstream_host, int(self.upstream_port))
+        lines = [f"{method} {target} HTTP/1.1"]
+        for name, value in headers:
+            if name.lower() not in ("connection", "keep-alive"):
+                lines.append(f"{name}: {value}")
+        lines.append("Connection: close")
+        up_writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+
+        sent = 0
+        while sent < length:
+            piece = await reader.read(min(1 << 16, length - sent))
+            if not piece:
+                break
+            if corrupt is not None and sent <= corrupt < sent + len(piece):
+                at = corrupt - sent
+                piece = piece[:at] + bytes([piece[at] ^ 0x01]) + piece[at + 1:]
+            if cut is not None and sent + len(piece) >= cut:
+                up_writer.write(piece[:cut - sent])
+                await up_writer.drain()
+                await asyncio.sleep(0.2)  # let the server take what it got
+                self.record(event="cut", method=method, target=target, after=cut)
+                up_writer.transport.abort()
+                writer.transport.abort()
+                return
+            up_writer.write(piece)
+            await up_writer.drain()
+            sent += len(piece)
+
+        response = await up_reader.read()
+        up_writer.close()
+        head, _, body = response.partition(b"\r\n\r\n")
+        upstream = f"http://{self.upstream_host}:{self.upstream_port}".encode()
+        mine = f"http://127.0.0.1:{self.port}".encode()
+        head = head.replace(upstream, mine)
+        out = []
+        for line in head.split(b"\r\n"):
+            if line.lower().startswith(b"connection:"):
+                continue
+            out.append(line)
+        out.append(b"Connection: close")
+        writer.write(b"\r\n".join(out) + b"\r\n\r\n" + body)
+        await writer.drain()
+
+    async def answer(self, writer, status, payload, extra=()):
+        body = json.dumps(payload).encode()
+        lines = [f"HTTP/1.1 {status} Injected", "Content-Type: application/json", f"Content-Length: {len(body)}",
+                 "Connection: close"] + [f"{k}: {v}" for k, v in extra]
+        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+        await writer.drain()
+
+
+async def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--upstream", required=True, help="HOST:PORT of the real server")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--fail", action="append", default=[])
+    parser.add_argument("--retry-after", default=None)
+    parser.add_argument("--cut-after", action="append", default=[])
+    parser.add_argument("--corrupt-at", action="append", default=[])
+    parser.add_argument("--stall", action="append", default=[])
+    parser.add_argument("--require-bearer", default=None)
+    parser.add_argument("--log", default=None)
+    args = parser.parse_args()
+    proxy = Proxy(args)
+    server = await asyncio.start_server(proxy.handle, "127.0.0.1", args.port)
+    proxy.port = server.sockets[0].getsockname()[1]
+    print(f"ready {proxy.port}", flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+if __name__ == "__main__":
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        sys.exit(0)
