@@ -59,8 +59,9 @@ public class StorageObservableTask: StorageTask, @unchecked Sendable {
     func transition(_ status: StorageTaskStatus, _ change: () -> Bool) -> Bool {
         lock.withLock {
             guard change() else { return false }
-            let snapshot = snapshotUnderLock(status)
-            dispatch(handlers[status]?.map(\.run) ?? [], snapshot)
+            if let observers = handlers[status], !observers.isEmpty {
+                dispatch(observers.map(\.run), snapshotUnderLock(status))
+            }
             if state.isFinished { handlers.removeAll() }
             return true
         }

@@ -160,7 +160,10 @@ public final class StorageUploadTask: StorageObservableTask, @unchecked Sendable
     private func report(_ sent: Int64) {
         transition(.progress) {
             completed = max(completed, sent)
-            guard state == .running, completed > reported else { return false }
+            // Coalesced: an event per 1/1000 of the object (at least 64 KiB) and at the end.
+            let step = max(64 << 10, total / 1000)
+            guard state == .running, completed > reported,
+                  completed - reported >= step || completed == total || reported < 0 else { return false }
             reported = completed
             return true
         }
