@@ -3,22 +3,28 @@ import Foundation
 import HoistStorage
 
 extension Hoist {
-    /// `hoist cp FILE... DEST`: ad-hoc uploads through the HoistStorage API.
+    /// `hoist cp SRC... DEST`: ad-hoc uploads with the same engine as jobs.
     struct Copy: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "cp",
-            abstract: "Upload files to a bucket.",
+            abstract: "Upload files and directories to a bucket.",
             discussion: """
-                DEST is an object path in the bucket named by --storage. A DEST ending in '/' is a \
-                prefix: each file keeps its name under it. One file to a DEST without '/' at the \
-                end is stored under exactly that name.
+                As gsutil cp: a DEST ending in '/' is a prefix, and each file goes under it by its \
+                name; a directory's files go under PREFIX/DIRNAME/ by their paths inside it. One file \
+                to a DEST without '/' at the end is stored under exactly that name.
+
+                DEST is gs://BUCKET/PATH, or a path in the bucket named by --storage (a local \
+                directory bucket by default). gs:// uses $STORAGE_EMULATOR_HOST, \
+                $GOOGLE_OAUTH_ACCESS_TOKEN or $GOOGLE_APPLICATION_CREDENTIALS as Google's tools do.
+
+                Exit status: 0 all uploaded, 1 some failed, 2 could not start.
                 """
         )
 
-        @Option(name: .long, help: "The bucket: file:///ABS/DIR or file:REL/DIR. Default: $HOIST_STORAGE_URL, else file:.hoist/bucket.")
+        @Option(name: .long, help: "The bucket for a DEST without gs://: file:///ABS/DIR, file:REL/DIR or gs://BUCKET. Default: $HOIST_STORAGE_URL, else file:.hoist/bucket.")
         var storage: String?
 
-        @Option(name: [.short, .long], help: "How many uploads run at once.")
+        @Option(name: [.customShort("j"), .customLong("concurrency")], help: "How many uploads run at once.")
         var concurrency: Int = 4
 
         @Option(name: .long, help: "The Content-Type of every object (default: from each file's extension).")
@@ -30,10 +36,10 @@ extension Hoist {
         @Option(name: .long, help: "Custom metadata KEY=VALUE; repeat for more.")
         var metadata: [String] = []
 
-        @Flag(name: .long, help: "Print one JSON line per uploaded file and a summary line, nothing else.")
+        @Flag(name: .long, help: "Print one JSON line per event (resume, progress, success, failure) and a summary line.")
         var json = false
 
-        @Argument(help: "Files to upload, then the destination.")
+        @Argument(help: "Files or directories to upload, then the destination.")
         var paths: [String] = []
 
         func validate() throws {
@@ -42,78 +48,113 @@ extension Hoist {
             for pair in metadata where !pair.contains("=") {
                 throw ValidationError("--metadata takes KEY=VALUE, not '\(pair)'.")
             }
-            if paths.count > 2, !(paths.last ?? "").hasSuffix("/") {
-                throw ValidationError("Several files need a destination ending in '/'.")
-            }
         }
 
         func run() async throws {
-            let storage = self.storage.map(Storage.storage(url:)) ?? Storage.storage()
-            let destination = paths.last!
-            let files = paths.dropLast()
-            let plan = files.map { file -> (file: String, object: String) in
-                let object = destination.hasSuffix("/") || destination.isEmpty
-                    ? destination + URL(fileURLWithPath: file).lastPathComponent : destination
-                return (file, object)
-            }
-            let started = Date()
-            var failures = 0
-            var bytes: Int64 = 0
-            await withTaskGroup(of: CopyOutcome.self) { group in
-                var next = plan.makeIterator()
+            let target = try Destination(paths.last!, storage: storage)
+            let plan = try CopyPlan(sources: Array(paths.dropLast()), destination: target)
+            let reporter = CopyReporter(json: json, terminal: !json && isatty(STDERR_FILENO) != 0,
+                                        files: plan.items.count, bytes: plan.totalBytes)
+            let custom = makeMetadata()
+            reporter.start()
+            await withTaskGroup(of: Void.self) { group in
+                var next = plan.items.makeIterator()
                 func addNext() {
                     guard let item = next.next() else { return }
-                    group.addTask { await Self.upload(item.file, to: storage.reference(withPath: item.object), metadata: makeMetadata()) }
+                    let ref = target.storage.reference(withPath: item.object)
+                    let metadata = metadataFor(custom)
+                    group.addTask { await reporter.upload(item, to: ref, metadata: metadata) }
                 }
                 for _ in 0..<concurrency { addNext() }
-                for await outcome in group {
-                    switch outcome.result {
-                    case .success(let size):
-                        bytes += size
-                        if json { print(JSONLine.success(file: outcome.file, object: outcome.object, size: size)) }
-                    case .failure(let error):
-                        failures += 1
-                        let code = StorageErrorCode(of: error)
-                        if json {
-                            print(JSONLine.failure(file: outcome.file, object: outcome.object, code: code, message: error.localizedDescription))
-                        } else {
-                            FileHandle.standardError.write(Data("hoist: \(outcome.file): \(code.name): \(error.localizedDescription)\n".utf8))
-                        }
-                    }
-                    addNext()
-                }
+                for await _ in group { addNext() }
             }
-            let summary = Summary(files: plan.count, failed: failures, bytes: bytes, seconds: Date().timeIntervalSince(started))
-            if json { print(summary.json) } else if failures == 0 { print(summary.line) }
-            if failures > 0 { throw ExitCode(1) }
+            let failed = reporter.finish()
+            if failed > 0 { throw ExitCode(1) }
         }
 
-        private func makeMetadata() -> StorageMetadata {
+        private func makeMetadata() -> [String: String]? {
+            guard !metadata.isEmpty else { return nil }
+            return Dictionary(metadata.map { pair in
+                let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                return (String(parts[0]), String(parts[1]))
+            }, uniquingKeysWith: { _, last in last })
+        }
+
+        /// Each upload's metadata, fresh (metadata objects are not shared between tasks).
+        func metadataFor(_ custom: [String: String]?) -> StorageMetadata {
             let result = StorageMetadata()
             result.contentType = contentType
             result.cacheControl = cacheControl
-            if !metadata.isEmpty {
-                result.customMetadata = Dictionary(metadata.map { pair in
-                    let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-                    return (String(parts[0]), String(parts[1]))
-                }, uniquingKeysWith: { _, last in last })
-            }
+            result.customMetadata = custom
             return result
-        }
-
-        private static func upload(_ file: String, to ref: StorageReference, metadata: StorageMetadata) async -> CopyOutcome {
-            do {
-                let stored = try await ref.putFileAsync(from: URL(fileURLWithPath: file), metadata: metadata)
-                return CopyOutcome(file: file, object: ref.fullPath, result: .success(stored.size))
-            } catch {
-                return CopyOutcome(file: file, object: ref.fullPath, result: .failure(error as NSError))
-            }
         }
     }
 }
 
-struct CopyOutcome: Sendable {
-    let file: String
-    let object: String
-    let result: Result<Int64, NSError>
+/// Where `hoist cp` puts things: a storage and a path (or prefix) in it.
+struct Destination {
+    let storage: Storage
+    let path: String
+    var isPrefix: Bool { path.isEmpty || path.hasSuffix("/") }
+
+    init(_ text: String, storage: String?) throws {
+        if text.hasPrefix("gs://") {
+            let rest = text.dropFirst("gs://".count)
+            let bucket = rest.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
+            guard !bucket.isEmpty else { throw ValidationError("'\(text)' names no bucket: use gs://BUCKET/PATH.") }
+            self.storage = Storage.storage(url: "gs://\(bucket)")
+            path = String(rest.dropFirst(bucket.count).drop { $0 == "/" })
+        } else if text.hasPrefix("file:") {
+            // A local bucket's directory: objects go at its root.
+            self.storage = Storage.storage(url: text)
+            path = ""
+        } else {
+            self.storage = storage.map(Storage.storage(url:)) ?? Storage.storage()
+            path = text.hasPrefix("/") ? String(text.drop { $0 == "/" }) : text
+        }
+    }
+}
+
+/// The files to upload and their object names, found before the first byte moves.
+struct CopyPlan {
+    struct Item: Sendable {
+        let file: String
+        let object: String
+        let size: Int64
+    }
+
+    private(set) var items: [Item] = []
+    var totalBytes: Int64 { items.reduce(0) { $0 + $1.size } }
+
+    init(sources: [String], destination: Destination) throws {
+        let fm = FileManager.default
+        for source in sources {
+            var isDirectory: ObjCBool = false
+            let exists = fm.fileExists(atPath: source, isDirectory: &isDirectory)
+            if exists, isDirectory.boolValue {
+                guard destination.isPrefix else {
+                    throw ValidationError("'\(source)' is a directory: give a destination ending in '/'.")
+                }
+                let root = URL(fileURLWithPath: source).standardizedFileURL
+                let base = destination.path + root.lastPathComponent + "/"
+                let walker = fm.enumerator(at: root, includingPropertiesForKeys: [.isRegularFileKey, .fileSizeKey])
+                var found: [Item] = []
+                while let url = walker?.nextObject() as? URL {
+                    let values = try? url.resourceValues(forKeys: [.isRegularFileKey, .fileSizeKey])
+                    guard values?.isRegularFile == true else { continue }
+                    let relative = String(url.standardizedFileURL.path.dropFirst(root.path.count + 1))
+                    found.append(Item(file: url.path, object: base + relative, size: Int64(values?.fileSize ?? 0)))
+                }
+                items += found.sorted { $0.object < $1.object }
+            } else {
+                let name = URL(fileURLWithPath: source).lastPathComponent
+                if !destination.isPrefix, sources.count > 1 {
+                    throw ValidationError("Several sources need a destination ending in '/'.")
+                }
+                let object = destination.isPrefix ? destination.path + name : destination.path
+                let size = (try? fm.attributesOfItem(atPath: source)[.size] as? NSNumber)?.int64Value ?? 0
+                items.append(Item(file: source, object: object, size: size))
+            }
+        }
+    }
 }

@@ -102,8 +102,10 @@ import Testing
             "--storage", "file://" + bucketDir.path, secret.path, "s.txt",
         ])
         #expect(run.status == 1, "\(run.stderr)")
-        let line = try #require(run.stdout.split(separator: "\n").first)
-        let event = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+        let events = run.stdout.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
+        let event = events.first { $0["event"] as? String == "failure" }
         #expect(event?["code"] as? String == "unauthorized")
         #expect(event?["rawValue"] as? Int == -13021)
         #expect((event?["message"] as? String)?.contains("Permission denied reading file \(secret.path)") == true)
