@@ -146,7 +146,10 @@ public final class LocalBucket: StorageBackend {
                 }
                 let encoder = JSONEncoder()
                 encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-                try encoder.encode(resource).write(to: meta, options: .atomic)
+                let encoded = try encoder.encode(resource)
+                try encoded.write(to: meta, options: .atomic)
+                // Return what a later metadata read returns (times at the file's millisecond precision).
+                resource = try JSONDecoder().decode(ObjectResource.self, from: encoded)
                 if rename(partFile.path, object.path) != 0 {
                     throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
                 }
