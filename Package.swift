@@ -37,10 +37,12 @@ let package = Package(
         ),
         .target(name: "HoistYAML", dependencies: ["CYAML"]),
         .target(name: "HoistLua", dependencies: ["CLua"]),
+        .target(name: "HoistJobs", dependencies: ["HoistStorage", "HoistYAML"]),
         .executableTarget(
             name: "hoist",
             dependencies: [
                 "HoistStorage",
+                "HoistJobs",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -52,6 +54,7 @@ let package = Package(
         ),
         .testTarget(name: "HoistYAMLTests", dependencies: ["HoistYAML"]),
         .testTarget(name: "HoistLuaTests", dependencies: ["HoistLua"]),
+        .testTarget(name: "HoistJobsTests", dependencies: ["HoistJobs", "HoistYAML", "HoistStorage"]),
     ],
     swiftLanguageModes: [.v6]
 )

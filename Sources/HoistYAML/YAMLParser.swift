@@ -4,6 +4,10 @@ private import CYAML
 public struct YAMLMark: Equatable, Sendable, CustomStringConvertible {
     public let line: Int
     public let column: Int
+    public init(line: Int, column: Int) {
+        self.line = line
+        self.column = column
+    }
     public var description: String { "\(line):\(column)" }
 }
 

@@ -24,6 +24,8 @@ public final class Storage: Sendable {
         var maxOperationRetryTime: TimeInterval = 120
         var uploadChunkSizeBytes: Int64 = .max
         var retryInitialDelay: TimeInterval = 1
+        var maxUploadRetries = Int.max
+        var bandwidthLimiter: BandwidthLimiter?
     }
 
     private static let instances = Mutex<[String: Storage]>([:])
@@ -87,9 +89,24 @@ public final class Storage: Sendable {
         set { settings.withLock { $0.retryInitialDelay = newValue } }
     }
 
+    /// How many times an upload retries a transient failure, within `maxUploadRetryTime`
+    /// (default: as often as the time allows).
+    public var maxUploadRetries: Int {
+        get { settings.withLock { $0.maxUploadRetries } }
+        set { settings.withLock { $0.maxUploadRetries = newValue } }
+    }
+
+    /// A bandwidth limit all of this storage's uploads share (default none).
+    public var bandwidthLimiter: BandwidthLimiter? {
+        get { settings.withLock { $0.bandwidthLimiter } }
+        set { settings.withLock { $0.bandwidthLimiter = newValue } }
+    }
+
     /// The retry policy uploads follow.
     var uploadRetryPolicy: RetryPolicy {
-        settings.withLock { RetryPolicy(initialDelay: $0.retryInitialDelay, budget: $0.maxUploadRetryTime) }
+        settings.withLock {
+            RetryPolicy(initialDelay: $0.retryInitialDelay, budget: $0.maxUploadRetryTime, maxRetries: $0.maxUploadRetries)
+        }
     }
 
     /// The root of the bucket.

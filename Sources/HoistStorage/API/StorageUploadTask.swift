@@ -14,7 +14,7 @@ public final class StorageUploadTask: StorageObservableTask, @unchecked Sendable
 
     private let content: Content
     private let attributes: ObjectResource
-    private let control = TransferControl()
+    private let control: TransferControl
     /// The backend's session id once started: what a journal keeps to resume after a crash.
     public private(set) var sessionID: String? {
         get { lock.withLock { _sessionID } }
@@ -28,6 +28,7 @@ public final class StorageUploadTask: StorageObservableTask, @unchecked Sendable
     init(reference: StorageReference, content: Content, metadata: StorageMetadata?) {
         self.content = content
         self.attributes = metadata?.resource.writable ?? ObjectResource()
+        control = TransferControl(limiter: reference.storage.bandwidthLimiter)
         super.init(reference: reference)
         // Known from the start, so a progress observer added early sees the real total.
         switch content {
@@ -110,7 +111,9 @@ public final class StorageUploadTask: StorageObservableTask, @unchecked Sendable
                 } catch where RetryPolicy.isTransient(error) && !control.isCancelled {
                     failures += 1
                     let delay = policy.delay(attempt: failures, retryAfter: RetryPolicy.retryAfter(error))
-                    guard Date().addingTimeInterval(delay) < deadline else { throw Self.retryLimitExceeded(after: error) }
+                    guard failures <= policy.maxRetries, Date().addingTimeInterval(delay) < deadline else {
+                        throw Self.retryLimitExceeded(after: error)
+                    }
                     try await control.sleep(delay)
                 }
             }

@@ -8,11 +8,15 @@ public struct RetryPolicy: Sendable {
     public var maximumDelay: TimeInterval
     /// How long one operation may keep retrying, in seconds.
     public var budget: TimeInterval
+    /// How many retries one operation may make (after its first try).
+    public var maxRetries: Int
 
-    public init(initialDelay: TimeInterval = 1, maximumDelay: TimeInterval = 32, budget: TimeInterval = 600) {
+    public init(initialDelay: TimeInterval = 1, maximumDelay: TimeInterval = 32, budget: TimeInterval = 600,
+                maxRetries: Int = .max) {
         self.initialDelay = initialDelay
         self.maximumDelay = maximumDelay
         self.budget = budget
+        self.maxRetries = maxRetries
     }
 
     /// The wait before retry number `attempt` (1-based): a random point in the upper half of the

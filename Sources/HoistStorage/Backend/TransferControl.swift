@@ -10,8 +10,19 @@ public final class TransferControl: Sendable {
     }
 
     private let state = Mutex(State())
+    /// The bandwidth limit this transfer shares with others, if any.
+    public let limiter: BandwidthLimiter?
 
-    public init() {}
+    public init(limiter: BandwidthLimiter? = nil) {
+        self.limiter = limiter
+    }
+
+    /// Waits for the bandwidth limit to allow `count` more bytes (returns at once without one).
+    public func throttle(_ count: Int) async throws {
+        guard let limiter else { return }
+        let wait = limiter.take(count)
+        if wait > 0 { try await sleep(wait) }
+    }
 
     /// Returns at once while running; waits while paused; throws `cancelled` once cancelled.
     public func checkpoint() async throws {

@@ -62,7 +62,8 @@ public final class CurlEngine: @unchecked Sendable {
             for (handle, transfer) in active {
                 if let failure = transfer.checkControl(now: now) {
                     finish(handle, transfer, .failure(failure))
-                } else if transfer.pausedOnWire, !(transfer.hooks.control?.isPaused ?? false) {
+                } else if transfer.pausedOnWire, !(transfer.hooks.control?.isPaused ?? false),
+                          transfer.hooks.control?.limiter?.hasCredit ?? true {
                     transfer.pausedOnWire = false
                     transfer.lastMovement = now
                     curl_easy_pause(handle, hoist_curl_pause_cont())
@@ -280,6 +281,10 @@ private final class Transfer: @unchecked Sendable {
         if hooks.control?.isCancelled == true { return hoist_curl_readfunc_abort() }
         if hooks.control?.isPaused == true {
             pausedOnWire = true
+            return hoist_curl_readfunc_pause()
+        }
+        if let limiter = hooks.control?.limiter, !limiter.takeIfAvailable(min(buffer.count, Int(request.bodyLength))) {
+            pausedOnWire = true   // out of bandwidth: the engine loop continues it when credit returns
             return hoist_curl_readfunc_pause()
         }
         var filled = 0

@@ -145,7 +145,7 @@ public final class LocalBucket: StorageBackend {
                         "Object \(path) cannot be stored: objects exist below \(path)/ in a local bucket.")
                 }
                 let encoder = JSONEncoder()
-                encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+                encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
                 let encoded = try encoder.encode(resource)
                 try encoded.write(to: meta, options: .atomic)
                 // Return what a later metadata read returns (times at the file's millisecond precision).

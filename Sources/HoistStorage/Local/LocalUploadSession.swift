@@ -64,7 +64,9 @@ actor LocalUploadSession: UploadSession {
 
         while written < descriptor.size {
             try await control.checkpoint()
-            let piece = try reader.read(upTo: min(Self.pieceSize, Int(descriptor.size - written)))
+            let want = min(Self.pieceSize, Int(descriptor.size - written))
+            try await control.throttle(want)
+            let piece = try reader.read(upTo: want)
             guard !piece.isEmpty else {
                 throw StorageErrorCode.invalidArgument.error(
                     "\(source.filePath ?? "The source") shrank while uploading: \(written) of \(descriptor.size) bytes read.")

@@ -1,0 +1,95 @@
+import Foundation
+
+/// A file found under a file set's root.
+public struct WalkedFile: Sendable {
+    /// The absolute path.
+    public let path: String
+    /// The path below the root, `/`-separated.
+    public let relativePath: String
+    public let size: Int64
+    public let modified: Date
+}
+
+/// Walks a folder tree depth-first in sorted order, one file at a time: memory holds the
+/// folders on the current path, never the whole tree. Names starting with `.` are skipped
+/// unless `hidden`; symbolic links are skipped unless `followSymlinks`, and then a link back
+/// to a folder on the current path (a loop) is skipped.
+public struct FileWalker: Sequence, IteratorProtocol {
+    private struct Frame {
+        let path: String
+        let relative: String
+        var names: [String]
+        var next = 0
+        let identity: FileIdentity
+    }
+
+    private struct FileIdentity: Hashable {
+        let device: UInt64
+        let inode: UInt64
+    }
+
+    private var stack: [Frame] = []
+    private var ancestors: Set<FileIdentity> = []
+    private let hidden: Bool
+    private let followSymlinks: Bool
+    /// Folders that could not be read, with why; the walk goes on without them.
+    public private(set) var problems: [String] = []
+
+    public init(root: String, hidden: Bool = false, followSymlinks: Bool = false) {
+        self.hidden = hidden
+        self.followSymlinks = followSymlinks
+        var info = stat()
+        if stat(root, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
+            push(path: root, relative: "", identity: FileIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino)))
+        } else {
+            problems.append("\(root): not a readable folder")
+        }
+    }
+
+    private mutating func push(path: String, relative: String, identity: FileIdentity) {
+        do {
+            var names = try FileManager.default.contentsOfDirectory(atPath: path)
+            if !hidden { names.removeAll { $0.hasPrefix(".") } }
+            names.sort { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            stack.append(Frame(path: path, relative: relative, names: names, identity: identity))
+            ancestors.insert(identity)
+        } catch {
+            problems.append("\(path): cannot list the folder")
+        }
+    }
+
+    public mutating func next() -> WalkedFile? {
+        while var frame = stack.last {
+            guard frame.next < frame.names.count else {
+                ancestors.remove(frame.identity)
+                stack.removeLast()
+                continue
+            }
+            let name = frame.names[frame.next]
+            frame.next += 1
+            stack[stack.count - 1] = frame
+            let path = frame.path + "/" + name
+            let relative = frame.relative.isEmpty ? name : frame.relative + "/" + name
+            var info = stat()
+            guard lstat(path, &info) == 0 else { continue }
+            if (info.st_mode & S_IFMT) == S_IFLNK {
+                guard followSymlinks, stat(path, &info) == 0 else { continue }
+            }
+            let identity = FileIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+            switch info.st_mode & S_IFMT {
+            case S_IFDIR:
+                if ancestors.contains(identity) {
+                    problems.append("\(path): a link back to a folder above it (loop), skipped")
+                    continue
+                }
+                push(path: path, relative: relative, identity: identity)
+            case S_IFREG:
+                let modified = Date(timeIntervalSince1970: Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9)
+                return WalkedFile(path: path, relativePath: relative, size: Int64(info.st_size), modified: modified)
+            default:
+                continue
+            }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,139 @@
+import Foundation
+import HoistStorage
+
+/// One file of a plan: where it goes and with what metadata, or why it is skipped.
+public struct PlanItem: Sendable {
+    public enum Decision: Sendable, Equatable {
+        case upload
+        case skip(String)
+    }
+
+    public let file: WalkedFile
+    /// The object path in the bucket (empty for a file skipped before its destination was made).
+    public let destination: String
+    public let attributes: ObjectResource
+    public var decision: Decision
+    /// Which entry of `files:` it came from.
+    public let fileSetIndex: Int
+}
+
+/// A problem that stops a job before it starts: names the files involved.
+public struct PlanError: Error, CustomStringConvertible, Sendable {
+    public let message: String
+    public var description: String { message }
+}
+
+/// Turns a job's file sets into plan items, streamed: files are walked, filtered, named and
+/// given metadata one at a time.
+public struct Planner: Sequence {
+    let job: Job
+    let now: Date
+
+    public init(job: Job, now: Date = Date()) {
+        self.job = job
+        self.now = now
+    }
+
+    public func makeIterator() -> Iterator { Iterator(planner: self) }
+
+    public struct Iterator: IteratorProtocol {
+        let planner: Planner
+        var setIndex = 0
+        var walker: FileWalker?
+        /// The first error met (a template that cannot be filled); iteration stops there.
+        public private(set) var error: PlanError?
+        public private(set) var problems: [String] = []
+
+        init(planner: Planner) { self.planner = planner }
+
+        public mutating func next() -> PlanItem? {
+            let sets = planner.job.manifest.files
+            while setIndex < sets.count, error == nil {
+                if walker == nil {
+                    walker = FileWalker(root: planner.job.root(of: sets[setIndex]), hidden: sets[setIndex].hidden,
+                                        followSymlinks: sets[setIndex].followSymlinks)
+                }
+                if let file = walker!.next() {
+                    if let item = plan(file, sets[setIndex], setIndex) { return item }
+                    continue
+                }
+                problems += walker!.problems
+                walker = nil
+                setIndex += 1
+            }
+            return nil
+        }
+
+        private mutating func plan(_ file: WalkedFile, _ set: FileSet, _ index: Int) -> PlanItem? {
+            let path = file.relativePath
+            func skipped(_ reason: String) -> PlanItem {
+                PlanItem(file: file, destination: "", attributes: ObjectResource(), decision: .skip(reason), fileSetIndex: index)
+            }
+            if !set.include.isEmpty, !set.include.contains(where: { $0.matches(path) }) {
+                return skipped("not included")
+            }
+            if let glob = set.exclude.first(where: { $0.matches(path) }) { return skipped("excluded by \(glob)") }
+            if let min = set.minSize, file.size < min.bytes { return skipped("smaller than minSize") }
+            if let max = set.maxSize, file.size > max.bytes { return skipped("larger than maxSize") }
+            if let age = set.minAge, planner.now.timeIntervalSince(file.modified) < age.seconds {
+                return skipped("modified less than minAge ago")
+            }
+            let context = Template.Context(relativePath: path, modified: file.modified, job: planner.job.manifest.name,
+                                           now: planner.now, environment: planner.job.environment)
+            do {
+                let destination = try normalizedObjectPath(try set.destination.render(context))
+                var attributes = ObjectResource()
+                for settings in [set.metadata] + set.rules.filter({ $0.match.contains { $0.matches(path) } }).map(\.metadata) {
+                    guard let settings else { continue }
+                    try apply(settings, to: &attributes, context)
+                }
+                return PlanItem(file: file, destination: destination, attributes: attributes, decision: .upload, fileSetIndex: index)
+            } catch {
+                self.error = PlanError(message: "\(file.path): \(error.message)")
+                return nil
+            }
+        }
+
+        private func apply(_ settings: MetadataSettings, to attributes: inout ObjectResource, _ context: Template.Context) throws(ValueError) {
+            if let value = settings.contentType { attributes.contentType = try value.render(context) }
+            if let value = settings.cacheControl { attributes.cacheControl = try value.render(context) }
+            if let value = settings.contentDisposition { attributes.contentDisposition = try value.render(context) }
+            if let value = settings.contentEncoding { attributes.contentEncoding = try value.render(context) }
+            if let value = settings.contentLanguage { attributes.contentLanguage = try value.render(context) }
+            if let custom = settings.customMetadata {
+                var merged = attributes.metadata ?? [:]
+                for (key, template) in custom { merged[key] = try template.render(context) }
+                attributes.metadata = merged
+            }
+        }
+    }
+
+    /// Walks the whole plan once to find what would stop the job: a template that cannot be
+    /// filled, or two files with one destination. Returns the counts for progress totals.
+    /// Memory: one 64-bit hash per destination.
+    public func check() throws -> (files: Int, bytes: Int64) {
+        var seen = Set<Int>()
+        var suspects = Set<String>()
+        var files = 0
+        var bytes: Int64 = 0
+        var iterator = makeIterator()
+        while let item = iterator.next() {
+            guard item.decision == .upload else { continue }
+            if !seen.insert(item.destination.hashValue).inserted { suspects.insert(item.destination) }
+            files += 1
+            bytes += item.file.size
+        }
+        if let error = iterator.error { throw error }
+        if !suspects.isEmpty {
+            // A hash seen twice: find whether two files really share a destination.
+            var sources: [String: [String]] = [:]
+            for item in self where item.decision == .upload && suspects.contains(item.destination) {
+                sources[item.destination, default: []].append(item.file.path)
+                if let both = sources[item.destination], both.count == 2 {
+                    throw PlanError(message: "\(both[0]) and \(both[1]) both go to '\(item.destination)': change the destination template")
+                }
+            }
+        }
+        return (files, bytes)
+    }
+}

@@ -1,0 +1,217 @@
+import Foundation
+
+/// A job: what to upload, where, and how. See docs/manifest.md for every key.
+public struct JobManifest: Decodable, Sendable {
+    /// The manifest format; only 1 exists.
+    public var version: Int
+    /// The job's name: letters, digits, `.`, `_` and `-`.
+    public var name: String
+    public var storage: StorageSettings
+    public var files: [FileSet]
+    public var upload: UploadSettings
+    public var hooks: [HookSource]
+    public var schedule: CronExpression?
+    /// Free text for people.
+    public var description: String?
+
+    enum CodingKeys: String, CodingKey { case version, name, storage, files, upload, hooks, schedule, description }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        version = try c.decode(Int.self, forKey: .version)
+        guard version == 1 else {
+            throw DecodingError.dataCorruptedError(forKey: .version, in: c, debugDescription: "unsupported version \(version): this Hoist reads version 1")
+        }
+        name = try c.decode(String.self, forKey: .name)
+        guard !name.isEmpty, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) else {
+            throw DecodingError.dataCorruptedError(forKey: .name, in: c,
+                debugDescription: "bad job name '\(name)': use letters, digits, '.', '_' and '-'")
+        }
+        storage = try c.decode(StorageSettings.self, forKey: .storage)
+        files = try c.decode([FileSet].self, forKey: .files)
+        guard !files.isEmpty else {
+            throw DecodingError.dataCorruptedError(forKey: .files, in: c, debugDescription: "files is empty: list at least one file set")
+        }
+        upload = try c.decodeIfPresent(UploadSettings.self, forKey: .upload) ?? UploadSettings()
+        hooks = try c.decodeIfPresent([HookSource].self, forKey: .hooks) ?? []
+        schedule = try c.decodeIfPresent(CronExpression.self, forKey: .schedule)
+        description = try c.decodeIfPresent(String.self, forKey: .description)
+    }
+}
+
+/// `storage:` where the objects go.
+public struct StorageSettings: Decodable, Sendable {
+    /// `gs://BUCKET`, `file:///ABS/DIR` or `file:REL/DIR` (relative to the manifest's folder).
+    public var url: String
+    /// A service-account key file for `gs://` (default: the environment, as Google's tools read it).
+    public var credentials: String?
+    /// Objects up to this size go up in one request; larger ones through a resumable session.
+    public var multipartThreshold: ByteSize?
+    /// Set a Firebase download token on each object (default true).
+    public var downloadTokens: Bool?
+    /// Skip TLS certificate checks. Never do this outside a test network.
+    public var insecureSkipTLSVerify: Bool?
+
+    enum CodingKeys: String, CodingKey { case url, credentials, multipartThreshold, downloadTokens, insecureSkipTLSVerify }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        url = try c.decode(String.self, forKey: .url)
+        guard url.hasPrefix("gs://") || url.hasPrefix("file:") else {
+            throw DecodingError.dataCorruptedError(forKey: .url, in: c,
+                debugDescription: "bad storage url '\(url)': use gs://BUCKET, file:///ABS/DIR or file:REL/DIR")
+        }
+        if url.hasPrefix("gs://") {
+            let bucket = url.dropFirst(5)
+            guard !bucket.isEmpty, !bucket.contains("/") else {
+                throw DecodingError.dataCorruptedError(forKey: .url, in: c,
+                    debugDescription: "bad storage url '\(url)': a gs:// url names only a bucket (put paths in destination)")
+            }
+        }
+        credentials = try c.decodeIfPresent(String.self, forKey: .credentials).flatMap { $0.isEmpty ? nil : $0 }
+        multipartThreshold = try c.decodeIfPresent(ByteSize.self, forKey: .multipartThreshold)
+        downloadTokens = try c.decodeIfPresent(Bool.self, forKey: .downloadTokens)
+        insecureSkipTLSVerify = try c.decodeIfPresent(Bool.self, forKey: .insecureSkipTLSVerify)
+    }
+}
+
+/// One entry of `files:`: a folder, which files of it, and where they go.
+public struct FileSet: Decodable, Sendable {
+    /// The folder to upload from, relative to the manifest's folder.
+    public var root: String
+    /// Files to take (default: all).
+    public var include: [Glob]
+    /// Files to leave out, even if included.
+    public var exclude: [Glob]
+    /// Where each file goes (default `{relpath}`).
+    public var destination: Template
+    public var metadata: MetadataSettings?
+    /// Metadata for the files that match a glob, applied over `metadata` in order.
+    public var rules: [MetadataRule]
+    /// Take files and folders whose names start with '.' (default false).
+    public var hidden: Bool
+    /// Follow symbolic links (default false); loops are detected and skipped.
+    public var followSymlinks: Bool
+    public var minSize: ByteSize?
+    public var maxSize: ByteSize?
+    /// Skip files modified more recently than this (still being written).
+    public var minAge: TimeSpan?
+
+    enum CodingKeys: String, CodingKey {
+        case root, include, exclude, destination, metadata, rules, hidden, followSymlinks, minSize, maxSize, minAge
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        root = try c.decode(String.self, forKey: .root)
+        include = try c.decodeIfPresent(GlobList.self, forKey: .include)?.globs ?? []
+        exclude = try c.decodeIfPresent(GlobList.self, forKey: .exclude)?.globs ?? []
+        destination = try c.decodeIfPresent(Template.self, forKey: .destination) ?? (try! Template(parsing: "{relpath}"))
+        metadata = try c.decodeIfPresent(MetadataSettings.self, forKey: .metadata)
+        rules = try c.decodeIfPresent([MetadataRule].self, forKey: .rules) ?? []
+        hidden = try c.decodeIfPresent(Bool.self, forKey: .hidden) ?? false
+        followSymlinks = try c.decodeIfPresent(Bool.self, forKey: .followSymlinks) ?? false
+        minSize = try c.decodeIfPresent(ByteSize.self, forKey: .minSize)
+        maxSize = try c.decodeIfPresent(ByteSize.self, forKey: .maxSize)
+        minAge = try c.decodeIfPresent(TimeSpan.self, forKey: .minAge)
+        if let minSize, let maxSize, minSize > maxSize {
+            throw DecodingError.dataCorruptedError(forKey: .maxSize, in: c,
+                debugDescription: "maxSize (\(maxSize.bytes) B) is smaller than minSize (\(minSize.bytes) B)")
+        }
+    }
+}
+
+/// A glob, or a list of globs.
+struct GlobList: Decodable {
+    let globs: [Glob]
+    init(from decoder: any Decoder) throws {
+        if let one = try? decoder.singleValueContainer().decode(Glob.self) {
+            globs = [one]
+        } else {
+            globs = try [Glob](from: decoder)
+        }
+    }
+}
+
+/// `metadata:` the writable `StorageMetadata` fields; values are templates.
+public struct MetadataSettings: Decodable, Sendable {
+    public var contentType: Template?
+    public var cacheControl: Template?
+    public var contentDisposition: Template?
+    public var contentEncoding: Template?
+    public var contentLanguage: Template?
+    public var customMetadata: [String: Template]?
+}
+
+/// `rules:` metadata for files matching `match`.
+public struct MetadataRule: Decodable, Sendable {
+    public var match: [Glob]
+    public var metadata: MetadataSettings
+
+    enum CodingKeys: String, CodingKey { case match, metadata }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        match = try c.decode(GlobList.self, forKey: .match).globs
+        metadata = try c.decode(MetadataSettings.self, forKey: .metadata)
+    }
+}
+
+/// `upload:` how the scheduler runs.
+public struct UploadSettings: Decodable, Sendable {
+    /// Uploads in flight at once (default 4, at most 256).
+    public var concurrency: Int = 4
+    /// Attempts after the first for a transient failure (default 5).
+    public var retries: Int = 5
+    /// How long one upload may keep retrying (default 600 s).
+    public var retryTime: TimeSpan = TimeSpan(seconds: 600)
+    /// The most bytes per second all uploads send together (default: no limit).
+    public var bandwidth: ByteRate?
+    /// Skip files uploaded unchanged before (default true; needs the journal).
+    public var skipUnchanged: Bool = true
+    /// Stop starting uploads after this many failures (default: never).
+    public var maxErrors: Int?
+    /// Stop at the first failure, cancelling uploads in flight (default false).
+    public var failFast: Bool = false
+
+    public init() {}
+
+    enum CodingKeys: String, CodingKey { case concurrency, retries, retryTime, bandwidth, skipUnchanged, maxErrors, failFast }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        concurrency = try c.decodeIfPresent(Int.self, forKey: .concurrency) ?? 4
+        guard (1...256).contains(concurrency) else {
+            throw DecodingError.dataCorruptedError(forKey: .concurrency, in: c, debugDescription: "concurrency \(concurrency) is out of range 1-256")
+        }
+        retries = try c.decodeIfPresent(Int.self, forKey: .retries) ?? 5
+        guard (0...100).contains(retries) else {
+            throw DecodingError.dataCorruptedError(forKey: .retries, in: c, debugDescription: "retries \(retries) is out of range 0-100")
+        }
+        retryTime = try c.decodeIfPresent(TimeSpan.self, forKey: .retryTime) ?? TimeSpan(seconds: 600)
+        bandwidth = try c.decodeIfPresent(ByteRate.self, forKey: .bandwidth)
+        skipUnchanged = try c.decodeIfPresent(Bool.self, forKey: .skipUnchanged) ?? true
+        maxErrors = try c.decodeIfPresent(Int.self, forKey: .maxErrors)
+        if let maxErrors, maxErrors < 1 {
+            throw DecodingError.dataCorruptedError(forKey: .maxErrors, in: c, debugDescription: "maxErrors must be at least 1")
+        }
+        failFast = try c.decodeIfPresent(Bool.self, forKey: .failFast) ?? false
+    }
+}
+
+/// An entry of `hooks:`: a Lua file (relative to the manifest) or `inline:` Lua.
+public enum HookSource: Decodable, Sendable, Equatable {
+    case file(String)
+    case inline(String)
+
+    enum CodingKeys: String, CodingKey { case inline }
+
+    public init(from decoder: any Decoder) throws {
+        if let path = try? decoder.singleValueContainer().decode(String.self) {
+            self = .file(path)
+            return
+        }
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self = .inline(try c.decode(String.self, forKey: .inline))
+    }
+}

@@ -1,0 +1,164 @@
+import Foundation
+
+/// A text with placeholders filled per file: `{relpath}`, `{dir}`, `{name}`, `{stem}`, `{ext}`,
+/// `{job}`, `{hostname}`, `{env:VAR}`, `{mtime:FORMAT}`, `{now:FORMAT}` (strftime formats, such
+/// as `{mtime:%Y/%m/%d}`). `{{` and `}}` are literal braces.
+public struct Template: Decodable, Sendable, Equatable, CustomStringConvertible {
+    public let text: String
+    let parts: [Part]
+
+    enum Part: Equatable, Sendable {
+        case literal(String)
+        case relpath, dir, name, stem, ext, job, hostname
+        case env(String)
+        case mtime(String)
+        case now(String)
+    }
+
+    public static let placeholders = ["relpath", "dir", "name", "stem", "ext", "job", "hostname", "env:VAR", "mtime:FORMAT", "now:FORMAT"]
+
+    public init(from decoder: any Decoder) throws { self = try parseScalar(decoder, Template.init(parsing:)) }
+
+    public init(parsing text: String) throws(ValueError) {
+        self.text = text
+        var parts: [Part] = []
+        var literal = ""
+        var index = text.startIndex
+        while index < text.endIndex {
+            let character = text[index]
+            let next = text.index(after: index)
+            if character == "{", next < text.endIndex, text[next] == "{" {
+                literal.append("{")
+                index = text.index(after: next)
+                continue
+            }
+            if character == "}", next < text.endIndex, text[next] == "}" {
+                literal.append("}")
+                index = text.index(after: next)
+                continue
+            }
+            if character == "}" { throw ValueError("bad template '\(text)': '}' without '{' (write '}}' for a brace)") }
+            guard character == "{" else {
+                literal.append(character)
+                index = next
+                continue
+            }
+            guard let close = text[next...].firstIndex(of: "}") else {
+                throw ValueError("bad template '\(text)': '{' is never closed")
+            }
+            if !literal.isEmpty { parts.append(.literal(literal)) }
+            literal = ""
+            parts.append(try Self.placeholder(String(text[next..<close]), in: text))
+            index = text.index(after: close)
+        }
+        if !literal.isEmpty { parts.append(.literal(literal)) }
+        self.parts = parts
+    }
+
+    private static func placeholder(_ body: String, in text: String) throws(ValueError) -> Part {
+        let (name, argument) = body.firstIndex(of: ":").map { (String(body[..<$0]), String(body[body.index(after: $0)...])) }
+            ?? (body, nil)
+        switch (name, argument) {
+        case ("relpath", nil): return .relpath
+        case ("dir", nil): return .dir
+        case ("name", nil): return .name
+        case ("stem", nil): return .stem
+        case ("ext", nil): return .ext
+        case ("job", nil): return .job
+        case ("hostname", nil): return .hostname
+        case ("env", let variable?) where !variable.isEmpty: return .env(variable)
+        case ("mtime", let format?) where !format.isEmpty: return .mtime(format)
+        case ("now", let format?) where !format.isEmpty: return .now(format)
+        case ("env", _), ("mtime", _), ("now", _):
+            throw ValueError("bad template '\(text)': {\(name)} needs an argument, as {\(name):\(name == "env" ? "VAR" : "%Y-%m-%d")}")
+        default:
+            throw ValueError("bad template '\(text)': unknown placeholder {\(body)}; use one of "
+                + placeholders.map { "{\($0)}" }.joined(separator: ", "))
+        }
+    }
+
+    public var description: String { text }
+
+    /// What a template is filled with for one file.
+    public struct Context: Sendable {
+        /// The path relative to the file set's root, `/`-separated.
+        public var relativePath: String
+        public var modified: Date
+        public var job: String
+        public var now: Date
+        public var hostname: String
+        public var environment: [String: String]
+        public var timeZone: TimeZone
+
+        public init(relativePath: String, modified: Date, job: String, now: Date = Date(),
+                    hostname: String = ProcessInfo.processInfo.hostName,
+                    environment: [String: String] = ProcessInfo.processInfo.environment, timeZone: TimeZone = .current) {
+            self.relativePath = relativePath
+            self.modified = modified
+            self.job = job
+            self.now = now
+            self.hostname = hostname
+            self.environment = environment
+            self.timeZone = timeZone
+        }
+    }
+
+    /// The filled-in text. - Throws: `ValueError` for an unset `{env:VAR}`.
+    public func render(_ context: Context) throws(ValueError) -> String {
+        let path = context.relativePath
+        let slash = path.lastIndex(of: "/")
+        let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
+        let dot = name.lastIndex(of: ".").flatMap { $0 == name.startIndex ? nil : $0 }
+        var result = ""
+        for part in parts {
+            switch part {
+            case .literal(let text): result += text
+            case .relpath: result += path
+            case .dir: result += slash.map { String(path[..<$0]) } ?? ""
+            case .name: result += name
+            case .stem: result += dot.map { String(name[..<$0]) } ?? name
+            case .ext: result += dot.map { String(name[name.index(after: $0)...]) } ?? ""
+            case .job: result += context.job
+            case .hostname: result += context.hostname
+            case .env(let variable):
+                guard let value = context.environment[variable] else {
+                    throw ValueError("template '\(text)': environment variable \(variable) is not set")
+                }
+                result += value
+            case .mtime(let format): result += Self.strftime(format, context.modified, context.timeZone)
+            case .now(let format): result += Self.strftime(format, context.now, context.timeZone)
+            }
+        }
+        return result
+    }
+
+    static func strftime(_ format: String, _ date: Date, _ zone: TimeZone) -> String {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = zone
+        let c = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second, .weekday], from: date)
+        var moment = tm()
+        moment.tm_year = Int32(c.year! - 1900)
+        moment.tm_mon = Int32(c.month! - 1)
+        moment.tm_mday = Int32(c.day!)
+        moment.tm_hour = Int32(c.hour!)
+        moment.tm_min = Int32(c.minute!)
+        moment.tm_sec = Int32(c.second!)
+        moment.tm_wday = Int32(c.weekday! - 1)
+        moment.tm_yday = Int32(calendar.ordinality(of: .day, in: .year, for: date)! - 1)
+        var buffer = [CChar](repeating: 0, count: 256)
+        let count = Foundation.strftime(&buffer, buffer.count, format, &moment)
+        return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+/// Joins a destination's segments and refuses to leave its prefix: empty and `.` segments
+/// are dropped, `..` is an error.
+public func normalizedObjectPath(_ path: String) throws(ValueError) -> String {
+    var segments: [Substring] = []
+    for segment in path.split(separator: "/", omittingEmptySubsequences: true) where segment != "." {
+        if segment == ".." { throw ValueError("destination '\(path)' contains '..': a destination cannot leave its prefix") }
+        segments.append(segment)
+    }
+    guard !segments.isEmpty else { throw ValueError("destination '\(path)' is empty") }
+    return segments.joined(separator: "/")
+}

@@ -1,0 +1,88 @@
+import Foundation
+
+/// Reads a scalar and parses it, or throws a located `DecodingError` with `problem`'s message.
+func parseScalar<T>(_ decoder: any Decoder, _ parse: (String) throws(ValueError) -> T) throws -> T {
+    let container = try decoder.singleValueContainer()
+    let text = try container.decode(String.self)
+    do {
+        return try parse(text)
+    } catch {
+        throw DecodingError.dataCorruptedError(in: container, debugDescription: error.message)
+    }
+}
+
+/// Why a value in a manifest does not parse, or a template cannot be filled.
+public struct ValueError: Error, Sendable, CustomStringConvertible {
+    public let message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// A number of bytes: `512`, `4KiB`, `10 MB`, `1.5GiB` (KB, MB, GB, TB are powers of 1000;
+/// KiB, MiB, GiB, TiB of 1024).
+public struct ByteSize: Decodable, Sendable, Equatable, Comparable, CustomStringConvertible {
+    public let bytes: Int64
+    public init(bytes: Int64) { self.bytes = bytes }
+    public init(from decoder: any Decoder) throws { self = try parseScalar(decoder, ByteSize.parse) }
+
+    static let units: [(String, Double)] = [
+        ("TiB", 1_099_511_627_776), ("GiB", 1_073_741_824), ("MiB", 1_048_576), ("KiB", 1024),
+        ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3), ("kB", 1e3), ("B", 1),
+    ]
+
+    public static func parse(_ text: String) throws(ValueError) -> ByteSize {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        var number = trimmed
+        var factor = 1.0
+        for (unit, value) in units where trimmed.hasSuffix(unit) {
+            number = String(trimmed.dropLast(unit.count)).trimmingCharacters(in: .whitespaces)
+            factor = value
+            break
+        }
+        guard let amount = Double(number), amount >= 0, amount.isFinite else {
+            throw ValueError("bad size '\(text)': write a number with an optional unit: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB")
+        }
+        return ByteSize(bytes: Int64((amount * factor).rounded()))
+    }
+
+    public static func < (a: ByteSize, b: ByteSize) -> Bool { a.bytes < b.bytes }
+    public var description: String { "\(bytes) B" }
+}
+
+/// A rate in bytes per second: `50MB/s`, `512KiB/s`.
+public struct ByteRate: Decodable, Sendable, Equatable {
+    public let bytesPerSecond: Int64
+    public init(bytesPerSecond: Int64) { self.bytesPerSecond = bytesPerSecond }
+    public init(from decoder: any Decoder) throws { self = try parseScalar(decoder, ByteRate.parse) }
+
+    public static func parse(_ text: String) throws(ValueError) -> ByteRate {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        guard trimmed.hasSuffix("/s") else {
+            throw ValueError("bad rate '\(text)': write a size per second, such as 50MB/s or 512KiB/s")
+        }
+        let size: ByteSize
+        do {
+            size = try ByteSize.parse(String(trimmed.dropLast(2)))
+        } catch {
+            throw ValueError("bad rate '\(text)': write a size per second, such as 50MB/s or 512KiB/s")
+        }
+        guard size.bytes > 0 else { throw ValueError("bad rate '\(text)': it must be more than 0") }
+        return ByteRate(bytesPerSecond: size.bytes)
+    }
+}
+
+/// A span of time: `500ms`, `30s`, `5m`, `2h`, `1d`, or a number of seconds.
+public struct TimeSpan: Decodable, Sendable, Equatable {
+    public let seconds: Double
+    public init(seconds: Double) { self.seconds = seconds }
+    public init(from decoder: any Decoder) throws { self = try parseScalar(decoder, TimeSpan.parse) }
+
+    public static func parse(_ text: String) throws(ValueError) -> TimeSpan {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        for (unit, factor) in [("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0), ("d", 86400.0)] where trimmed.hasSuffix(unit) {
+            if let value = Double(trimmed.dropLast(unit.count)), value >= 0 { return TimeSpan(seconds: value * factor) }
+        }
+        if let value = Double(trimmed), value >= 0 { return TimeSpan(seconds: value) }
+        throw ValueError("bad duration '\(text)': write a number with ms, s, m, h or d, such as 30s or 5m")
+    }
+}

@@ -1,0 +1,233 @@
+import Foundation
+import HoistStorage
+import Synchronization
+
+/// Hears what a job does. Per-file events arrive on the storage's serial callback queue, in
+/// the order they happened; the others on the runner's task.
+public protocol JobObserver: Sendable {
+    func jobStarted(_ job: Job, files: Int, bytes: Int64)
+    func fileSkipped(_ item: PlanItem, reason: String)
+    func fileEvent(_ item: PlanItem, _ snapshot: StorageTaskSnapshot)
+    func jobFinished(_ summary: JobSummary)
+}
+
+/// How a run ended.
+public struct JobSummary: Sendable {
+    public struct Failure: Sendable {
+        public let file: String
+        public let destination: String
+        public let code: StorageErrorCode
+        public let message: String
+    }
+
+    public let job: String
+    public var uploaded = 0
+    public var failed = 0
+    public var cancelled = 0
+    public var skipped = 0
+    public var bytes: Int64 = 0
+    public var seconds: Double = 0
+    /// Stopped by a signal or `cancelAll()`.
+    public var interrupted = false
+    /// The first failures (at most 100), for the report.
+    public var failures: [Failure] = []
+
+    public init(job: String) { self.job = job }
+
+    /// `photos: 12 uploaded (3.4 MiB), 2 skipped, 1 failed in 1.2 s`.
+    public var line: String {
+        var parts = ["\(uploaded) uploaded (\(ByteFormatter.string(bytes)))"]
+        if skipped > 0 { parts.append("\(skipped) skipped") }
+        if failed > 0 { parts.append("\(failed) failed") }
+        if cancelled > 0 { parts.append("\(cancelled) cancelled") }
+        return "\(job): " + parts.joined(separator: ", ") + String(format: " in %.1f s", seconds) + (interrupted ? " (interrupted)" : "")
+    }
+}
+
+/// Runs a job's uploads: at most `upload.concurrency` in flight, large files (over 8 MiB) in at
+/// most all but one of those slots so small files are never starved behind them, retries and
+/// the bandwidth limit from the storage layer, `maxErrors` / `failFast`, and pause, resume and
+/// cancel of everything in flight.
+public final class JobRunner: Sendable {
+    public let job: Job
+    public let storage: Storage
+    private let observers: [any JobObserver]
+    /// Files larger than this use the large-file lane.
+    public static let largeFile: Int64 = 8 << 20
+
+    private struct State {
+        var tasks: [ObjectIdentifier: StorageUploadTask] = [:]
+        var stopping = false
+        var interrupted = false
+        var paused = false
+    }
+    private let state = Mutex(State())
+
+    public init(job: Job, storage: Storage, observers: [any JobObserver]) {
+        self.job = job
+        self.storage = storage
+        self.observers = observers
+    }
+
+    private enum Outcome: Sendable {
+        case success(Int64)
+        case failure(StorageErrorCode, String)
+    }
+
+    /// Runs the job to its end. `totals` are the plan's counts (from `Planner.check()`).
+    public func run(totals: (files: Int, bytes: Int64)) async -> JobSummary {
+        let started = Date()
+        let settings = job.manifest.upload
+        let concurrency = settings.concurrency
+        let largeSlots = max(1, concurrency - 1)
+        for observer in observers { observer.jobStarted(job, files: totals.files, bytes: totals.bytes) }
+        var summary = JobSummary(job: job.manifest.name)
+
+        await withTaskGroup(of: (PlanItem, Bool, Outcome).self) { group in
+            var running = 0
+            var runningLarge = 0
+            var deferred: [PlanItem] = []
+            var iterator = Planner(job: job).makeIterator()
+            var exhausted = false
+
+            func start(_ item: PlanItem, large: Bool) {
+                running += 1
+                if large { runningLarge += 1 }
+                group.addTask { (item, large, await self.upload(item)) }
+            }
+
+            while true {
+                while running < concurrency, !state.withLock({ $0.stopping }) {
+                    if runningLarge < largeSlots, !deferred.isEmpty {
+                        start(deferred.removeFirst(), large: true)
+                        continue
+                    }
+                    if exhausted || deferred.count >= 256 { break }
+                    guard let item = iterator.next() else {
+                        exhausted = true
+                        continue
+                    }
+                    if case .skip(let reason) = item.decision {
+                        summary.skipped += 1
+                        for observer in observers { observer.fileSkipped(item, reason: reason) }
+                        continue
+                    }
+                    let large = item.file.size > Self.largeFile
+                    if large, runningLarge >= largeSlots {
+                        deferred.append(item)
+                    } else {
+                        start(item, large: large)
+                    }
+                }
+                guard running > 0, let (item, large, outcome) = await group.next() else { break }
+                running -= 1
+                if large { runningLarge -= 1 }
+                switch outcome {
+                case .success(let size):
+                    summary.uploaded += 1
+                    summary.bytes += size
+                case .failure(.cancelled, _) where state.withLock({ $0.stopping }):
+                    summary.cancelled += 1
+                case .failure(let code, let message):
+                    summary.failed += 1
+                    if summary.failures.count < 100 {
+                        summary.failures.append(.init(file: item.file.path, destination: item.destination, code: code, message: message))
+                    }
+                    if settings.failFast || summary.failed >= (settings.maxErrors ?? .max) {
+                        stopStarting()
+                        if settings.failFast { cancelInFlight() }
+                    }
+                }
+            }
+            if let error = iterator.error {
+                summary.failed += 1
+                summary.failures.append(.init(file: job.file, destination: "", code: .invalidArgument, message: error.message))
+            }
+        }
+        summary.interrupted = state.withLock { $0.interrupted }
+        summary.seconds = Date().timeIntervalSince(started)
+        for observer in observers { observer.jobFinished(summary) }
+        return summary
+    }
+
+    private func upload(_ item: PlanItem) async -> Outcome {
+        let metadata = StorageMetadata(item.attributes)
+        let task = storage.reference(withPath: item.destination)
+            .putFile(from: URL(fileURLWithPath: item.file.path), metadata: metadata)
+        let id = ObjectIdentifier(task)
+        let pausedNow = state.withLock { state -> Bool in
+            state.tasks[id] = task
+            return state.paused
+        }
+        if pausedNow { task.pause() }
+        let observers = self.observers
+        let last: StorageTaskSnapshot = await withCheckedContinuation { continuation in
+            for status in [StorageTaskStatus.resume, .progress, .pause] {
+                task.observe(status) { snapshot in
+                    for observer in observers { observer.fileEvent(item, snapshot) }
+                }
+            }
+            for status in [StorageTaskStatus.success, .failure] {
+                task.observe(status) { snapshot in
+                    for observer in observers { observer.fileEvent(item, snapshot) }
+                    continuation.resume(returning: snapshot)
+                }
+            }
+        }
+        state.withLock { _ = $0.tasks.removeValue(forKey: id) }
+        if last.status == .success { return .success(last.metadata?.size ?? item.file.size) }
+        let error = last.error.map { $0 as NSError }
+        return .failure(error.map { StorageErrorCode(of: $0) } ?? .unknown, error?.localizedDescription ?? "failed")
+    }
+
+    /// Starts nothing more; uploads in flight go on.
+    public func stopStarting() { state.withLock { $0.stopping = true } }
+
+    private func cancelInFlight() {
+        for task in state.withLock({ Array($0.tasks.values) }) { task.cancel() }
+    }
+
+    /// Stops the job: nothing more starts, uploads in flight are cancelled (leaving no partial
+    /// object), and the summary says it was interrupted.
+    public func cancelAll() {
+        state.withLock {
+            $0.stopping = true
+            $0.interrupted = true
+        }
+        cancelInFlight()
+    }
+
+    /// Pauses every upload in flight, and those that start while paused.
+    public func pauseAll() {
+        let tasks = state.withLock { state -> [StorageUploadTask] in
+            state.paused = true
+            return Array(state.tasks.values)
+        }
+        for task in tasks { task.pause() }
+    }
+
+    /// Resumes everything `pauseAll` paused.
+    public func resumeAll() {
+        let tasks = state.withLock { state -> [StorageUploadTask] in
+            state.paused = false
+            return Array(state.tasks.values)
+        }
+        for task in tasks { task.resume() }
+    }
+
+    public var isPaused: Bool { state.withLock { $0.paused } }
+}
+
+/// Byte counts for people: `3.4 MiB`.
+public enum ByteFormatter {
+    public static func string(_ bytes: Int64) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        var value = Double(bytes)
+        var unit = 0
+        while value >= 1024, unit < units.count - 1 {
+            value /= 1024
+            unit += 1
+        }
+        return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
+    }
+}

@@ -1,0 +1,162 @@
+/// Builds the node tree from libyaml's events: anchors and aliases, merge keys, duplicate keys,
+/// and `${VAR}` / `${VAR:-default}` in scalar values.
+struct YAMLComposer {
+    let source: YAMLSource
+    let environment: [String: String]
+    private var events: [YAMLEvent] = []
+    private var position = 0
+    private var anchors: [String: YAMLNode] = [:]
+
+    init(source: YAMLSource, environment: [String: String]) {
+        self.source = source
+        self.environment = environment
+    }
+
+    /// The first document's root, or nil for an empty file.
+    mutating func compose(_ text: String) throws -> YAMLNode? {
+        do {
+            events = try YAMLParser.events(in: text, file: source.file)
+        } catch let error as YAMLSyntaxError {
+            throw source.error(error.message, at: error.mark)
+        }
+        position = 0
+        while position < events.count {
+            let event = events[position]
+            position += 1
+            if case .documentStart = event.kind {
+                if case .documentEnd = events[position].kind { return nil }
+                return try node(isKey: false)
+            }
+        }
+        return nil
+    }
+
+    private mutating func next() -> YAMLEvent {
+        defer { position += 1 }
+        return events[position]
+    }
+
+    private mutating func node(isKey: Bool) throws -> YAMLNode {
+        let event = next()
+        switch event.kind {
+        case .scalar(let value, let anchor, let tag, let plain):
+            let text = isKey ? value : try substitute(value, at: event.start, plain: plain)
+            return remember(YAMLNode(.scalar(text, plain: plain), mark: event.start, tag: tag), anchor)
+        case .alias(let anchor):
+            guard let target = anchors[anchor] else {
+                throw source.error("unknown alias '*\(anchor)': no anchor '&\(anchor)' before it", at: event.start)
+            }
+            return target
+        case .sequenceStart(let anchor, let tag):
+            var items: [YAMLNode] = []
+            while !isEnd() { items.append(try node(isKey: false)) }
+            _ = next()
+            return remember(YAMLNode(.sequence(items), mark: event.start, tag: tag), anchor)
+        case .mappingStart(let anchor, let tag):
+            var pairs: [(key: YAMLNode, value: YAMLNode)] = []
+            var merged: [(key: YAMLNode, value: YAMLNode)] = []
+            var seen: [String: YAMLMark] = [:]
+            while !isEnd() {
+                let key = try node(isKey: true)
+                let value = try node(isKey: false)
+                if key.scalar == "<<", case .scalar(_, true) = key.kind {
+                    merged += try mergePairs(value)
+                    continue
+                }
+                if let name = key.scalar {
+                    if let first = seen[name] {
+                        throw source.error("duplicate key '\(name)' (first at line \(first.line))", at: key.mark)
+                    }
+                    seen[name] = key.mark
+                }
+                pairs.append((key, value))
+            }
+            _ = next()
+            for pair in merged {
+                guard let name = pair.key.scalar, seen[name] == nil else { continue }
+                seen[name] = pair.key.mark
+                pairs.append(pair)
+            }
+            return remember(YAMLNode(.mapping(pairs), mark: event.start, tag: tag), anchor)
+        default:
+            throw source.error("unexpected YAML event", at: event.start)
+        }
+    }
+
+    private func isEnd() -> Bool {
+        switch events[position].kind {
+        case .sequenceEnd, .mappingEnd: true
+        default: false
+        }
+    }
+
+    private mutating func remember(_ node: YAMLNode, _ anchor: String?) -> YAMLNode {
+        if let anchor { anchors[anchor] = node }
+        return node
+    }
+
+    /// The pairs a merge key brings: from a mapping, or from each mapping of a list (earlier wins).
+    private func mergePairs(_ value: YAMLNode) throws -> [(key: YAMLNode, value: YAMLNode)] {
+        switch value.kind {
+        case .mapping(let pairs):
+            return pairs
+        case .sequence(let items):
+            var result: [(key: YAMLNode, value: YAMLNode)] = []
+            for item in items {
+                guard case .mapping(let pairs) = item.kind else {
+                    throw source.error("a merge key ('<<') takes a mapping or a list of mappings, not \(item.kindName)", at: item.mark)
+                }
+                result += pairs
+            }
+            return result
+        case .scalar:
+            throw source.error("a merge key ('<<') takes a mapping or a list of mappings, not \(value.kindName)", at: value.mark)
+        }
+    }
+
+    /// Replaces `${VAR}` and `${VAR:-default}` with the environment's values; `$${` is a literal `${`.
+    private func substitute(_ value: String, at mark: YAMLMark, plain: Bool) throws -> String {
+        guard value.contains("${") else { return value }
+        var result = ""
+        var index = value.startIndex
+        while index < value.endIndex {
+            if value[index...].hasPrefix("$${") {
+                result += "${"
+                index = value.index(index, offsetBy: 3)
+                continue
+            }
+            guard value[index...].hasPrefix("${") else {
+                result.append(value[index])
+                index = value.index(after: index)
+                continue
+            }
+            let column = mark.column + value.distance(from: value.startIndex, to: index) + (plain ? 0 : 1)
+            let here = YAMLMark(line: mark.line, column: column)
+            guard let close = value[index...].firstIndex(of: "}") else {
+                throw source.error("unterminated '${' in \"\(value)\"", at: here)
+            }
+            let body = value[value.index(index, offsetBy: 2)..<close]
+            let name: Substring
+            let fallback: Substring?
+            if let separator = body.range(of: ":-") {
+                name = body[..<separator.lowerBound]
+                fallback = body[separator.upperBound...]
+            } else {
+                name = body
+                fallback = nil
+            }
+            guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" }) else {
+                throw source.error("bad variable name '\(name)' in '${\(body)}'", at: here)
+            }
+            if let set = environment[String(name)], !(fallback != nil && set.isEmpty) {
+                result += set
+            } else if let fallback {
+                result += fallback
+            } else {
+                throw source.error("environment variable \(name) is not set (write ${\(name):-default} for a default)", at: here)
+            }
+            index = value.index(after: close)
+        }
+        return result
+    }
+}

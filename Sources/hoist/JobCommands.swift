@@ -1,0 +1,212 @@
+import ArgumentParser
+import Foundation
+import HoistJobs
+import HoistStorage
+import HoistYAML
+
+/// Loads a manifest for a command; a bad one prints its located error and exits 2.
+func loadJob(_ path: String) throws -> Job {
+    do {
+        return try Job(file: path)
+    } catch let error as YAMLError {
+        FileHandle.standardError.write(Data((error.description + "\n").utf8))
+        throw ExitCode(2)
+    }
+}
+
+extension Hoist {
+    /// `hoist run JOB`: upload what the job describes.
+    struct Run: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Run a job: upload the files its manifest describes.",
+            discussion: """
+                On a terminal, a progress display shows files and bytes done, the rate, the ETA and the \
+                files in flight; elsewhere only the summary line (and errors) are printed.
+
+                Signals: SIGINT or SIGTERM stop the run (uploads in flight are cancelled and leave \
+                nothing behind; exit 130). SIGTSTP (Ctrl-Z) pauses every upload and stops the process; \
+                SIGCONT (fg) resumes them. SIGUSR1 pauses or resumes without stopping the process.
+
+                Exit status: 0 all uploaded, 1 some files failed, 2 the job could not start, 130 interrupted.
+                """
+        )
+
+        @Argument(help: "The job manifest (YAML).")
+        var job: String
+
+        @Flag(name: .long, help: "Print one JSON line per event instead of the progress display.")
+        var json = false
+
+        @Option(name: .long, help: "Also append every event as a JSON line to this file.")
+        var logFile: String?
+
+        @Flag(name: .long, help: "Print nothing but errors (no summary line).")
+        var quiet = false
+
+        func run() async throws {
+            let job = try loadJob(self.job)
+            let storage: Storage
+            let totals: (files: Int, bytes: Int64)
+            do {
+                storage = try job.makeStorage()
+                totals = try Planner(job: job).check()
+            } catch {
+                FileHandle.standardError.write(Data("hoist: \(self.job): \(error)\n".utf8))
+                throw ExitCode(2)
+            }
+            var observers: [any JobObserver] = []
+            if json { observers.append(JSONEventLog(sink: .standardOutput)) }
+            if let logFile {
+                guard let log = JSONEventLog(appendingTo: logFile) else {
+                    FileHandle.standardError.write(Data("hoist: cannot open the log file \(logFile)\n".utf8))
+                    throw ExitCode(2)
+                }
+                observers.append(log)
+            }
+            let terminal = !json && !quiet && isatty(STDERR_FILENO) != 0
+            if terminal { observers.append(ProgressDisplay()) }
+            let runner = JobRunner(job: job, storage: storage, observers: observers)
+            let signals = SignalHandlers(runner: runner)
+            let summary = await runner.run(totals: totals)
+            signals.cancel()
+            if !json && !quiet { print(summary.line) }
+            if !json {
+                for failure in summary.failures {
+                    FileHandle.standardError.write(Data("hoist: \(failure.file): \(failure.code.name): \(failure.message)\n".utf8))
+                }
+            }
+            if summary.interrupted { throw ExitCode(130) }
+            if summary.failed > 0 { throw ExitCode(1) }
+        }
+    }
+
+    /// `hoist validate JOB...`: check manifests without running them.
+    struct Validate: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Check job manifests; report each mistake as FILE:LINE:COL: message.",
+            discussion: "Exit status: 0 when every manifest is valid, 2 otherwise."
+        )
+
+        @Argument(help: "Job manifests (YAML).")
+        var jobs: [String]
+
+        func validate() throws {
+            guard !jobs.isEmpty else { throw ValidationError("Give at least one manifest.") }
+        }
+
+        func run() throws {
+            var failed = false
+            for path in jobs {
+                do {
+                    let job = try Job(file: path)
+                    print("\(path): ok (job \(job.manifest.name), \(job.manifest.files.count) file set\(job.manifest.files.count == 1 ? "" : "s"))")
+                } catch let error as YAMLError {
+                    FileHandle.standardError.write(Data((error.description + "\n").utf8))
+                    failed = true
+                }
+            }
+            if failed { throw ExitCode(2) }
+        }
+    }
+
+    /// `hoist plan JOB`: what a run would do, file by file, without uploading.
+    struct Plan: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show what a run would upload or skip, and why, without uploading.",
+            discussion: "Exit status: 0, or 2 when the job could not start."
+        )
+
+        @Argument(help: "The job manifest (YAML).")
+        var job: String
+
+        @Flag(name: .long, help: "One JSON line per file.")
+        var json = false
+
+        @Flag(name: .long, help: "Print only the totals.")
+        var summary = false
+
+        func run() throws {
+            let job = try loadJob(self.job)
+            var iterator = Planner(job: job).makeIterator()
+            var uploads = 0, skips = 0
+            var bytes: Int64 = 0
+            var output = BufferedOutput()
+            while let item = iterator.next() {
+                switch item.decision {
+                case .upload:
+                    uploads += 1
+                    bytes += item.file.size
+                    if summary { continue }
+                    output.write(json
+                        ? JSONLine.encode(["action": "upload", "file": item.file.path, "object": item.destination, "size": item.file.size])
+                        : "upload  \(item.file.relativePath) -> \(item.destination) (\(ByteFormatter.string(item.file.size)))")
+                case .skip(let reason):
+                    skips += 1
+                    if summary { continue }
+                    output.write(json
+                        ? JSONLine.encode(["action": "skip", "file": item.file.path, "reason": reason])
+                        : "skip    \(item.file.relativePath) (\(reason))")
+                }
+            }
+            output.flush()
+            if let error = iterator.error {
+                FileHandle.standardError.write(Data("hoist: \(error.message)\n".utf8))
+                throw ExitCode(2)
+            }
+            for problem in iterator.problems { FileHandle.standardError.write(Data("hoist: warning: \(problem)\n".utf8)) }
+            do {
+                _ = try Planner(job: job).check()
+            } catch {
+                FileHandle.standardError.write(Data("hoist: \(error)\n".utf8))
+                throw ExitCode(2)
+            }
+            let total = "\(job.manifest.name): \(uploads) to upload (\(ByteFormatter.string(bytes))), \(skips) to skip"
+            print(json ? JSONLine.encode(["action": "total", "upload": uploads, "skip": skips, "bytes": bytes]) : total)
+        }
+    }
+}
+
+/// Lines to standard output, written in large blocks (a plan can have millions).
+struct BufferedOutput {
+    private var buffer = Data()
+    mutating func write(_ line: String) {
+        buffer.append(contentsOf: line.utf8)
+        buffer.append(10)
+        if buffer.count > 1 << 16 { flush() }
+    }
+    mutating func flush() {
+        FileHandle.standardOutput.write(buffer)
+        buffer.removeAll(keepingCapacity: true)
+    }
+}
+
+/// Signals during `hoist run`: INT/TERM stop, TSTP pauses and stops the process, CONT resumes,
+/// USR1 toggles pause.
+final class SignalHandlers {
+    private let sources: [any DispatchSourceSignal]
+
+    init(runner: JobRunner) {
+        let queue = DispatchQueue(label: "hoist.signals")
+        var sources: [any DispatchSourceSignal] = []
+        func on(_ number: Int32, _ action: @escaping @Sendable () -> Void) {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+            source.setEventHandler(handler: action)
+            source.resume()
+            sources.append(source)
+        }
+        on(SIGINT) { runner.cancelAll() }
+        on(SIGTERM) { runner.cancelAll() }
+        on(SIGTSTP) {
+            runner.pauseAll()
+            kill(getpid(), SIGSTOP)
+        }
+        on(SIGCONT) { if runner.isPaused { runner.resumeAll() } }
+        on(SIGUSR1) { runner.isPaused ? runner.resumeAll() : runner.pauseAll() }
+        self.sources = sources
+    }
+
+    func cancel() {
+        for source in sources { source.cancel() }
+    }
+}
