@@ -48,13 +48,19 @@ let package = Package(
         ),
         .executableTarget(name: "HoistExamples", dependencies: ["HoistStorage"], path: "examples"),
 
+        // Shared by the test targets: temporary folders, child processes, the real test servers.
+        .target(
+            name: "HoistTestSupport",
+            dependencies: ["HoistStorage", .product(name: "Crypto", package: "swift-crypto")],
+            path: "Tests/HoistTestSupport"
+        ),
         .testTarget(
             name: "HoistStorageTests",
-            dependencies: ["HoistStorage", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: ["HoistStorage", "HoistTestSupport", .product(name: "Crypto", package: "swift-crypto")]
         ),
         .testTarget(name: "HoistYAMLTests", dependencies: ["HoistYAML"]),
         .testTarget(name: "HoistLuaTests", dependencies: ["HoistLua"]),
-        .testTarget(name: "HoistJobsTests", dependencies: ["HoistJobs", "HoistYAML", "HoistStorage"]),
+        .testTarget(name: "HoistJobsTests", dependencies: ["HoistJobs", "HoistYAML", "HoistStorage", "HoistTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

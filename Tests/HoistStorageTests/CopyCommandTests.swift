@@ -1,4 +1,5 @@
 import Foundation
+import HoistTestSupport
 import Testing
 
 /// `hoist cp` as a user runs it: objects in the bucket, output lines and exit statuses.

@@ -1,4 +1,5 @@
 import Foundation
+import HoistTestSupport
 import Synchronization
 import Testing
 @testable import HoistStorage

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HoistTestSupport
 import Testing
 
 /// A 1 GiB `putFile` through the `hoist` command: byte-exact, and in little memory.

@@ -199,8 +199,9 @@ public final class GCSBackend: StorageBackend {
         return formatter.date(from: value).map { max(0, $0.timeIntervalSinceNow) }
     }
 
-    /// Percent-encodes everything but RFC 3986's unreserved characters (so `/` is `%2F`).
-    static func encode(_ text: String) -> String {
+    /// Percent-encodes everything but RFC 3986's unreserved characters (so `/` is `%2F`), as
+    /// object names are written in JSON API and download URLs.
+    public static func encode(_ text: String) -> String {
         text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? text
     }
 

