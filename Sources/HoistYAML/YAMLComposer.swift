@@ -17,7 +17,12 @@ struct YAMLComposer {
         do {
             events = try YAMLParser.events(in: text, file: source.file)
         } catch let error as YAMLSyntaxError {
-            throw source.error(error.message, at: error.mark)
+            var message = error.message
+            let line = error.mark.line - 1
+            if source.lines.indices.contains(line), source.lines[line].prefix(error.mark.column).contains("\t") {
+                message += "; YAML indents with spaces, not tabs"
+            }
+            throw source.error(message, at: error.mark)
         }
         position = 0
         while position < events.count {

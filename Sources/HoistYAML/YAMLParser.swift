@@ -52,11 +52,13 @@ public enum YAMLParser {
                 var event = yaml_event_t()
                 guard yaml_parser_parse(&parser, &event) != 0 else {
                     let mark = parser.problem_mark
-                    let problem = parser.problem.map { String(cString: $0) } ?? "syntax error"
-                    let context = parser.context.map { String(cString: $0) + ": " } ?? ""
+                    var message = parser.problem.map { String(cString: $0) } ?? "syntax error"
+                    if let context = parser.context.map({ String(cString: $0) }) {
+                        let start = parser.context_mark
+                        message += " (\(context) at line \(start.line + 1), column \(start.column + 1))"
+                    }
                     throw YAMLSyntaxError(
-                        file: file, mark: YAMLMark(line: Int(mark.line) + 1, column: Int(mark.column) + 1),
-                        message: context + problem)
+                        file: file, mark: YAMLMark(line: Int(mark.line) + 1, column: Int(mark.column) + 1), message: message)
                 }
                 defer { yaml_event_delete(&event) }
                 let kind = convert(event)

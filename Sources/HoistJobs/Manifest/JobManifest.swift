@@ -63,7 +63,10 @@ public struct StorageSettings: Decodable, Sendable {
         }
         if url.hasPrefix("gs://") {
             let bucket = url.dropFirst(5)
-            guard !bucket.isEmpty, !bucket.contains("/") else {
+            guard !bucket.isEmpty else {
+                throw DecodingError.dataCorruptedError(forKey: .url, in: c, debugDescription: "bad storage url '\(url)': no bucket name")
+            }
+            guard !bucket.contains("/") else {
                 throw DecodingError.dataCorruptedError(forKey: .url, in: c,
                     debugDescription: "bad storage url '\(url)': a gs:// url names only a bucket (put paths in destination)")
             }
@@ -125,12 +128,22 @@ public struct FileSet: Decodable, Sendable {
 struct GlobList: Decodable {
     let globs: [Glob]
     init(from decoder: any Decoder) throws {
-        if let one = try? decoder.singleValueContainer().decode(Glob.self) {
-            globs = [one]
-        } else {
+        if (try? decoder.unkeyedContainer()) != nil {
             globs = try [Glob](from: decoder)
+        } else if (try? decoder.container(keyedBy: AnyKey.self)) != nil {
+            globs = try [Glob](from: decoder)   // reports "expected a list, found a mapping"
+        } else {
+            globs = [try Glob(from: decoder)]
         }
     }
+}
+
+/// Any key, to ask whether a node is a mapping.
+struct AnyKey: CodingKey {
+    let stringValue: String
+    var intValue: Int? { nil }
+    init?(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
 }
 
 /// `metadata:` the writable `StorageMetadata` fields; values are templates.

@@ -1,0 +1,83 @@
+import Foundation
+import HoistJobs
+import HoistTestSupport
+import HoistYAML
+import Testing
+
+/// Every file in Tests/manifests/broken is a manifest with one mistake; each must be reported
+/// with its exact message, line and column, the source line and a caret under the column.
+@Suite struct ManifestErrorTests {
+    static let directory = packageRoot.appendingPathComponent("Tests/manifests/broken")
+
+    @Test func theCorpusHasEveryCase() throws {
+        let files = try FileManager.default.contentsOfDirectory(atPath: Self.directory.path).filter { $0.hasSuffix(".yaml") }
+        #expect(files.count >= 25)
+        #expect(Set(files) == Set(brokenManifests.map(\.file)))
+    }
+
+    @Test(arguments: brokenManifests)
+    func reportsTheExactError(file: String, expected: String) throws {
+        let path = Self.directory.appendingPathComponent(file).path
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        #expect {
+            try Job(text: text, file: file, environment: ["HOME": "/root"])
+        } throws: { error in
+            guard let error = error as? YAMLError else { return false }
+            #expect(error.summary == expected)
+            // The description quotes the line and puts a caret under the column.
+            let lines = error.description.split(separator: "\n", omittingEmptySubsequences: false)
+            let sourceLines = text.split(separator: "\n", omittingEmptySubsequences: false)
+            if error.mark.line <= sourceLines.count {
+                #expect(lines.count == 3)
+                #expect(lines[1] == "    " + sourceLines[error.mark.line - 1])
+                #expect(lines[2] == "    " + String(repeating: " ", count: error.mark.column - 1) + "^")
+            }
+            return error.summary == expected
+        }
+    }
+}
+
+private let dollar = "$"
+
+let brokenManifests: [(file: String, expected: String)] = [
+    ("01-unclosed-flow.yaml", "01-unclosed-flow.yaml:5:1: did not find expected ',' or ']' (while parsing a flow sequence at line 4, column 8)"),
+    ("02-mapping-in-scalar.yaml", "02-mapping-in-scalar.yaml:2:8: mapping values are not allowed in this context"),
+    ("03-tab-indent.yaml", "03-tab-indent.yaml:4:1: found character that cannot start any token (while scanning for the next token at line 4, column 1); YAML indents with spaces, not tabs"),
+    ("04-unknown-top-key.yaml", "04-unknown-top-key.yaml:5:1: unknown key 'scheduel' (did you mean 'schedule'?)"),
+    ("05-unknown-upload-key.yaml", "05-unknown-upload-key.yaml:6:3: unknown key 'concurency' (did you mean 'concurrency'?)"),
+    ("06-unknown-fileset-key.yaml", "06-unknown-fileset-key.yaml:6:5: unknown key 'destinaton' (did you mean 'destination'?)"),
+    ("07-missing-version.yaml", "07-missing-version.yaml:1:1: missing required key 'version'"),
+    ("08-missing-name.yaml", "08-missing-name.yaml:1:1: missing required key 'name'"),
+    ("09-missing-url.yaml", "09-missing-url.yaml:3:10: missing required key 'url' in storage"),
+    ("10-missing-root.yaml", "10-missing-root.yaml:5:5: missing required key 'root' in files[0]"),
+    ("11-version-not-int.yaml", "11-version-not-int.yaml:1:10: expected an integer in version, got 'one'"),
+    ("12-concurrency-not-int.yaml", "12-concurrency-not-int.yaml:5:24: expected an integer in upload.concurrency, got 'many'"),
+    ("13-files-not-list.yaml", "13-files-not-list.yaml:5:3: expected a list in files, found a mapping"),
+    ("14-include-mapping.yaml", "14-include-mapping.yaml:6:14: expected a list in files[0].include, found a mapping"),
+    ("15-hidden-not-bool.yaml", "15-hidden-not-bool.yaml:6:13: expected true or false in files[0].hidden, got 'maybe'"),
+    ("16-version-2.yaml", "16-version-2.yaml:1:10: unsupported version 2: this Hoist reads version 1"),
+    ("17-bad-name.yaml", "17-bad-name.yaml:2:7: bad job name 'my job': use letters, digits, '.', '_' and '-'"),
+    ("18-bad-scheme.yaml", "18-bad-scheme.yaml:3:17: bad storage url 's3://bucket': use gs://BUCKET, file:///ABS/DIR or file:REL/DIR"),
+    ("19-gs-with-path.yaml", "19-gs-with-path.yaml:3:17: bad storage url 'gs://bucket/photos': a gs:// url names only a bucket (put paths in destination)"),
+    ("20-empty-files.yaml", "20-empty-files.yaml:4:8: files is empty: list at least one file set"),
+    ("21-concurrency-zero.yaml", "21-concurrency-zero.yaml:6:16: concurrency 0 is out of range 1-256"),
+    ("22-bad-size.yaml", "22-bad-size.yaml:6:14: bad size '10XB': write a number with an optional unit: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB"),
+    ("23-bad-rate.yaml", "23-bad-rate.yaml:6:14: bad rate '50MB': write a size per second, such as 50MB/s or 512KiB/s"),
+    ("24-glob-unclosed-class.yaml", "24-glob-unclosed-class.yaml:6:24: bad glob '[abc': '[' is never closed"),
+    ("25-glob-unclosed-brace.yaml", "25-glob-unclosed-brace.yaml:6:14: bad glob '**/*.{tmp,bak': '{' is never closed"),
+    ("26-template-unknown.yaml", "26-template-unknown.yaml:6:18: bad template 'img/{basename}': unknown placeholder {basename}; use one of {relpath}, {dir}, {name}, {stem}, {ext}, {job}, {hostname}, {env:VAR}, {mtime:FORMAT}, {now:FORMAT}"),
+    ("27-template-unclosed.yaml", "27-template-unclosed.yaml:6:18: bad template 'img/{relpath': '{' is never closed"),
+    ("28-cron-range.yaml", "28-cron-range.yaml:5:11: bad cron expression '61 * * * *': minute 61 is out of range 0-59"),
+    ("29-cron-fields.yaml", "29-cron-fields.yaml:5:11: bad cron expression '0 3 *': it needs 5 fields (minute hour day-of-month month day-of-week), found 3"),
+    ("30-duplicate-key.yaml", "30-duplicate-key.yaml:4:1: duplicate key 'name' (first at line 2)"),
+    ("31-unset-env.yaml", "31-unset-env.yaml:4:14: environment variable HOIST_TEST_UNSET_BUCKET is not set (write ${HOIST_TEST_UNSET_BUCKET:-default} for a default)"),
+    ("32-min-over-max.yaml", "32-min-over-max.yaml:7:14: maxSize (1000000 B) is smaller than minSize (10000000 B)"),
+    ("33-bad-duration.yaml", "33-bad-duration.yaml:6:13: bad duration '10 minutes': write a number with ms, s, m, h or d, such as 30s or 5m"),
+    ("34-unknown-alias.yaml", "34-unknown-alias.yaml:5:5: unknown alias '*common': no anchor '&common' before it"),
+    ("35-metadata-typo.yaml", "35-metadata-typo.yaml:7:7: unknown key 'cacheControll' (did you mean 'cacheControl'?)"),
+    ("36-max-errors-zero.yaml", "36-max-errors-zero.yaml:5:22: maxErrors must be at least 1"),
+    ("37-cron-name.yaml", "37-cron-name.yaml:5:11: bad cron expression '0 3 * * funday': 'funday' is not a valid day of week"),
+    ("38-rule-without-metadata.yaml", "38-rule-without-metadata.yaml:7:9: missing required key 'metadata' in files[0].rules[0]"),
+    ("39-merge-scalar.yaml", "39-merge-scalar.yaml:6:9: a merge key ('<<') takes a mapping or a list of mappings, not a scalar"),
+    ("40-empty-document.yaml", "40-empty-document.yaml:1:1: missing required key 'version'"),
+]
