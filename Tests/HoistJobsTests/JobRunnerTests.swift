@@ -1,0 +1,152 @@
+import Foundation
+import HoistJobs
+import HoistStorage
+import HoistTestSupport
+import Synchronization
+import Testing
+
+/// A local bucket that counts sends in flight, to observe the concurrency bound.
+final class CountingBackend: StorageBackend {
+    let inner: LocalBucket
+    let counts = Mutex((now: 0, most: 0))
+    var bucket: String { inner.bucket }
+    init(_ inner: LocalBucket) { self.inner = inner }
+
+    func startUpload(to path: String, attributes: ObjectResource, size: Int64) async throws -> any UploadSession {
+        CountingSession(inner: try await inner.startUpload(to: path, attributes: attributes, size: size), owner: self)
+    }
+    func resumeUpload(id: String) async throws -> any UploadSession { try await inner.resumeUpload(id: id) }
+    func metadata(of path: String) async throws -> ObjectResource { try await inner.metadata(of: path) }
+    func downloadURL(for path: String) async throws -> URL { try await inner.downloadURL(for: path) }
+
+    struct CountingSession: UploadSession {
+        let inner: any UploadSession
+        let owner: CountingBackend
+        var id: String { inner.id }
+        func confirmedOffset() async throws -> Int64 { try await inner.confirmedOffset() }
+        func abandon() async { await inner.abandon() }
+        func send(from source: ByteSource, at offset: Int64, control: TransferControl,
+                  progress: @escaping @Sendable (Int64) -> Void) async throws -> SendOutcome {
+            owner.counts.withLock { $0.now += 1; $0.most = max($0.most, $0.now) }
+            defer { owner.counts.withLock { $0.now -= 1 } }
+            try await Task.sleep(for: .milliseconds(30))   // hold the slot long enough to overlap
+            return try await inner.send(from: source, at: offset, control: control, progress: progress)
+        }
+    }
+}
+
+/// Records what observers hear.
+final class RecordingObserver: JobObserver {
+    let events = Mutex<[String]>([])
+    func jobStarted(_ job: Job, files: Int, bytes: Int64) { events.withLock { $0.append("start \(files) \(bytes)") } }
+    func fileSkipped(_ item: PlanItem, reason: String) { events.withLock { $0.append("skip \(item.file.relativePath)") } }
+    func fileEvent(_ item: PlanItem, _ snapshot: StorageTaskSnapshot) {
+        if snapshot.status == .success || snapshot.status == .failure {
+            events.withLock { $0.append("\(snapshot.status == .success ? "success" : "failure") \(item.file.relativePath)") }
+        }
+    }
+    func jobFinished(_ summary: JobSummary) { events.withLock { $0.append("end") } }
+}
+
+@Suite struct JobRunnerTests {
+    @Test func runsToALocalBucket() async throws {
+        let fixture = try JobFixture()
+        try fixture.file("site/index.html", 300)
+        try fixture.file("site/app.js", 5000)
+        try fixture.file("notes.tmp", 10)
+        let job = try fixture.job("""
+            storage: { url: "file:bucket" }
+            files:
+              - root: src
+                exclude: "*.tmp"
+                destination: "web/{relpath}"
+                rules: [{ match: "*.html", metadata: { cacheControl: no-cache } }]
+            """)
+        let storage = try job.makeStorage()
+        let observer = RecordingObserver()
+        let summary = await JobRunner(job: job, storage: storage, observers: [observer]).run(totals: try Planner(job: job).check())
+        #expect(summary.uploaded == 2 && summary.skipped == 1 && summary.failed == 0 && summary.bytes == 5300)
+        let bucket = fixture.directory.url.appendingPathComponent("bucket")
+        #expect(try Data(contentsOf: bucket.appendingPathComponent("web/site/app.js")) == patternData(5000))
+        let meta = try await storage.reference(withPath: "web/site/index.html").getMetadata()
+        #expect(meta.cacheControl == "no-cache")
+        #expect(meta.contentType == "text/html")
+        let events = observer.events.withLock { $0 }
+        #expect(events.first == "start 2 5300" && events.last == "end")
+        #expect(events.contains("skip notes.tmp"))
+    }
+
+    @Test func neverMoreThanConcurrencyInFlight() async throws {
+        let fixture = try JobFixture()
+        for index in 0..<16 { try fixture.file("f\(index).bin", 200_000) }
+        let job = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { concurrency: 3 }")
+        let backend = CountingBackend(LocalBucket(directory: fixture.directory.url.appendingPathComponent("bucket").path))
+        let storage = Storage(url: "file:bucket", backend: backend)
+        let summary = await JobRunner(job: job, storage: storage, observers: []).run(totals: try Planner(job: job).check())
+        #expect(summary.uploaded == 16)
+        let most = backend.counts.withLock { $0.most }
+        #expect(most == 3)
+    }
+
+    @Test func bandwidthLimitHoldsWithinFifteenPercent() async throws {
+        let fixture = try JobFixture()
+        for index in 0..<4 { try fixture.file("part\(index).bin", 5_000_000) }
+        let job = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { concurrency: 4, bandwidth: 10MB/s }")
+        let started = Date()
+        let summary = await JobRunner(job: job, storage: try job.makeStorage(), observers: []).run(totals: try Planner(job: job).check())
+        let seconds = Date().timeIntervalSince(started)
+        #expect(summary.uploaded == 4 && summary.bytes == 20_000_000)
+        // 20 MB at 10 MB/s: 2 s, within 15%.
+        #expect(seconds > 1.7 && seconds < 2.3, "took \(seconds) s")
+    }
+
+    @Test func smallFilesAreNotStarvedBehindLargeOnes() async throws {
+        let fixture = try JobFixture()
+        try fixture.file("a-large-1.bin", 9 << 20)
+        try fixture.file("a-large-2.bin", 9 << 20)
+        for index in 0..<5 { try fixture.file("z-small-\(index).txt", 100) }
+        let job = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { concurrency: 2, bandwidth: 12MB/s }")
+        let observer = RecordingObserver()
+        _ = await JobRunner(job: job, storage: try job.makeStorage(), observers: [observer]).run(totals: try Planner(job: job).check())
+        let done = observer.events.withLock { $0 }.filter { $0.hasPrefix("success") }
+        // Both large files come first in the walk, but the second waits for the large lane while
+        // the small ones go through the free slot.
+        let lastSmall = try #require(done.lastIndex { $0.contains("small") })
+        let secondLarge = try #require(done.firstIndex { $0.contains("large-2") })
+        #expect(lastSmall < secondLarge, "\(done)")
+    }
+
+    @Test func maxErrorsStopsStartingUploads() async throws {
+        let bucket = try await FakeGCS.makeBucket()
+        let proxy = try FaultProxy(upstreamPort: try FakeGCS.port(), ["--fail", "403:1000"])
+        let fixture = try JobFixture()
+        for index in 0..<20 { try fixture.file("f\(index).txt", 100) }
+        let job = try fixture.job("storage: { url: 'gs://\(bucket)' }\nfiles: [{ root: src }]\nupload: { concurrency: 2, maxErrors: 3 }",
+                                  environment: ["STORAGE_EMULATOR_HOST": "127.0.0.1:\(proxy.port)"])
+        let summary = await JobRunner(job: job, storage: try job.makeStorage(), observers: []).run(totals: try Planner(job: job).check())
+        #expect(summary.failed >= 3 && summary.failed <= 4)
+        #expect(summary.uploaded == 0)
+        #expect(summary.failures.first?.code == .unauthorized)
+    }
+
+    @Test func runsToFakeGCS() async throws {
+        let bucket = try await FakeGCS.makeBucket()
+        let fixture = try JobFixture()
+        try fixture.file("photos/a.jpg", 2000)
+        try fixture.file("photos/b.jpg", 3 << 20)
+        let job = try fixture.job("""
+            storage: { url: "gs://\(bucket)", multipartThreshold: 1MiB }
+            files:
+              - root: src
+                destination: "backup/{relpath}"
+                metadata: { customMetadata: { origin: "{job}" } }
+            """, environment: ["STORAGE_EMULATOR_HOST": "127.0.0.1:\(try FakeGCS.port())"])
+        let storage = try job.makeStorage()
+        let summary = await JobRunner(job: job, storage: storage, observers: []).run(totals: try Planner(job: job).check())
+        #expect(summary.uploaded == 2 && summary.failed == 0)
+        #expect(try await FakeGCS.download(bucket: bucket, object: "backup/photos/b.jpg") == patternData(3 << 20))
+        let meta = try await storage.reference(withPath: "backup/photos/a.jpg").getMetadata()
+        #expect(meta.customMetadata?["origin"] == "test")
+        #expect(meta.contentType == "image/jpeg")
+    }
+}

@@ -1,0 +1,136 @@
+import Foundation
+import HoistJobs
+import HoistTestSupport
+import Testing
+
+/// A job in a temporary folder: files are written under `src/`, the manifest beside them.
+struct JobFixture {
+    let directory: TemporaryDirectory
+    init() throws { directory = try TemporaryDirectory() }
+
+    @discardableResult
+    func file(_ path: String, _ size: Int = 10, modified: Date? = nil) throws -> URL {
+        let url = try directory.write("src/" + path, patternData(size))
+        if let modified { try FileManager.default.setAttributes([.modificationDate: modified], ofItemAtPath: url.path) }
+        return url
+    }
+
+    func job(_ body: String, environment: [String: String] = ["HOME": "/root"]) throws -> Job {
+        let text = "version: 1\nname: test\n" + body
+        let path = directory.url.appendingPathComponent("job.yaml").path
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        return try Job(file: path, environment: environment)
+    }
+
+    func plan(_ body: String) throws -> [PlanItem] { Array(Planner(job: try job(body))) }
+}
+
+@Suite struct PlannerTests {
+    let storage = "storage: { url: 'file:bucket' }\n"
+
+    @Test func walksInSortedOrderSkippingHiddenFiles() throws {
+        let fixture = try JobFixture()
+        for path in ["b.txt", "a/z.txt", "a/b/c.txt", "A.txt", ".hidden", ".git/config", "a/.DS_Store"] { try fixture.file(path) }
+        let items = try fixture.plan(storage + "files: [{ root: src }]")
+        #expect(items.map(\.file.relativePath) == ["A.txt", "a/b/c.txt", "a/z.txt", "b.txt"])
+        let all = try fixture.plan(storage + "files: [{ root: src, hidden: true }]")
+        #expect(all.map(\.file.relativePath) == [".git/config", ".hidden", "A.txt", "a/.DS_Store", "a/b/c.txt", "a/z.txt", "b.txt"])
+    }
+
+    @Test func symlinksAreSkippedUnlessFollowedAndLoopsAreCaught() throws {
+        let fixture = try JobFixture()
+        try fixture.file("real/one.txt")
+        let src = fixture.directory.url.appendingPathComponent("src")
+        try FileManager.default.createSymbolicLink(atPath: src.appendingPathComponent("link.txt").path, withDestinationPath: "real/one.txt")
+        try FileManager.default.createSymbolicLink(atPath: src.appendingPathComponent("real/loop").path, withDestinationPath: "..")
+        #expect(try fixture.plan(storage + "files: [{ root: src }]").map(\.file.relativePath) == ["real/one.txt"])
+        let followed = try fixture.plan(storage + "files: [{ root: src, followSymlinks: true }]").map(\.file.relativePath)
+        #expect(followed == ["link.txt", "real/one.txt"])
+    }
+
+    @Test func includeExcludeSizeAndAge() throws {
+        let fixture = try JobFixture()
+        try fixture.file("keep.jpg", 100)
+        try fixture.file("small.jpg", 5)
+        try fixture.file("huge.jpg", 5000)
+        try fixture.file("doc.txt", 100)
+        try fixture.file(".thumbs/t.jpg", 100)
+        try fixture.file("x/.thumbs/t.jpg", 100)
+        try fixture.file("fresh.jpg", 100, modified: Date())
+        try fixture.file("old.jpg", 100, modified: Date(timeIntervalSinceNow: -3600))
+        let items = try fixture.plan(storage + """
+            files:
+              - root: src
+                hidden: true
+                include: ["**/*.jpg"]
+                exclude: ["**/.thumbs/**"]
+                minSize: 10B
+                maxSize: 1KB
+                minAge: 10m
+            """)
+        let decisions = Dictionary(uniqueKeysWithValues: items.map { ($0.file.relativePath, $0.decision) })
+        #expect(decisions["old.jpg"] == .upload)
+        #expect(decisions["doc.txt"] == .skip("not included"))
+        #expect(decisions["small.jpg"] == .skip("smaller than minSize"))
+        #expect(decisions["huge.jpg"] == .skip("larger than maxSize"))
+        #expect(decisions[".thumbs/t.jpg"] == .skip("excluded by **/.thumbs/**"))
+        #expect(decisions["x/.thumbs/t.jpg"] == .skip("excluded by **/.thumbs/**"))
+        #expect(decisions["fresh.jpg"] == .skip("modified less than minAge ago"))
+        // keep.jpg was written just now too: also too fresh.
+        #expect(decisions["keep.jpg"] == .skip("modified less than minAge ago"))
+    }
+
+    @Test func destinationsAndMetadataRules() throws {
+        let fixture = try JobFixture()
+        try fixture.file("index.html", modified: Date(timeIntervalSince1970: 1_700_000_000))
+        try fixture.file("css/site.css", modified: Date(timeIntervalSince1970: 1_700_000_000))
+        let items = try fixture.plan(storage + """
+            files:
+              - root: src
+                destination: "web/{dir}/{stem}.{ext}"
+                metadata:
+                  cacheControl: "public, max-age=60"
+                  customMetadata: { job: "{job}", file: "{name}" }
+                rules:
+                  - match: "*.html"
+                    metadata: { cacheControl: no-cache, contentLanguage: en }
+                  - match: ["*.css", "*.js"]
+                    metadata: { contentType: "text/css; charset=utf-8" }
+            """)
+        #expect(items.map(\.destination) == ["web/css/site.css", "web/index.html"])
+        let css = items[0].attributes, html = items[1].attributes
+        #expect(html.cacheControl == "no-cache")
+        #expect(html.contentLanguage == "en")
+        #expect(html.metadata == ["job": "test", "file": "index.html"])
+        #expect(css.cacheControl == "public, max-age=60")
+        #expect(css.contentType == "text/css; charset=utf-8")
+    }
+
+    @Test func collisionsAreAPlanErrorNamingBothFiles() throws {
+        let fixture = try JobFixture()
+        let a = try fixture.file("2023/pic.jpg")
+        let b = try fixture.file("2024/pic.jpg")
+        let job = try fixture.job(storage + "files: [{ root: src, destination: 'all/{name}' }]")
+        #expect { try Planner(job: job).check() } throws: { error in
+            "\(error)" == "\(a.path) and \(b.path) both go to 'all/pic.jpg': change the destination template"
+        }
+    }
+
+    @Test func templateThatLeavesItsPrefixStopsThePlan() throws {
+        let fixture = try JobFixture()
+        let file = try fixture.file("a.txt")
+        let job = try fixture.job(storage + "files: [{ root: src, destination: '../{name}' }]")
+        #expect { try Planner(job: job).check() } throws: { error in
+            "\(error)" == "\(file.path): destination '../a.txt' contains '..': a destination cannot leave its prefix"
+        }
+    }
+
+    @Test func countsForProgress() throws {
+        let fixture = try JobFixture()
+        try fixture.file("a", 100)
+        try fixture.file("b", 250)
+        try fixture.file("c.skip", 1)
+        let totals = try Planner(job: try fixture.job(storage + "files: [{ root: src, exclude: '*.skip' }]")).check()
+        #expect(totals.files == 2 && totals.bytes == 350)
+    }
+}
