@@ -1,0 +1,145 @@
+import Foundation
+import HoistTestSupport
+import Testing
+
+/// The `hoist` command as a user meets it: help texts, exit statuses, output, signals.
+@Suite struct CommandTests {
+    let hoist = productsDirectory.appendingPathComponent("hoist").path
+
+    @Test(arguments: ["hoist", "run", "validate", "plan", "cp"])
+    func helpMatchesGoldenText(command: String) throws {
+        let golden = try String(contentsOf: packageRoot.appendingPathComponent("Tests/golden/help-\(command).txt"), encoding: .utf8)
+        let run = try runProcess(hoist, command == "hoist" ? ["--help"] : [command, "--help"])
+        #expect(run.status == 0)
+        #expect(run.stdout == golden)
+    }
+
+    @Test func everyJobInTheRepositoryValidates() throws {
+        let jobs = try FileManager.default.contentsOfDirectory(atPath: packageRoot.appendingPathComponent("jobs").path)
+            .filter { $0.hasSuffix(".yaml") }.sorted().map { packageRoot.appendingPathComponent("jobs/\($0)").path }
+        #expect(jobs.count >= 4)
+        let run = try runProcess(hoist, ["validate"] + jobs)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.split(separator: "\n").count == jobs.count)
+        // And against the JSON Schema editors use.
+        let schema = packageRoot.appendingPathComponent("schema/job.schema.json").path
+        let check = try runProcess(testPython, testPythonArguments + ["-c", """
+            import json, sys, yaml, jsonschema
+            schema = json.load(open(sys.argv[1]))
+            jsonschema.Draft202012Validator.check_schema(schema)
+            for path in sys.argv[2:]:
+                jsonschema.validate(yaml.safe_load(open(path)), schema)
+                print("valid", path)
+            """, schema] + jobs)
+        #expect(check.status == 0, "\(check.stderr)")
+        #expect(check.stdout.split(separator: "\n").count == jobs.count)
+    }
+
+    @Test func badManifestExitsTwoWithTheLocatedError() throws {
+        let directory = try TemporaryDirectory()
+        let job = try directory.write("job.yaml", Data("version: 1\nname: x\nstorage: { url: 'file:b' }\nfiles: [{ root: src }]\nupload: { concurency: 2 }\n".utf8))
+        for command in ["run", "plan", "validate"] {
+            let run = try runProcess(hoist, [command, job.path])
+            #expect(run.status == 2)
+            #expect(run.stderr == """
+                \(job.path):5:11: unknown key 'concurency' (did you mean 'concurrency'?)
+                    upload: { concurency: 2 }
+                              ^
+
+                """)
+        }
+    }
+
+    @Test func runPrintsASummaryAndJSONEvents() throws {
+        let fixture = try JobFixture()
+        try fixture.file("a.txt", 100)
+        try fixture.file("b.txt", 200)
+        try fixture.file("skip.tmp", 5)
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src, exclude: '*.tmp' }]\n")
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        let log = fixture.directory.url.appendingPathComponent("events.log").path
+
+        let plain = try runProcess(hoist, ["run", "--log-file", log, manifest])
+        #expect(plain.status == 0, "\(plain.stderr)")
+        #expect(plain.stdout.hasPrefix("test: 2 uploaded (300 B), 1 skipped in "))
+
+        let json = try runProcess(hoist, ["run", "--json", manifest])
+        let events = json.stdout.split(separator: "\n").compactMap {
+            (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any]
+        }
+        let names = events.compactMap { $0["event"] as? String }
+        #expect(names.first == "job_start" && names.last == "job_end")
+        #expect(names.filter { $0 == "success" }.count == 2)
+        #expect(names.contains("skip"))
+        for file in ["a.txt", "b.txt"] {
+            let mine = events.filter { ($0["file"] as? String)?.hasSuffix(file) == true }.compactMap { $0["event"] as? String }
+            #expect(mine.first == "resume" && mine.last == "success")
+        }
+        #expect(events.last?["uploaded"] as? Int == 2)
+        let logged = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n")
+        #expect(logged.first?.contains(#""event":"job_start""#) == true)
+        #expect(logged.last?.contains(#""event":"job_end""#) == true)
+    }
+
+    @Test func someFailedExitsOne() throws {
+        let fixture = try JobFixture()
+        try fixture.directory.write("one/x", Data("file".utf8))
+        try fixture.directory.write("two/x/y", Data("below".utf8))
+        // Objects 'x' and 'x/y': a local bucket cannot hold a file and a folder of one name.
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: one }, { root: two }]\nupload: { concurrency: 1 }\n")
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        let run = try runProcess(hoist, ["run", "--quiet", manifest])
+        #expect(run.status == 1, "\(run.stdout) \(run.stderr)")
+        #expect(run.stdout.isEmpty)
+        #expect(run.stderr.hasSuffix("two/x/y: invalidArgument: Object x/y cannot be stored: object x exists, and a local bucket cannot hold both.\n"))
+    }
+
+    @Test func planSaysWhatAndWhy() throws {
+        let fixture = try JobFixture()
+        try fixture.file("a.jpg", 2048)
+        try fixture.file("b.txt", 10)
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src, include: '*.jpg', destination: 'img/{name}' }]\n")
+        let run = try runProcess(hoist, ["plan", fixture.directory.url.appendingPathComponent("job.yaml").path])
+        #expect(run.status == 0)
+        #expect(run.stdout == """
+            upload  a.jpg -> img/a.jpg (2.0 KiB)
+            skip    b.txt (not included)
+            test: 1 to upload (2.0 KiB), 1 to skip
+
+            """)
+        #expect(!FileManager.default.fileExists(atPath: fixture.directory.url.appendingPathComponent("bucket").path))
+    }
+
+    @Test func sigintStopsCleanlyAndLeavesNoPartialObject() throws {
+        let fixture = try JobFixture()
+        try fixture.file("big.bin", 30_000_000)
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { bandwidth: 10MB/s }\n")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: hoist)
+        process.arguments = ["run", fixture.directory.url.appendingPathComponent("job.yaml").path]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let bucket = fixture.directory.url.appendingPathComponent("bucket")
+        // Wait until bytes are moving into a part file, then interrupt.
+        let uploads = bucket.appendingPathComponent(".hoist/uploads")
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            let parts = (try? FileManager.default.contentsOfDirectory(atPath: uploads.path))?.filter { $0.hasSuffix(".part") } ?? []
+            if let part = parts.first,
+               let size = try? FileManager.default.attributesOfItem(atPath: uploads.appendingPathComponent(part).path)[.size] as? Int,
+               size > 2_000_000 { break }
+            usleep(20_000)
+        }
+        kill(process.processIdentifier, SIGINT)
+        process.waitUntilExit()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(process.terminationStatus == 130)
+        #expect(text.contains("test: 0 uploaded (0 B), 1 cancelled in "))
+        #expect(text.contains("(interrupted)"))
+        #expect(!FileManager.default.fileExists(atPath: bucket.appendingPathComponent("big.bin").path))
+        let left = (try? FileManager.default.contentsOfDirectory(atPath: uploads.path)) ?? []
+        #expect(left.isEmpty, "\(left)")
+    }
+}
