@@ -110,7 +110,11 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: fixture.directory.url.appendingPathComponent("bucket").path))
     }
 
-    @Test func sigintStopsCleanlyAndLeavesNoPartialObject() throws {
+    @Test func sigintStopsCleanlyAndLeavesNoPartialObject() async throws {
+        try await ExclusiveTests.shared.run { try sigintRun() }
+    }
+
+    func sigintRun() throws {
         let fixture = try JobFixture()
         try fixture.file("big.bin", 30_000_000)
         _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { bandwidth: 10MB/s }\n")

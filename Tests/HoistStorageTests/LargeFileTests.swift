@@ -5,7 +5,11 @@ import Testing
 
 /// A 1 GiB `putFile` through the `hoist` command: byte-exact, and in little memory.
 @Suite struct LargeFileTests {
-    @Test func oneGibibyteUploadStaysUnder64MiB() throws {
+    @Test func oneGibibyteUploadStaysUnder64MiB() async throws {
+        try await ExclusiveTests.shared.run { try Self.uploadOneGibibyte() }
+    }
+
+    static func uploadOneGibibyte() throws {
         let directory = try TemporaryDirectory()
         let file = directory.url.appendingPathComponent("big.bin")
         // Write 1 GiB in 1 MiB blocks, each different, hashing as we go.
