@@ -1,80 +1,333 @@
+import Foundation
 private import CLua
 
-/// A Lua 5.4 interpreter owned by Swift: `init` opens it, `deinit` closes it.
+/// One Lua 5.4 interpreter: a sandbox, budgets, and scripts each loaded into its own
+/// environment. Only this file imports liblua.
 ///
-/// Only this file imports liblua. Lua errors reach Swift through `lua_pcall` alone, so no
-/// `longjmp` ever crosses a Swift frame.
+/// Lua errors reach Swift only through `lua_pcall`; Swift functions called from Lua go through a
+/// C trampoline that raises their errors after they return, so no `longjmp` crosses a Swift frame.
+/// Not thread-safe: use one runtime from one thread (or serial queue) at a time.
 ///
 /// ```swift
-/// let lua = LuaState()
-/// let answer = try lua.evaluate("return 6 * 7", chunkName: "answer.lua")   // .integer(42)
+/// let lua = try LuaRuntime()
+/// let script = try lua.load("function double(x) return 2 * x end", name: "double.lua")
+/// try lua.call(script, "double", [.integer(21)])   // [.integer(42)]
 /// ```
-public final class LuaState {
+public final class LuaRuntime: @unchecked Sendable {
+    /// What one runtime may use.
+    public struct Limits: Sendable {
+        /// VM instructions one call (a script's top level, or one hook call) may run.
+        public var instructions: Int
+        /// Bytes all the runtime's scripts may hold together.
+        public var memory: Int
+        public init(instructions: Int = 10_000_000, memory: Int = 64 << 20) {
+            self.instructions = instructions
+            self.memory = memory
+        }
+    }
+
+    /// Libraries and functions outside the default sandbox that a job may allow by name.
+    public static let optional: Set<String> = ["io", "os", "debug", "require", "load_binary"]
+
     private let state: OpaquePointer
+    private let budget: UnsafeMutablePointer<hoist_lua_budget>
+    public let limits: Limits
+    private var functions: [Unmanaged<Callable>] = []
+
+    /// What the trampoline's context points to: the function and the runtime that pushes its results.
+    private final class Callable {
+        let function: LuaFunction
+        unowned let runtime: LuaRuntime
+        init(_ function: LuaFunction, _ runtime: LuaRuntime) {
+            self.function = function
+            self.runtime = runtime
+        }
+    }
+    /// The registry reference of the sandbox table every script environment reads through.
+    private var sandbox: Int32 = 0
 
     /// The Lua version this process linked, such as `"Lua 5.4"`.
-    public static var version: String {
-        let L = luaL_newstate()!
-        defer { lua_close(L) }
-        luaL_openlibs(L)
-        _ = hoist_lua_getglobal(L, "_VERSION")
-        return String(cString: hoist_lua_tostring(L, -1))
-    }
+    public static var version: String { "Lua " + LUA_VERSION_MAJOR + "." + LUA_VERSION_MINOR }
 
-    /// Opens a state with Lua's standard libraries.
-    public init() {
-        state = luaL_newstate()
-        luaL_openlibs(state)
-    }
-
-    deinit { lua_close(state) }
-
-    /// Compiles and runs `source` (text only, never binary chunks) and returns its first result.
-    /// - Throws: `LuaError` with the chunk name, line and message of a syntax or runtime error.
-    @discardableResult
-    public func evaluate(_ source: String, chunkName: String) throws -> LuaValue {
-        let base = lua_gettop(state)
-        defer { lua_settop(state, base) }
-        var bytes = Array(source.utf8)
-        let status = bytes.withUnsafeMutableBufferPointer { buffer in
-            buffer.baseAddress!.withMemoryRebound(to: CChar.self, capacity: max(buffer.count, 1)) {
-                hoist_luaL_loadbuffer(state, $0, buffer.count, "@" + chunkName, "t")
-            }
+    /// A runtime whose scripts see the sandbox: base functions (no `dofile`, `loadfile`, and
+    /// `load` of text only), `string`, `table`, `math`, `utf8`, `coroutine`, and `os.time`,
+    /// `os.date`, `os.clock`, `os.getenv`. `allow` adds by name: `io`, `os` (all of it),
+    /// `debug`, `require`, `load_binary`.
+    public init(limits: Limits = Limits(), allow: Set<String> = []) throws {
+        let unknown = allow.subtracting(Self.optional)
+        guard unknown.isEmpty else {
+            throw LuaError(script: "sandbox", line: nil,
+                           message: "cannot allow \(unknown.sorted().joined(separator: ", ")): choose from \(Self.optional.sorted().joined(separator: ", "))",
+                           traceback: "")
         }
-        if status != LUA_OK { throw LuaError(message: popString()) }
-        if hoist_lua_pcall(state, 0, 1, 0) != LUA_OK { throw LuaError(message: popString()) }
-        return value(at: -1)
+        self.limits = limits
+        budget = .allocate(capacity: 1)
+        var initial = hoist_lua_budget()
+        initial.limit = limits.memory
+        initial.relaxed = 1
+        budget.initialize(to: initial)
+        state = hoist_lua_newstate(budget)
+        luaL_openlibs(state)
+        buildSandbox(allow: allow)
+        budget.pointee.relaxed = 0
     }
 
-    private func popString() -> String {
+    deinit {
+        lua_close(state)
+        budget.deinitialize(count: 1)
+        budget.deallocate()
+        for function in functions { function.release() }
+    }
+
+    /// Bytes the runtime holds now.
+    public var memoryInUse: Int { budget.pointee.used }
+
+    private func buildSandbox(allow: Set<String>) {
+        let L = state
+        lua_createtable(L, 0, 32)
+        let base = ["assert", "error", "ipairs", "next", "pairs", "pcall", "rawequal", "rawget", "rawlen", "rawset",
+                    "select", "setmetatable", "getmetatable", "tonumber", "tostring", "type", "xpcall", "_VERSION", "print"]
+        for name in base {
+            _ = hoist_lua_getglobal(L, name)
+            lua_setfield(L, -2, name)
+        }
+        for library in ["string", "table", "math", "utf8", "coroutine"] + ["io", "debug"].filter(allow.contains) {
+            _ = hoist_lua_getglobal(L, library)
+            lua_setfield(L, -2, library)
+        }
+        if allow.contains("require") {
+            _ = hoist_lua_getglobal(L, "require")
+            lua_setfield(L, -2, "require")
+        }
+        // os: the safe part, unless allowed whole.
+        if allow.contains("os") {
+            _ = hoist_lua_getglobal(L, "os")
+        } else {
+            lua_createtable(L, 0, 4)
+            _ = hoist_lua_getglobal(L, "os")
+            for name in ["time", "date", "clock", "getenv"] {
+                lua_getfield(L, -1, name)
+                lua_setfield(L, -3, name)
+            }
+            hoist_lua_pop(L, 1)
+        }
+        lua_setfield(L, -2, "os")
+        // load: text chunks only (a binary chunk can break the VM), unless allowed.
+        let mode = allow.contains("load_binary") ? "bt" : "t"
+        _ = hoist_luaL_dostring(L, """
+            local load = load
+            return function(chunk, name, mode, env) return load(chunk, name, "\(mode)", env) end
+            """)
+        lua_setfield(L, -2, "load")
+        sandbox = luaL_ref(L, hoist_lua_registryindex())
+    }
+
+    /// Adds a global every script sees (a host API table such as `log` or `json`).
+    public func setGlobal(_ name: String, _ value: LuaValue) {
+        budget.pointee.relaxed = 1
+        defer { budget.pointee.relaxed = 0 }
+        lua_rawgeti(state, hoist_lua_registryindex(), lua_Integer(sandbox))
+        push(value)
+        lua_setfield(state, -2, name)
+        hoist_lua_pop(state, 1)
+    }
+
+    /// Checks a script's syntax without running it.
+    /// - Throws: `LuaError` with the line of the first syntax error.
+    public static func checkSyntax(_ source: String, name: String) throws {
+        let runtime = try LuaRuntime()
+        let L = runtime.state
+        let status = runtime.loadChunk(source, name: name)
+        if status != LUA_OK { throw runtime.popError(script: name) }
+        hoist_lua_pop(L, 1)
+    }
+
+    /// Compiles `source` into an environment of its own and runs its top level (which defines
+    /// its functions), under the budgets.
+    public func load(_ source: String, name: String) throws -> LuaScript {
+        let L = state
+        let top = lua_gettop(L)
+        defer { lua_settop(L, top) }
+        lua_pushcclosure(L, hoist_lua_traceback, 0)
+        let status = loadChunk(source, name: name)
+        if status != LUA_OK { throw popError(script: name) }
+        // The script's environment: its own globals, reading through to the sandbox.
+        lua_createtable(L, 0, 8)
+        lua_createtable(L, 0, 1)
+        lua_rawgeti(L, hoist_lua_registryindex(), lua_Integer(sandbox))
+        lua_setfield(L, -2, "__index")
+        _ = lua_setmetatable(L, -2)
+        lua_pushvalue(L, -1)
+        let environment = luaL_ref(L, hoist_lua_registryindex())
+        _ = lua_setupvalue(L, -2, 1)
+        try protectedCall(arguments: 0, results: 0, handler: top + 1, script: name)
+        return LuaScript(name: name, environment: environment)
+    }
+
+    /// Calls the script's global function `function` with `arguments`, under the budgets.
+    /// - Returns: its results, or nil when the script defines no such function.
+    @discardableResult
+    public func call(_ script: LuaScript, _ function: String, _ arguments: [LuaValue] = []) throws -> [LuaValue]? {
+        let L = state
+        let top = lua_gettop(L)
+        defer { lua_settop(L, top) }
+        lua_pushcclosure(L, hoist_lua_traceback, 0)
+        lua_rawgeti(L, hoist_lua_registryindex(), lua_Integer(script.environment))
+        lua_pushstring(L, function)
+        guard lua_rawget(L, -2) == LUA_TFUNCTION else { return nil }
+        budget.pointee.relaxed = 1
+        for argument in arguments { push(argument) }
+        budget.pointee.relaxed = 0
+        try protectedCall(arguments: Int32(arguments.count), results: LUA_MULTRET, handler: top + 1, script: script.name)
+        let count = lua_gettop(L) - (top + 2)
+        return (0..<count).map { value(at: top + 3 + $0) }
+    }
+
+    /// Whether the script defines a global function of that name.
+    public func defines(_ script: LuaScript, _ function: String) -> Bool {
+        let L = state
+        let top = lua_gettop(L)
+        defer { lua_settop(L, top) }
+        lua_rawgeti(L, hoist_lua_registryindex(), lua_Integer(script.environment))
+        lua_pushstring(L, function)
+        return lua_rawget(L, -2) == LUA_TFUNCTION
+    }
+
+    private func loadChunk(_ source: String, name: String) -> Int32 {
+        var bytes = Array(source.utf8)
+        return bytes.withUnsafeMutableBufferPointer { buffer in
+            buffer.baseAddress.map { base in
+                base.withMemoryRebound(to: CChar.self, capacity: buffer.count) {
+                    hoist_luaL_loadbuffer(state, $0, buffer.count, "@" + name, "t")
+                }
+            } ?? hoist_luaL_loadbuffer(state, "", 0, "@" + name, "t")
+        }
+    }
+
+    private func protectedCall(arguments: Int32, results: Int32, handler: Int32, script: String) throws {
+        budget.pointee.exceeded = 0
+        budget.pointee.stopped = 0
+        hoist_lua_set_budget(state, Int32(clamping: limits.instructions))
+        let status = hoist_lua_pcall(state, arguments, results, handler)
+        hoist_lua_set_budget(state, 0)
+        if status != LUA_OK {
+            let error = popError(script: script)
+            if budget.pointee.exceeded != 0 { hoist_lua_collect(state) }
+            throw error
+        }
+    }
+
+    /// Pops an error message (with its traceback) and parses `script:line: message`.
+    private func popError(script: String) -> LuaError {
         let text = hoist_lua_tostring(state, -1).map { String(cString: $0) } ?? "(error object is not a string)"
         hoist_lua_pop(state, 1)
-        return text
+        var lines = text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
+        var first = String(lines.removeFirst())
+        let traceback = lines.first.map(String.init) ?? ""
+        if budget.pointee.exceeded != 0, first.hasSuffix("not enough memory") {
+            first = "memory limit of \(limits.memory) bytes exceeded"
+        }
+        // "name:12: message" -> script, line, message.
+        if let colon = first.firstIndex(of: ":") {
+            let rest = first[first.index(after: colon)...]
+            if let second = rest.firstIndex(of: ":"), let line = Int(rest[..<second]) {
+                let message = rest[rest.index(after: second)...].trimmingCharacters(in: .whitespaces)
+                return LuaError(script: String(first[..<colon]), line: line, message: message, traceback: traceback)
+            }
+        }
+        return LuaError(script: script, line: nil, message: first, traceback: traceback)
     }
 
-    private func value(at index: Int32) -> LuaValue {
-        switch lua_type(state, index) {
-        case LUA_TBOOLEAN: return .boolean(lua_toboolean(state, index) != 0)
+    // MARK: - Values
+
+    private func push(_ value: LuaValue, in thread: OpaquePointer? = nil) {
+        let L = thread ?? state
+        switch value {
+        case .nil: lua_pushnil(L)
+        case .boolean(let flag): lua_pushboolean(L, flag ? 1 : 0)
+        case .integer(let number): lua_pushinteger(L, lua_Integer(number))
+        case .number(let number): lua_pushnumber(L, number)
+        case .string(let text):
+            var bytes = Array(text.utf8)
+            bytes.withUnsafeMutableBufferPointer { buffer in
+                _ = buffer.baseAddress.map { base in
+                    base.withMemoryRebound(to: CChar.self, capacity: buffer.count) { lua_pushlstring(L, $0, buffer.count) }
+                } ?? lua_pushstring(L, "")
+            }
+        case .array(let items):
+            lua_createtable(L, Int32(items.count), 0)
+            for (index, item) in items.enumerated() {
+                push(item, in: L)
+                lua_rawseti(L, -2, lua_Integer(index + 1))
+            }
+        case .table(let fields):
+            lua_createtable(L, 0, Int32(fields.count))
+            for (key, item) in fields {
+                push(item, in: L)
+                lua_setfield(L, -2, key)
+            }
+        case .function(let function):
+            let retained = Unmanaged.passRetained(Callable(function, self))
+            functions.append(retained)
+            hoist_lua_push_swift_function(L, LuaRuntime.callSwift, retained.toOpaque())
+        }
+    }
+
+    /// The trampoline's Swift side: arguments in, results pushed, errors reported as -1.
+    private static let callSwift: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?) -> Int32 = { L, context in
+        guard let L, let context else { return 0 }
+        let callable = Unmanaged<Callable>.fromOpaque(context).takeUnretainedValue()
+        let runtime = callable.runtime
+        let arguments = (0..<lua_gettop(L)).map { runtime.value(at: $0 + 1, in: L) }
+        runtime.budget.pointee.relaxed = 1
+        defer { runtime.budget.pointee.relaxed = 0 }
+        do {
+            let results = try callable.function.body(arguments)
+            for result in results { runtime.push(result, in: L) }
+            return Int32(results.count)
+        } catch {
+            lua_pushstring(L, "\(error)")
+            return -1
+        }
+    }
+
+    private func value(at index: Int32, in L: OpaquePointer? = nil, depth: Int = 0) -> LuaValue {
+        let L = L ?? state
+        switch lua_type(L, index) {
+        case LUA_TBOOLEAN: return .boolean(lua_toboolean(L, index) != 0)
         case LUA_TNUMBER:
-            if lua_isinteger(state, index) != 0 { return .integer(Int64(hoist_lua_tointeger(state, index))) }
-            return .number(hoist_lua_tonumber(state, index))
-        case LUA_TSTRING: return .string(String(cString: hoist_lua_tostring(state, index)))
+            return hoist_lua_isinteger(L, index) != 0 ? .integer(Int64(hoist_lua_tointeger(L, index))) : .number(hoist_lua_tonumber(L, index))
+        case LUA_TSTRING:
+            var length = 0
+            guard let pointer = lua_tolstring(L, index, &length) else { return .string("") }
+            return .string(String(decoding: UnsafeRawBufferPointer(start: pointer, count: length), as: UTF8.self))
+        case LUA_TTABLE:
+            guard depth < 32 else { return .nil }
+            let absolute = lua_absindex(L, index)
+            var array: [Int64: LuaValue] = [:]
+            var fields: [String: LuaValue] = [:]
+            lua_pushnil(L)
+            while lua_next(L, absolute) != 0 {
+                let item = value(at: -1, in: L, depth: depth + 1)
+                if lua_type(L, -2) == LUA_TNUMBER, hoist_lua_isinteger(L, -2) != 0 {
+                    array[Int64(hoist_lua_tointeger(L, -2))] = item
+                } else if lua_type(L, -2) == LUA_TSTRING {
+                    fields[String(cString: hoist_lua_tostring(L, -2))] = item
+                }
+                hoist_lua_pop(L, 1)
+            }
+            if fields.isEmpty, !array.isEmpty, Set(array.keys) == Set(1...Int64(array.count)) {
+                return .array((1...Int64(array.count)).map { array[$0]! })
+            }
+            for (key, item) in array { fields[String(key)] = item }
+            return .table(fields)
         default: return .nil
         }
     }
 }
 
-/// A Lua value copied into Swift.
-public enum LuaValue: Equatable, Sendable {
-    case `nil`
-    case boolean(Bool)
-    case integer(Int64)
-    case number(Double)
-    case string(String)
-}
-
-/// A Lua syntax or runtime error, as Lua formats it: `script.lua:LINE: message`.
-public struct LuaError: Error, CustomStringConvertible, Sendable {
-    public let message: String
-    public var description: String { message }
+/// A script loaded into a runtime: its name and its environment.
+public struct LuaScript: Sendable {
+    public let name: String
+    fileprivate let environment: Int32
 }
