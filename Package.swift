@@ -37,7 +37,7 @@ let package = Package(
         ),
         .target(name: "HoistYAML", dependencies: ["CYAML"]),
         .target(name: "HoistLua", dependencies: ["CLua"]),
-        .target(name: "HoistJobs", dependencies: ["HoistStorage", "HoistYAML"]),
+        .target(name: "HoistJobs", dependencies: ["HoistStorage", "HoistYAML", "HoistLua"]),
         .executableTarget(
             name: "hoist",
             dependencies: [
@@ -60,7 +60,7 @@ let package = Package(
         ),
         .testTarget(name: "HoistYAMLTests", dependencies: ["HoistYAML"]),
         .testTarget(name: "HoistLuaTests", dependencies: ["HoistLua"]),
-        .testTarget(name: "HoistJobsTests", dependencies: ["HoistJobs", "HoistYAML", "HoistStorage", "HoistTestSupport"]),
+        .testTarget(name: "HoistJobsTests", dependencies: ["HoistJobs", "HoistYAML", "HoistStorage", "HoistLua", "HoistTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

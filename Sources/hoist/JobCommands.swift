@@ -65,7 +65,18 @@ extension Hoist {
             }
             let terminal = !json && !quiet && isatty(STDERR_FILENO) != 0
             if terminal { observers.append(ProgressDisplay()) }
-            let runner = JobRunner(job: job, storage: storage, observers: observers)
+            var hooks: HookBus?
+            if !job.manifest.hooks.isEmpty {
+                do {
+                    hooks = try HookBus(job: job, storage: storage) { line in
+                        FileHandle.standardError.write(Data("hoist: [\(line.script)] \(line.level.rawValue): \(line.message)\n".utf8))
+                    }
+                } catch {
+                    FileHandle.standardError.write(Data("hoist: \(error)\n".utf8))
+                    throw ExitCode(2)
+                }
+            }
+            let runner = JobRunner(job: job, storage: storage, observers: observers, hooks: hooks)
             let signals = SignalHandlers(runner: runner)
             let summary = await runner.run(totals: totals)
             signals.cancel()
@@ -99,6 +110,13 @@ extension Hoist {
             for path in jobs {
                 do {
                     let job = try Job(file: path)
+                    do {
+                        try HookBus.check(job)
+                    } catch {
+                        FileHandle.standardError.write(Data("\(error)\n".utf8))
+                        failed = true
+                        continue
+                    }
                     print("\(path): ok (job \(job.manifest.name), \(job.manifest.files.count) file set\(job.manifest.files.count == 1 ? "" : "s"))")
                 } catch let error as YAMLError {
                     FileHandle.standardError.write(Data((error.description + "\n").utf8))

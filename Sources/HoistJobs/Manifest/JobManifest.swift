@@ -10,11 +10,13 @@ public struct JobManifest: Decodable, Sendable {
     public var files: [FileSet]
     public var upload: UploadSettings
     public var hooks: [HookSource]
+    /// How hooks run: sandbox openings, budgets, progress pacing.
+    public var lua: LuaSettings
     public var schedule: CronExpression?
     /// Free text for people.
     public var description: String?
 
-    enum CodingKeys: String, CodingKey { case version, name, storage, files, upload, hooks, schedule, description }
+    enum CodingKeys: String, CodingKey { case version, name, storage, files, upload, hooks, lua, schedule, description }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -34,6 +36,7 @@ public struct JobManifest: Decodable, Sendable {
         }
         upload = try c.decodeIfPresent(UploadSettings.self, forKey: .upload) ?? UploadSettings()
         hooks = try c.decodeIfPresent([HookSource].self, forKey: .hooks) ?? []
+        lua = try c.decodeIfPresent(LuaSettings.self, forKey: .lua) ?? LuaSettings()
         schedule = try c.decodeIfPresent(CronExpression.self, forKey: .schedule)
         description = try c.decodeIfPresent(String.self, forKey: .description)
     }
@@ -226,5 +229,48 @@ public enum HookSource: Decodable, Sendable, Equatable {
         }
         let c = try decoder.container(keyedBy: CodingKeys.self)
         self = .inline(try c.decode(String.self, forKey: .inline))
+    }
+}
+
+/// `lua:` how hooks run.
+public struct LuaSettings: Decodable, Sendable {
+    /// Libraries outside the sandbox to open, by name: `io`, `os`, `debug`, `require`, `load_binary`.
+    public var allow: [String] = []
+    /// VM instructions one hook call may run (default 10,000,000).
+    public var instructionLimit: Int = 10_000_000
+    /// Memory all of a job's hooks may hold (default 64MiB).
+    public var memoryLimit = ByteSize(bytes: 64 << 20)
+    /// The least time between two `on_progress` calls for one upload (default 250ms); the first and
+    /// the last (100%) are always delivered.
+    public var progressInterval = TimeSpan(seconds: 0.25)
+    /// Events waiting for the hooks beyond which `on_progress` calls are dropped (default 1000);
+    /// other events are never dropped.
+    public var queueLimit: Int = 1000
+
+    public init() {}
+
+    enum CodingKeys: String, CodingKey { case allow, instructionLimit, memoryLimit, progressInterval, queueLimit }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        allow = try c.decodeIfPresent([String].self, forKey: .allow) ?? []
+        let known: Set<String> = ["io", "os", "debug", "require", "load_binary"]
+        if let bad = allow.first(where: { !known.contains($0) }) {
+            throw DecodingError.dataCorruptedError(forKey: .allow, in: c,
+                debugDescription: "cannot allow '\(bad)': choose from \(known.sorted().joined(separator: ", "))")
+        }
+        instructionLimit = try c.decodeIfPresent(Int.self, forKey: .instructionLimit) ?? 10_000_000
+        guard instructionLimit >= 1000 else {
+            throw DecodingError.dataCorruptedError(forKey: .instructionLimit, in: c, debugDescription: "instructionLimit must be at least 1000")
+        }
+        memoryLimit = try c.decodeIfPresent(ByteSize.self, forKey: .memoryLimit) ?? ByteSize(bytes: 64 << 20)
+        guard memoryLimit.bytes >= 1 << 20 else {
+            throw DecodingError.dataCorruptedError(forKey: .memoryLimit, in: c, debugDescription: "memoryLimit must be at least 1MiB")
+        }
+        progressInterval = try c.decodeIfPresent(TimeSpan.self, forKey: .progressInterval) ?? TimeSpan(seconds: 0.25)
+        queueLimit = try c.decodeIfPresent(Int.self, forKey: .queueLimit) ?? 1000
+        guard queueLimit >= 1 else {
+            throw DecodingError.dataCorruptedError(forKey: .queueLimit, in: c, debugDescription: "queueLimit must be at least 1")
+        }
     }
 }

@@ -52,6 +52,7 @@ public final class JobRunner: Sendable {
     public let job: Job
     public let storage: Storage
     private let observers: [any JobObserver]
+    private let hooks: HookBus?
     /// Files larger than this use the large-file lane.
     public static let largeFile: Int64 = 8 << 20
 
@@ -63,10 +64,14 @@ public final class JobRunner: Sendable {
     }
     private let state = Mutex(State())
 
-    public init(job: Job, storage: Storage, observers: [any JobObserver]) {
+    /// - Parameter hooks: the job's Lua hooks; they also hear every event, and `before_upload`
+    ///   may change or skip each file before it starts.
+    public init(job: Job, storage: Storage, observers: [any JobObserver], hooks: HookBus? = nil) {
         self.job = job
         self.storage = storage
-        self.observers = observers
+        self.observers = (hooks.map { [$0] } ?? []) + observers
+        self.hooks = hooks
+        hooks?.attach(pause: { [weak self] in self?.pauseAll() }, resume: { [weak self] in self?.resumeAll() })
     }
 
     private enum Outcome: Sendable {
@@ -103,10 +108,11 @@ public final class JobRunner: Sendable {
                         continue
                     }
                     if exhausted || deferred.count >= 256 { break }
-                    guard let item = iterator.next() else {
+                    guard var item = iterator.next() else {
                         exhausted = true
                         continue
                     }
+                    if item.decision == .upload, let hooks { item = hooks.beforeUpload(item) }
                     if case .skip(let reason) = item.decision {
                         summary.skipped += 1
                         for observer in observers { observer.fileSkipped(item, reason: reason) }

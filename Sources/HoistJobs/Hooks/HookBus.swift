@@ -1,0 +1,336 @@
+import Foundation
+import HoistLua
+import HoistStorage
+import Synchronization
+
+/// A hook's words for the operator: `log.info("...")` and runtime errors.
+public struct HookLogLine: Sendable {
+    public enum Level: String, Sendable { case debug, info, warn, error }
+    public let level: Level
+    public let script: String
+    public let message: String
+}
+
+/// A hook that cannot be used: a file that cannot be read, or a syntax error (`FILE:LINE: message`).
+public struct HookError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+}
+
+/// Delivers a job's events to its Lua hooks, in order, on one serial executor, so hook code
+/// needs no locks. See docs/hooks.md.
+///
+/// Delivery policy: every event but `on_progress` is always delivered. `on_progress` is paced
+/// per upload (at most one per `lua.progressInterval`; the first and the 100% one always), and
+/// dropped while more than `lua.queueLimit` events wait, so a slow hook never holds up transfers.
+/// A hook error is logged with its script and line; the uploads go on.
+public final class HookBus: JobObserver, @unchecked Sendable {
+    // `runtime` and `scripts` are touched only on `queue`.
+    let runtime: LuaRuntime
+    private var scripts: [LuaScript] = []
+    private let queue = DispatchQueue(label: "hoist.hooks")
+    let job: Job
+    private let storage: Storage
+    let log: @Sendable (HookLogLine) -> Void
+    private let settings: LuaSettings
+    let runID: String
+    let started = Date()
+    private struct Pacing {
+        var waiting = 0
+        var lastProgress: [String: Date] = [:]
+    }
+    private let pacing = Mutex(Pacing())
+    let controls = JobControls()
+    /// The script being called now, for log lines.
+    let currentScript = CurrentScript()
+
+    final class CurrentScript: Sendable {
+        private let name = Mutex("")
+        var value: String {
+            get { name.withLock { $0 } }
+            set { name.withLock { $0 = newValue } }
+        }
+    }
+
+    /// The job's pause and resume, once a runner is attached.
+    final class JobControls: Sendable {
+        private let actions = Mutex<(pause: @Sendable () -> Void, resume: @Sendable () -> Void)?>(nil)
+        func set(pause: @escaping @Sendable () -> Void, resume: @escaping @Sendable () -> Void) {
+            actions.withLock { $0 = (pause, resume) }
+        }
+        func pause() { actions.withLock { $0 }?.pause() }
+        func resume() { actions.withLock { $0 }?.resume() }
+    }
+    /// Names of the hook functions some script defines (set while loading, read-only after).
+    public private(set) var defined: Set<String> = []
+
+    /// The hooks' sources: files relative to the manifest, and `inline:` entries (named
+    /// `JOB.yaml#hooks[N]`).
+    public static func sources(of job: Job) throws -> [(name: String, source: String)] {
+        try job.manifest.hooks.enumerated().map { index, hook in
+            switch hook {
+            case .inline(let source):
+                return ("\(job.file)#hooks[\(index)]", source)
+            case .file(let path):
+                let resolved = job.resolve(path)
+                guard let source = try? String(contentsOfFile: resolved, encoding: .utf8) else {
+                    throw HookError(description: "\(job.file): cannot read hook \(path) (\(resolved))")
+                }
+                return (path, source)
+            }
+        }
+    }
+
+    /// Compiles every hook of a job without running it.
+    /// - Throws: `HookError` reading `FILE:LINE: message` for the first syntax error.
+    public static func check(_ job: Job) throws {
+        for (name, source) in try sources(of: job) {
+            do {
+                try LuaRuntime.checkSyntax(source, name: name)
+            } catch let error as LuaError {
+                throw HookError(description: error.description)
+            }
+        }
+    }
+
+    public init(job: Job, storage: Storage, runID: String = UUID().uuidString.lowercased(),
+                log: @escaping @Sendable (HookLogLine) -> Void) throws {
+        self.job = job
+        self.storage = storage
+        self.log = log
+        self.runID = runID
+        settings = job.manifest.lua
+        do {
+            runtime = try LuaRuntime(limits: .init(instructions: settings.instructionLimit, memory: Int(settings.memoryLimit.bytes)),
+                                     allow: Set(settings.allow))
+        } catch let error as LuaError {
+            throw HookError(description: error.description)
+        }
+        installHostAPI()
+        for (name, source) in try Self.sources(of: job) {
+            currentScript.value = name
+            do {
+                let script = try runtime.load(source, name: name)
+                scripts.append(script)
+                for function in Self.hookNames where runtime.defines(script, function) { defined.insert(function) }
+            } catch let error as LuaError {
+                throw HookError(description: error.description)
+            }
+        }
+    }
+
+    static let hookNames = ["on_resume", "on_progress", "on_pause", "on_success", "on_failure", "on_job_start",
+                            "on_job_end", "before_upload"]
+
+    /// Lets hooks pause and resume the whole job (`hoist.pause_job()`, `hoist.resume_job()`).
+    public func attach(pause: @escaping @Sendable () -> Void, resume: @escaping @Sendable () -> Void) {
+        controls.set(pause: pause, resume: resume)
+    }
+
+    /// Waits until every queued event has been delivered.
+    public func drain() { queue.sync {} }
+
+    // MARK: - Delivery
+
+    private func deliver(_ function: String, _ argument: LuaValue, paced: Bool = false) {
+        guard defined.contains(function) else { return }
+        pacing.withLock { $0.waiting += 1 }
+        queue.async { [self] in
+            pacing.withLock { $0.waiting -= 1 }
+            callAll(function, [argument])
+        }
+    }
+
+    /// Calls `function` in every script defining it; errors are logged, never thrown.
+    @discardableResult
+    private func callAll(_ function: String, _ arguments: [LuaValue]) -> [LuaValue] {
+        var last: [LuaValue] = []
+        for script in scripts {
+            currentScript.value = script.name
+            do {
+                if let results = try runtime.call(script, function, arguments) { last = results }
+            } catch let error as LuaError {
+                log(HookLogLine(level: .error, script: script.name, message: "\(error.description) (in \(function))"))
+            } catch {
+                log(HookLogLine(level: .error, script: script.name, message: "\(error) (in \(function))"))
+            }
+        }
+        return last
+    }
+
+    public func jobStarted(_ job: Job, files: Int, bytes: Int64) {
+        deliver("on_job_start", .table([
+            "name": .string(job.manifest.name), "run_id": .string(runID), "started": .integer(Int64(started.timeIntervalSince1970)),
+            "files": .integer(Int64(files)), "bytes": .integer(bytes), "storage": .string(job.manifest.storage.url),
+        ]))
+    }
+
+    public func fileSkipped(_ item: PlanItem, reason: String) {}
+
+    public func fileEvent(_ item: PlanItem, _ snapshot: StorageTaskSnapshot) {
+        let function: String
+        switch snapshot.status {
+        case .resume: function = "on_resume"
+        case .progress: function = "on_progress"
+        case .pause: function = "on_pause"
+        case .success: function = "on_success"
+        case .failure: function = "on_failure"
+        case .unknown: return
+        }
+        guard defined.contains(function) else { return }
+        let completed = snapshot.progress?.completedUnitCount ?? 0
+        let total = snapshot.progress?.totalUnitCount ?? item.file.size
+        if snapshot.status == .progress {
+            let now = Date()
+            let send = pacing.withLock { pacing -> Bool in
+                let last = pacing.lastProgress[item.destination]
+                let final = completed >= total
+                guard final || last == nil || (now.timeIntervalSince(last!) >= settings.progressInterval.seconds
+                                               && pacing.waiting < settings.queueLimit) else { return false }
+                pacing.lastProgress[item.destination] = now
+                return true
+            }
+            guard send else { return }
+        } else if snapshot.status == .success || snapshot.status == .failure {
+            pacing.withLock { _ = $0.lastProgress.removeValue(forKey: item.destination) }
+        }
+        var table = Self.table(for: snapshot, item: item)
+        if let task = snapshot.task as? StorageUploadTask {
+            table["task"] = .table([
+                "pause": .function(LuaFunction { _ in task.pause(); return [] }),
+                "resume": .function(LuaFunction { _ in task.resume(); return [] }),
+                "cancel": .function(LuaFunction { _ in task.cancel(); return [] }),
+            ])
+        }
+        let path = item.destination
+        let wantsURL = snapshot.status == .success
+        let prepared = table
+        pacing.withLock { $0.waiting += 1 }
+        queue.async { [self] in
+            pacing.withLock { $0.waiting -= 1 }
+            var table = prepared
+            if wantsURL, let url = blocking({ try await self.storage.reference(withPath: path).downloadURL() }) {
+                table["downloadURL"] = .string(url.absoluteString)
+            }
+            callAll(function, [.table(table)])
+        }
+    }
+
+    public func jobFinished(_ summary: JobSummary) {
+        deliver("on_job_end", .table([
+            "name": .string(summary.job), "run_id": .string(runID), "uploaded": .integer(Int64(summary.uploaded)),
+            "failed": .integer(Int64(summary.failed)), "skipped": .integer(Int64(summary.skipped)),
+            "cancelled": .integer(Int64(summary.cancelled)), "bytes": .integer(summary.bytes),
+            "seconds": .number(summary.seconds), "interrupted": .boolean(summary.interrupted),
+        ]))
+        drain()
+    }
+
+    /// Asks `before_upload(file)`: nil or true keeps the item, false skips it, a table may set
+    /// `destination` and `metadata` fields.
+    public func beforeUpload(_ item: PlanItem) -> PlanItem {
+        guard defined.contains("before_upload") else { return item }
+        let file: LuaValue = .table([
+            "path": .string(item.file.path), "relpath": .string(item.file.relativePath), "size": .integer(item.file.size),
+            "mtime": .integer(Int64(item.file.modified.timeIntervalSince1970)), "destination": .string(item.destination),
+            "metadata": Self.metadataTable(item.attributes),
+        ])
+        let answer = queue.sync { callAll("before_upload", [file]).first ?? .nil }
+        var changed = item
+        switch answer {
+        case .boolean(false):
+            changed.decision = .skip("skipped by before_upload")
+        case .table(let fields):
+            if let destination = fields["destination"]?.string {
+                do {
+                    changed = PlanItem(file: item.file, destination: try normalizedObjectPath(destination), attributes: item.attributes,
+                                       decision: item.decision, fileSetIndex: item.fileSetIndex)
+                } catch {
+                    log(HookLogLine(level: .error, script: "before_upload", message: "\(error.message); \(item.file.path) is skipped"))
+                    changed.decision = .skip("before_upload gave a bad destination")
+                    return changed
+                }
+            }
+            if case .table(let metadata) = fields["metadata"] ?? .nil {
+                var attributes = changed.attributes
+                for (key, value) in metadata {
+                    switch key {
+                    case "contentType": attributes.contentType = value.string
+                    case "cacheControl": attributes.cacheControl = value.string
+                    case "contentDisposition": attributes.contentDisposition = value.string
+                    case "contentEncoding": attributes.contentEncoding = value.string
+                    case "contentLanguage": attributes.contentLanguage = value.string
+                    case "customMetadata":
+                        if case .table(let custom) = value {
+                            var merged = attributes.metadata ?? [:]
+                            for (k, v) in custom { merged[k] = v.string }
+                            attributes.metadata = merged
+                        }
+                    default: break
+                    }
+                }
+                changed = PlanItem(file: changed.file, destination: changed.destination, attributes: attributes,
+                                   decision: changed.decision, fileSetIndex: changed.fileSetIndex)
+            }
+        default:
+            break
+        }
+        return changed
+    }
+
+    // MARK: - Snapshots as tables
+
+    static func table(for snapshot: StorageTaskSnapshot, item: PlanItem) -> [String: LuaValue] {
+        let completed = snapshot.progress?.completedUnitCount ?? 0
+        let total = snapshot.progress?.totalUnitCount ?? 0
+        var table: [String: LuaValue] = [
+            "status": .string(["unknown", "resume", "progress", "pause", "success", "failure"][snapshot.status.rawValue]),
+            "reference": .table(["bucket": .string(snapshot.reference.bucket), "fullPath": .string(snapshot.reference.fullPath),
+                                 "name": .string(snapshot.reference.name)]),
+            "progress": .table(["completed": .integer(completed), "total": .integer(total),
+                                "fraction": .number(total > 0 ? Double(completed) / Double(total) : 1)]),
+            "file": .table(["path": .string(item.file.path), "relpath": .string(item.file.relativePath),
+                            "size": .integer(item.file.size), "mtime": .integer(Int64(item.file.modified.timeIntervalSince1970))]),
+        ]
+        if let metadata = snapshot.metadata { table["metadata"] = metadataTable(metadata.resource) }
+        if let error = snapshot.error.map({ $0 as NSError }) {
+            let code = StorageErrorCode(of: error)
+            table["error"] = .table(["code": .string(code.name), "rawValue": .integer(Int64(code.rawValue)),
+                                     "message": .string(error.localizedDescription)])
+        }
+        return table
+    }
+
+    static func metadataTable(_ resource: ObjectResource) -> LuaValue {
+        var fields: [String: LuaValue] = [:]
+        func put(_ key: String, _ value: String?) { if let value { fields[key] = .string(value) } }
+        put("bucket", resource.bucket)
+        put("name", resource.name.map { String($0.split(separator: "/").last ?? "") })
+        put("fullPath", resource.name)
+        put("contentType", resource.contentType)
+        put("cacheControl", resource.cacheControl)
+        put("contentDisposition", resource.contentDisposition)
+        put("contentEncoding", resource.contentEncoding)
+        put("contentLanguage", resource.contentLanguage)
+        put("md5Hash", resource.md5Hash)
+        put("crc32c", resource.crc32c)
+        if let size = resource.size { fields["size"] = .integer(size) }
+        if let generation = resource.generation { fields["generation"] = .integer(generation) }
+        if let created = resource.timeCreated { fields["timeCreated"] = .string(created.formatted(.iso8601)) }
+        if let updated = resource.updated { fields["updated"] = .string(updated.formatted(.iso8601)) }
+        fields["customMetadata"] = .table((resource.metadata ?? [:]).mapValues { .string($0) })
+        return .table(fields)
+    }
+}
+
+/// Runs async work from a thread that may block (the hooks' queue) and returns its value, or nil.
+func blocking<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) -> T? {
+    let semaphore = DispatchSemaphore(value: 0)
+    let result = Mutex<T?>(nil)
+    Task {
+        let value = try? await work()
+        result.withLock { $0 = value }
+        semaphore.signal()
+    }
+    semaphore.wait()
+    return result.withLock { $0 }
+}
