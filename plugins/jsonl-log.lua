@@ -1,0 +1,24 @@
+-- jsonl-log.lua: one JSON line per upload outcome, appended to a file beside the job.
+--
+-- Each line: {"time", "job", "run_id", "event" ("success" or "failure"), "object", "file",
+-- "size", "md5Hash" (success), "code" and "message" (failure)}.
+-- Settings (environment): HOIST_JSONL_LOG, the log's path relative to the job's folder
+-- (default "logs/<job>.jsonl").
+local path = os.getenv("HOIST_JSONL_LOG") or ("logs/" .. hoist.job.name .. ".jsonl")
+
+local function write(fields)
+  fields.time = os.date("!%Y-%m-%dT%H:%M:%SZ")
+  fields.job = hoist.job.name
+  fields.run_id = hoist.job.run_id
+  hoist.append_file(path, json.encode(fields) .. "\n")
+end
+
+function on_success(s)
+  write({ event = "success", object = s.reference.fullPath, file = s.file.path,
+          size = s.metadata.size, md5Hash = s.metadata.md5Hash })
+end
+
+function on_failure(s)
+  write({ event = "failure", object = s.reference.fullPath, file = s.file.path,
+          code = s.error.code, message = s.error.message })
+end
