@@ -132,6 +132,17 @@ public final class LuaRuntime: @unchecked Sendable {
         hoist_lua_pop(state, 1)
     }
 
+    /// Sets a field of a global table every script sees, such as `os.getenv`.
+    public func setField(_ table: String, _ key: String, _ value: LuaValue) {
+        budget.pointee.relaxed = 1
+        defer { budget.pointee.relaxed = 0 }
+        lua_rawgeti(state, hoist_lua_registryindex(), lua_Integer(sandbox))
+        lua_getfield(state, -1, table)
+        push(value)
+        lua_setfield(state, -2, key)
+        hoist_lua_pop(state, 2)
+    }
+
     /// Checks a script's syntax without running it.
     /// - Throws: `LuaError` with the line of the first syntax error.
     public static func checkSyntax(_ source: String, name: String) throws {

@@ -21,6 +21,11 @@ extension HookBus {
         }
         runtime.setGlobal("log", .table(["debug": logger(.debug), "info": logger(.info), "warn": logger(.warn), "error": logger(.error)]))
         runtime.setGlobal("print", logger(.info))
+        // The job's environment: the same one its manifest's ${VAR} read.
+        let environment = job.environment
+        runtime.setField("os", "getenv", .function(LuaFunction { arguments in
+            [arguments.first?.string.flatMap { environment[$0] }.map(LuaValue.string) ?? .nil]
+        }))
 
         runtime.setGlobal("json", .table([
             "encode": .function(LuaFunction { arguments in [.string(Self.jsonText(arguments.first ?? .nil))] }),

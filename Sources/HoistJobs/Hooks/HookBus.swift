@@ -126,8 +126,10 @@ public final class HookBus: JobObserver, @unchecked Sendable {
         controls.set(pause: pause, resume: resume)
     }
 
-    /// Waits until every queued event has been delivered.
-    public func drain() { queue.sync {} }
+    /// Waits until every queued event has been delivered (without holding a thread).
+    public func drain() async {
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in queue.async { done.resume() } }
+    }
 
     // MARK: - Delivery
 
@@ -222,19 +224,20 @@ public final class HookBus: JobObserver, @unchecked Sendable {
             "cancelled": .integer(Int64(summary.cancelled)), "bytes": .integer(summary.bytes),
             "seconds": .number(summary.seconds), "interrupted": .boolean(summary.interrupted),
         ]))
-        drain()
     }
 
     /// Asks `before_upload(file)`: nil or true keeps the item, false skips it, a table may set
     /// `destination` and `metadata` fields.
-    public func beforeUpload(_ item: PlanItem) -> PlanItem {
+    public func beforeUpload(_ item: PlanItem) async -> PlanItem {
         guard defined.contains("before_upload") else { return item }
         let file: LuaValue = .table([
             "path": .string(item.file.path), "relpath": .string(item.file.relativePath), "size": .integer(item.file.size),
             "mtime": .integer(Int64(item.file.modified.timeIntervalSince1970)), "destination": .string(item.destination),
             "metadata": Self.metadataTable(item.attributes),
         ])
-        let answer = queue.sync { callAll("before_upload", [file]).first ?? .nil }
+        let answer: LuaValue = await withCheckedContinuation { continuation in
+            queue.async { [self] in continuation.resume(returning: callAll("before_upload", [file]).first ?? .nil) }
+        }
         var changed = item
         switch answer {
         case .boolean(false):

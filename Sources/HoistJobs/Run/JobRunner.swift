@@ -112,7 +112,7 @@ public final class JobRunner: Sendable {
                         exhausted = true
                         continue
                     }
-                    if item.decision == .upload, let hooks { item = hooks.beforeUpload(item) }
+                    if item.decision == .upload, let hooks { item = await hooks.beforeUpload(item) }
                     if case .skip(let reason) = item.decision {
                         summary.skipped += 1
                         for observer in observers { observer.fileSkipped(item, reason: reason) }
@@ -153,6 +153,7 @@ public final class JobRunner: Sendable {
         summary.interrupted = state.withLock { $0.interrupted }
         summary.seconds = Date().timeIntervalSince(started)
         for observer in observers { observer.jobFinished(summary) }
+        await hooks?.drain()
         return summary
     }
 

@@ -1,0 +1,266 @@
+import Foundation
+import HoistJobs
+import HoistStorage
+import HoistTestSupport
+import Synchronization
+import Testing
+
+/// Hooks seen from outside: what they record (through hoist.append_file), what they change,
+/// and that the uploads go on whatever they do.
+final class HookLog: Sendable {
+    private let lines = Mutex<[String]>([])
+    func append(_ line: String) { lines.withLock { $0.append(line) } }
+    var all: [String] { lines.withLock { $0 } }
+}
+
+struct HookFixture {
+    let fixture: JobFixture
+    let log = HookLog()
+
+    init() throws { fixture = try JobFixture() }
+
+    /// Runs a job whose hooks are `lua` (inline) plus `files` (paths relative to the job).
+    func run(_ lua: String, files: [String] = [], extra: String = "", environment: [String: String] = ["HOME": "/root"],
+             during: (@Sendable (JobRunner) async -> Void)? = nil) async throws -> JobSummary {
+        var hooks = files.map { "  - \($0)\n" }.joined()
+        if !lua.isEmpty {
+            hooks += "  - inline: |\n" + lua.split(separator: "\n", omittingEmptySubsequences: false).map { "      \($0)" }.joined(separator: "\n") + "\n"
+        }
+        let job = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\n\(extra)hooks:\n\(hooks)", environment: environment)
+        let storage = try job.makeStorage()
+        let log = self.log
+        let bus = try HookBus(job: job, storage: storage) { line in log.append("[\(line.script)] \(line.level.rawValue): \(line.message)") }
+        let runner = JobRunner(job: job, storage: storage, observers: [], hooks: bus)
+        let totals = try Planner(job: job).check()
+        async let summary = runner.run(totals: totals)
+        if let during { await during(runner) }
+        return await summary
+    }
+
+    /// JSON lines a hook appended to `name` in the job's folder.
+    func lines(_ name: String) -> [[String: Any]] {
+        let text = (try? String(contentsOf: fixture.directory.url.appendingPathComponent(name), encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+    }
+
+    var bucket: URL { fixture.directory.url.appendingPathComponent("bucket") }
+}
+
+let recordEverything = """
+    local function record(name, s)
+      hoist.append_file("events.jsonl", json.encode({ event = name, status = s.status, path = s.reference.fullPath,
+        bucket = s.reference.bucket, refname = s.reference.name, completed = s.progress.completed, total = s.progress.total,
+        fraction = s.progress.fraction, md5 = s.metadata and s.metadata.md5Hash, size = s.metadata and s.metadata.size,
+        contentType = s.metadata and s.metadata.contentType, custom = s.metadata and s.metadata.customMetadata,
+        code = s.error and s.error.code, raw = s.error and s.error.rawValue, message = s.error and s.error.message,
+        file = s.file.relpath, filesize = s.file.size, url = s.downloadURL, hasTask = s.task ~= nil }) .. "\\n")
+    end
+    function on_job_start(job) hoist.append_file("events.jsonl", json.encode({ event = "job_start", name = job.name, files = job.files }) .. "\\n") end
+    function on_resume(s) record("on_resume", s) end
+    function on_progress(s) record("on_progress", s) end
+    function on_pause(s) record("on_pause", s) end
+    function on_success(s) record("on_success", s) end
+    function on_failure(s) record("on_failure", s) end
+    function on_job_end(sum) hoist.append_file("events.jsonl", json.encode({ event = "job_end", uploaded = sum.uploaded, failed = sum.failed }) .. "\\n") end
+    """
+
+@Suite struct HookTests {
+    @Test func successEventsInOrderWithTheirFields() async throws {
+        let hooks = try HookFixture()
+        try hooks.fixture.file("photo.jpg", 3 << 20)
+        let summary = try await hooks.run(recordEverything)
+        #expect(summary.uploaded == 1)
+        let events = hooks.lines("events.jsonl")
+        let names = events.compactMap { $0["event"] as? String }
+        #expect(names.first == "job_start" && names.last == "job_end")
+        #expect(Array(names.dropFirst().dropLast()).reduce(into: [String]()) { if $0.last != $1 { $0.append($1) } }
+                == ["on_resume", "on_progress", "on_success"])
+        let success = try #require(events.first { $0["event"] as? String == "on_success" })
+        #expect(success["status"] as? String == "success")
+        #expect(success["path"] as? String == "photo.jpg" && success["refname"] as? String == "photo.jpg")
+        #expect(success["bucket"] as? String == "bucket")
+        #expect(success["size"] as? Int == 3 << 20 && success["filesize"] as? Int == 3 << 20)
+        #expect(success["md5"] as? String == md5Base64(patternData(3 << 20)))
+        #expect(success["contentType"] as? String == "image/jpeg")
+        #expect(success["url"] as? String == hooks.bucket.appendingPathComponent("photo.jpg").absoluteString)
+        #expect(success["hasTask"] as? Bool == true)
+        let progress = events.filter { $0["event"] as? String == "on_progress" }
+        #expect(progress.last?["completed"] as? Int == 3 << 20 && progress.last?["fraction"] as? Double == 1.0)
+    }
+
+    @Test func failureCarriesTheErrorCode() async throws {
+        let hooks = try HookFixture()
+        try hooks.fixture.directory.write("src/x", Data("file".utf8))
+        try hooks.fixture.directory.write("src2/x/y", Data("below".utf8))
+        let job = try hooks.fixture.job("""
+            storage: { url: 'file:bucket' }
+            files: [{ root: src }, { root: src2 }]
+            upload: { concurrency: 1 }
+            hooks:
+              - inline: |
+                  function on_failure(s)
+                    hoist.append_file("failures.jsonl", json.encode({ code = s.error.code, raw = s.error.rawValue, message = s.error.message, status = s.status }) .. "\\n")
+                  end
+            """)
+        let storage = try job.makeStorage()
+        let bus = try HookBus(job: job, storage: storage) { _ in }
+        let summary = await JobRunner(job: job, storage: storage, observers: [], hooks: bus).run(totals: try Planner(job: job).check())
+        #expect(summary.failed == 1)
+        let failure = try #require(hooks.lines("failures.jsonl").first)
+        #expect(failure["code"] as? String == "invalidArgument")
+        #expect(failure["raw"] as? Int == -13050)
+        #expect(failure["status"] as? String == "failure")
+        #expect((failure["message"] as? String)?.contains("cannot hold both") == true)
+    }
+
+    @Test func cancelFromAHook() async throws {
+        let hooks = try HookFixture()
+        try hooks.fixture.file("big.bin", 40 << 20)
+        let summary = try await hooks.run(recordEverything + """
+
+            function on_progress(s) record("on_progress", s) s.task:cancel() end
+            """, extra: "upload: { bandwidth: 20MB/s }\n")
+        #expect(summary.failed == 1 && summary.uploaded == 0)
+        let failure = try #require(hooks.lines("events.jsonl").first { $0["event"] as? String == "on_failure" })
+        #expect(failure["code"] as? String == "cancelled")
+        #expect(!FileManager.default.fileExists(atPath: hooks.bucket.appendingPathComponent("big.bin").path))
+    }
+
+    @Test func pauseAndResumeFromAHook() async throws {
+        let hooks = try HookFixture()
+        try hooks.fixture.file("big.bin", 8 << 20)
+        let summary = try await hooks.run(recordEverything + """
+
+            local paused = false
+            function on_progress(s) record("on_progress", s) if not paused then paused = true s.task:pause() end end
+            function on_pause(s) record("on_pause", s) s.task:resume() end
+            """)
+        #expect(summary.uploaded == 1)
+        let names = hooks.lines("events.jsonl").compactMap { $0["event"] as? String }
+            .filter { $0.hasPrefix("on_") }.reduce(into: [String]()) { if $0.last != $1 { $0.append($1) } }
+        #expect(names == ["on_resume", "on_progress", "on_pause", "on_resume", "on_progress", "on_success"])
+        #expect(try Data(contentsOf: hooks.bucket.appendingPathComponent("big.bin")) == patternData(8 << 20))
+    }
+
+    @Test func beforeUploadChangesOrSkips() async throws {
+        let hooks = try HookFixture()
+        try hooks.fixture.file("keep.txt", 10)
+        try hooks.fixture.file("move.txt", 10)
+        try hooks.fixture.file("secret.key", 10)
+        let summary = try await hooks.run("""
+            function before_upload(f)
+              if f.relpath:match("%.key$") then return false end
+              if f.relpath == "move.txt" then
+                return { destination = "moved/" .. f.relpath, metadata = { cacheControl = "no-store", customMetadata = { size = tostring(f.size) } } }
+              end
+            end
+            """)
+        #expect(summary.uploaded == 2 && summary.skipped == 1)
+        let storage = Storage.storage(url: "file://" + hooks.bucket.path)
+        let moved = try await storage.reference(withPath: "moved/move.txt").getMetadata()
+        #expect(moved.cacheControl == "no-store")
+        #expect(moved.customMetadata == ["size": "10"])
+        #expect(FileManager.default.fileExists(atPath: hooks.bucket.appendingPathComponent("keep.txt").path))
+        #expect(!FileManager.default.fileExists(atPath: hooks.bucket.appendingPathComponent("secret.key").path))
+    }
+
+    @Test func runawayHooksAreStoppedAndTheJobCompletes() async throws {
+        let hooks = try HookFixture()
+        for index in 0..<5 { try hooks.fixture.file("f\(index).txt", 100) }
+        let summary = try await hooks.run("""
+            function on_success(s)
+              if s.reference.name == "f1.txt" then while true do end end
+              if s.reference.name == "f2.txt" then local t = {} for i = 1, 1e9 do t[i] = string.rep("x", 4096) .. i end end
+              if s.reference.name == "f3.txt" then error("plain failure") end
+              hoist.append_file("ok.txt", s.reference.name .. "\\n")
+            end
+            """, extra: "lua: { instructionLimit: 200000, memoryLimit: 4MiB }\n")
+        #expect(summary.uploaded == 5 && summary.failed == 0)
+        let ok = (try? String(contentsOf: hooks.fixture.directory.url.appendingPathComponent("ok.txt"), encoding: .utf8)) ?? ""
+        #expect(Set(ok.split(separator: "\n")) == ["f0.txt", "f4.txt"])
+        let logs = hooks.log.all
+        #expect(logs.contains { $0.contains("job.yaml#hooks[0]:2: instruction budget exceeded") }, "\(logs)")
+        #expect(logs.contains { $0.contains("memory limit of 4194304 bytes exceeded") }, "\(logs)")
+        #expect(logs.contains { $0.contains("job.yaml#hooks[0]:4: plain failure (in on_success)") }, "\(logs)")
+    }
+
+    @Test func oneBrokenScriptDoesNotSilenceAnother() async throws {
+        let hooks = try HookFixture()
+        try hooks.fixture.file("a.txt", 10)
+        try hooks.fixture.directory.write("broken.lua", Data("function on_success(s) error('broken on purpose') end".utf8))
+        let summary = try await hooks.run("function on_success(s) hoist.append_file('seen.txt', s.reference.name) end", files: ["broken.lua"])
+        #expect(summary.uploaded == 1)
+        #expect(try String(contentsOf: hooks.fixture.directory.url.appendingPathComponent("seen.txt"), encoding: .utf8) == "a.txt")
+        #expect(hooks.log.all.contains { $0.contains("broken.lua:1: broken on purpose") })
+    }
+
+    @Test func syntaxErrorsAreReportedByValidate() throws {
+        let fixture = try JobFixture()
+        try fixture.directory.write("bad.lua", Data("function on_success(s)\n  if s then\nend\n".utf8))
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nhooks: [bad.lua]\n")
+        let run = try runProcess(productsDirectory.appendingPathComponent("hoist").path,
+                                 ["validate", fixture.directory.url.appendingPathComponent("job.yaml").path])
+        #expect(run.status == 2)
+        #expect(run.stderr.hasPrefix("bad.lua:4: 'end' expected (to close 'function' at line 1) near <eof>"), "\(run.stderr)")
+    }
+}
+
+@Suite struct PluginTests {
+    let plugins = packageRoot.appendingPathComponent("plugins").path
+
+    @Test func jsonlLogAndIndexWriter() async throws {
+        let hooks = try HookFixture()
+        try hooks.fixture.file("a.html", 10)
+        try hooks.fixture.file("b/c.png", 20)
+        let summary = try await hooks.run("", files: ["\(plugins)/jsonl-log.lua", "\(plugins)/index-writer.lua"])
+        #expect(summary.uploaded == 2)
+        let log = hooks.lines("logs/test.jsonl")
+        #expect(log.count == 2)
+        #expect(Set(log.compactMap { $0["object"] as? String }) == ["a.html", "b/c.png"])
+        #expect(log.allSatisfy { $0["event"] as? String == "success" && $0["run_id"] != nil && $0["md5Hash"] != nil })
+        let index = try #require(hooks.lines("index/test.json").first)
+        let objects = try #require(index["objects"] as? [[String: Any]])
+        #expect(objects.compactMap { $0["path"] as? String } == ["a.html", "b/c.png"])
+        #expect(objects[1]["downloadURL"] as? String == hooks.bucket.appendingPathComponent("b/c.png").absoluteString)
+        #expect(objects[0]["contentType"] as? String == "text/html")
+    }
+
+    @Test func webhookPostsTheSummary() async throws {
+        let directory = try TemporaryDirectory()
+        let received = directory.url.appendingPathComponent("posts.log")
+        let sink = try ServerProcess(testPython, testPythonArguments + [packageRoot.appendingPathComponent("Tests/servers/sink.py").path,
+                                                                          "--log", received.path])
+        let port = try sink.readyPort()
+        let hooks = try HookFixture()
+        try hooks.fixture.file("a.txt", 10)
+        let summary = try await hooks.run("", files: ["\(plugins)/webhook.lua"],
+                                          environment: ["HOOK": "1", "HOIST_WEBHOOK_URL": "http://127.0.0.1:\(port)/hook"])
+        #expect(summary.uploaded == 1)
+        let body = try #require(try String(contentsOf: received, encoding: .utf8).split(separator: "\n").first)
+        let posted = try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any]
+        #expect(posted?["name"] as? String == "test")
+        #expect(posted?["uploaded"] as? Int == 1)
+        #expect(hooks.log.all.contains { $0.contains("webhook sent: 204") })
+    }
+
+    @Test func guardSkipsLargeFilesAndPausesPastTheBudget() async throws {
+        let hooks = try HookFixture()
+        try hooks.fixture.file("huge.bin", 5000)
+        for index in 0..<6 { try hooks.fixture.file("small\(index).txt", 400) }
+        let resumed = Mutex(false)
+        let summary = try await hooks.run("", files: ["\(plugins)/guard.lua"], extra: "upload: { concurrency: 1 }\n",
+                                          environment: ["HOIST_GUARD_MAX_FILE": "1000", "HOIST_GUARD_BUDGET": "800"]) { runner in
+            // The guard pauses the job after 800 bytes; a person resumes it.
+            let deadline = Date().addingTimeInterval(10)
+            while !runner.isPaused, Date() < deadline { try? await Task.sleep(for: .milliseconds(5)) }
+            try? await Task.sleep(for: .milliseconds(100))
+            resumed.withLock { $0 = true }
+            runner.resumeAll()
+        }
+        #expect(resumed.withLock { $0 })
+        #expect(summary.skipped == 1 && summary.uploaded == 6)
+        let logs = hooks.log.all
+        #expect(logs.contains { $0.contains("huge.bin is 5000 bytes, over 1000: skipped") })
+        #expect(logs.contains { $0.contains("byte budget of 800 reached (800 sent): job paused") })
+    }
+}
