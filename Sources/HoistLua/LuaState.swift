@@ -32,7 +32,8 @@ public final class LuaRuntime: @unchecked Sendable {
     private let state: OpaquePointer
     private let budget: UnsafeMutablePointer<hoist_lua_budget>
     public let limits: Limits
-    private var functions: [Unmanaged<Callable>] = []
+    /// Each Swift function pushed, once: pushing the same `LuaFunction` again reuses its box.
+    private var functions: [ObjectIdentifier: Unmanaged<Callable>] = [:]
 
     /// What the trampoline's context points to: the function and the runtime that pushes its results.
     private final class Callable {
@@ -76,7 +77,7 @@ public final class LuaRuntime: @unchecked Sendable {
         lua_close(state)
         budget.deinitialize(count: 1)
         budget.deallocate()
-        for function in functions { function.release() }
+        for function in functions.values { function.release() }
     }
 
     /// Bytes the runtime holds now.
@@ -278,8 +279,8 @@ public final class LuaRuntime: @unchecked Sendable {
                 lua_setfield(L, -2, key)
             }
         case .function(let function):
-            let retained = Unmanaged.passRetained(Callable(function, self))
-            functions.append(retained)
+            let retained = functions[ObjectIdentifier(function)] ?? Unmanaged.passRetained(Callable(function, self))
+            functions[ObjectIdentifier(function)] = retained
             hoist_lua_push_swift_function(L, LuaRuntime.callSwift, retained.toOpaque())
         }
     }

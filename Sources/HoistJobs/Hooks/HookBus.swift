@@ -40,6 +40,46 @@ public final class HookBus: JobObserver, @unchecked Sendable {
     }
     private let pacing = Mutex(Pacing())
     let controls = JobControls()
+    /// Uploads hooks may control, by id; `s.task:pause()` and friends look them up.
+    let tasks = TaskRegistry()
+    /// The task methods, made once and shared by every snapshot (`s.task:pause()`).
+    private let taskMethods: (pause: LuaValue, resume: LuaValue, cancel: LuaValue)
+
+    private static func makeTaskMethods(_ tasks: TaskRegistry) -> (pause: LuaValue, resume: LuaValue, cancel: LuaValue) {
+        func method(_ action: @escaping @Sendable (StorageUploadTask) -> Void) -> LuaValue {
+            .function(LuaFunction { arguments in
+                guard let id = arguments.first?["id"].int else {
+                    throw HookError(description: "call task methods with ':', as s.task:pause()")
+                }
+                if let task = tasks.task(id) { action(task) }
+                return []
+            })
+        }
+        return (method { $0.pause() }, method { $0.resume() }, method { $0.cancel() })
+    }
+
+    /// Live upload tasks by a small id, forgotten once they finish.
+    final class TaskRegistry: Sendable {
+        private let state = Mutex<(next: Int64, ids: [ObjectIdentifier: Int64], tasks: [Int64: StorageUploadTask])>((1, [:], [:]))
+        func register(_ task: StorageUploadTask, finished: Bool) -> Int64 {
+            state.withLock { state in
+                let key = ObjectIdentifier(task)
+                let id = state.ids[key] ?? state.next
+                if state.ids[key] == nil {
+                    state.next += 1
+                    state.ids[key] = id
+                    state.tasks[id] = task
+                }
+                if finished {
+                    state.ids[key] = nil
+                    state.tasks[id] = nil
+                }
+                return id
+            }
+        }
+        func task(_ id: Int64) -> StorageUploadTask? { state.withLock { $0.tasks[id] } }
+    }
+
     /// The script being called now, for log lines.
     let currentScript = CurrentScript()
 
@@ -99,6 +139,7 @@ public final class HookBus: JobObserver, @unchecked Sendable {
         self.log = log
         self.runID = runID
         settings = job.manifest.lua
+        taskMethods = Self.makeTaskMethods(tasks)
         do {
             runtime = try LuaRuntime(limits: .init(instructions: settings.instructionLimit, memory: Int(settings.memoryLimit.bytes)),
                                      allow: Set(settings.allow))
@@ -197,20 +238,18 @@ public final class HookBus: JobObserver, @unchecked Sendable {
         }
         var table = Self.table(for: snapshot, item: item)
         if let task = snapshot.task as? StorageUploadTask {
-            table["task"] = .table([
-                "pause": .function(LuaFunction { _ in task.pause(); return [] }),
-                "resume": .function(LuaFunction { _ in task.resume(); return [] }),
-                "cancel": .function(LuaFunction { _ in task.cancel(); return [] }),
-            ])
+            let id = tasks.register(task, finished: snapshot.status == .success || snapshot.status == .failure)
+            table["task"] = .table(["id": .integer(id), "pause": taskMethods.pause, "resume": taskMethods.resume,
+                                    "cancel": taskMethods.cancel])
         }
         let path = item.destination
-        let wantsURL = snapshot.status == .success
+        let stored = snapshot.status == .success ? snapshot.metadata?.resource : nil
         let prepared = table
         pacing.withLock { $0.waiting += 1 }
         queue.async { [self] in
             pacing.withLock { $0.waiting -= 1 }
             var table = prepared
-            if wantsURL, let url = blocking({ try await self.storage.reference(withPath: path).downloadURL() }) {
+            if let stored, let url = blocking({ try await self.storage.backend.downloadURL(for: path, stored: stored) }) {
                 table["downloadURL"] = .string(url.absoluteString)
             }
             callAll(function, [.table(table)])

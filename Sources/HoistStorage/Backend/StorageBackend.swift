@@ -23,6 +23,16 @@ public protocol StorageBackend: Sendable {
 
     /// A URL that downloads the object. - Throws: `objectNotFound` when there is none.
     func downloadURL(for path: String) async throws -> URL
+
+    /// The download URL of an object just stored, from its metadata where the backend can
+    /// (no request); by default the same as `downloadURL(for:)`.
+    func downloadURL(for path: String, stored: ObjectResource) async throws -> URL
+}
+
+extension StorageBackend {
+    public func downloadURL(for path: String, stored: ObjectResource) async throws -> URL {
+        try await downloadURL(for: path)
+    }
 }
 
 /// One object being written. Its `id` survives a restart of the process.

@@ -88,6 +88,19 @@ public final class GCSBackend: StorageBackend {
         return try decodeResource(response)
     }
 
+    public func downloadURL(for path: String, stored: ObjectResource) async throws -> URL {
+        guard let token = stored.metadata?[Self.downloadTokensKey]?.split(separator: ",").first else {
+            return try await downloadURL(for: path)
+        }
+        return try firebaseURL(path, token: String(token))
+    }
+
+    private func firebaseURL(_ path: String, token: String) throws -> URL {
+        let link = "\(configuration.downloadEndpoint)/v0/b/\(Self.encode(bucket))/o/\(Self.encode(path))?alt=media&token=\(token)"
+        guard let url = URL(string: link) else { throw StorageErrorCode.internalError.error("Bad download URL \(link).") }
+        return url
+    }
+
     public func downloadURL(for path: String) async throws -> URL {
         var resource = try await metadata(of: path)
         var token = resource.metadata?[Self.downloadTokensKey]?.split(separator: ",").first.map(String.init)
@@ -101,9 +114,7 @@ public final class GCSBackend: StorageBackend {
             resource = try decodeResource(response)
             token = fresh
         }
-        let link = "\(configuration.downloadEndpoint)/v0/b/\(Self.encode(bucket))/o/\(Self.encode(path))?alt=media&token=\(token!)"
-        guard let url = URL(string: link) else { throw StorageErrorCode.internalError.error("Bad download URL \(link).") }
-        return url
+        return try firebaseURL(path, token: token!)
     }
 
     /// The custom metadata key that holds Firebase download tokens.

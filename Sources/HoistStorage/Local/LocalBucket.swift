@@ -74,6 +74,11 @@ public final class LocalBucket: StorageBackend {
         return objectURL(path)
     }
 
+    public func downloadURL(for path: String, stored: ObjectResource) async throws -> URL {
+        try validate(path)
+        return objectURL(path)
+    }
+
     /// Creates the bucket's directory and its state folders on first use.
     private func prepareBucket() throws {
         var isDirectory: ObjCBool = false
