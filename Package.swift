@@ -7,6 +7,8 @@ import PackageDescription
 // - swift-crypto: MD5 (and later RSA for service-account JWTs) from BoringSSL's
 //   assembly, fast even in debug builds; Foundation on Linux has no hashing API.
 // - swift-argument-parser: the `hoist` command line.
+// - GRDB: the journal (SQLite in WAL mode, versioned migrations, typed records) without
+//   writing a fourth C binding; it links the system's libsqlite3.
 let package = Package(
     name: "Hoist",
     products: [
@@ -17,6 +19,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
     ],
     targets: [
         // C libraries, bound through pkg-config, with shim headers for macros and varargs,
@@ -37,7 +40,10 @@ let package = Package(
         ),
         .target(name: "HoistYAML", dependencies: ["CYAML"]),
         .target(name: "HoistLua", dependencies: ["CLua"]),
-        .target(name: "HoistJobs", dependencies: ["HoistStorage", "HoistYAML", "HoistLua"]),
+        .target(
+            name: "HoistJobs",
+            dependencies: ["HoistStorage", "HoistYAML", "HoistLua", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
         .executableTarget(
             name: "hoist",
             dependencies: [

@@ -43,13 +43,33 @@ extension Hoist {
         @Flag(name: .long, help: "Print nothing but errors (no summary line).")
         var quiet = false
 
+        @Option(name: .long, help: "The journal (default: the manifest's journal:, else $XDG_STATE_HOME/hoist/JOB.sqlite).")
+        var journal: String?
+
+        @Flag(name: .long, help: "Upload every file, even those the journal knows unchanged.")
+        var force = false
+
+        @Flag(name: .long, help: "Wait for another run of the job to end instead of exiting 2.")
+        var wait = false
+
+        @Option(name: .long, help: "Write Prometheus text-format metrics here at the end (atomically).")
+        var metricsFile: String?
+
         func run() async throws {
             let job = try loadJob(self.job)
+            let journalPath = job.journalPath(override: journal)
+            guard let lock = JobLock(path: journalPath + ".lock", wait: wait) else {
+                FileHandle.standardError.write(Data(
+                    "hoist: \(job.manifest.name) is already running (pid \(JobLock.holder(journalPath + ".lock"))); use --wait to wait for it\n".utf8))
+                throw ExitCode(2)
+            }
             let storage: Storage
             let totals: (files: Int, bytes: Int64)
+            let journal: Journal
             do {
+                journal = try Journal(path: journalPath)
                 storage = try job.makeStorage()
-                totals = try Planner(job: job).check()
+                totals = try Planner(job: job, journal: journal, force: force).check()
             } catch {
                 FileHandle.standardError.write(Data("hoist: \(self.job): \(error)\n".utf8))
                 throw ExitCode(2)
@@ -76,10 +96,16 @@ extension Hoist {
                     throw ExitCode(2)
                 }
             }
-            let runner = JobRunner(job: job, storage: storage, observers: observers, hooks: hooks)
+            let runner = JobRunner(job: job, storage: storage, observers: observers, hooks: hooks, journal: journal, force: force)
             let signals = SignalHandlers(runner: runner)
             let summary = await runner.run(totals: totals)
             signals.cancel()
+            withExtendedLifetime(lock) {}
+            if let metricsFile {
+                do { try Metrics.write(summary, to: metricsFile) } catch {
+                    FileHandle.standardError.write(Data("hoist: \(error)\n".utf8))
+                }
+            }
             if !json && !quiet { print(summary.line) }
             if !json {
                 for failure in summary.failures {
@@ -143,9 +169,23 @@ extension Hoist {
         @Flag(name: .long, help: "Print only the totals.")
         var summary = false
 
+        @Option(name: .long, help: "The journal (default: the manifest's journal:, else $XDG_STATE_HOME/hoist/JOB.sqlite).")
+        var journal: String?
+
+        @Flag(name: .long, help: "Plan to upload every file, whatever the journal says.")
+        var force = false
+
         func run() throws {
             let job = try loadJob(self.job)
-            var iterator = Planner(job: job).makeIterator()
+            let journalPath = job.journalPath(override: journal)
+            var journal: Journal?
+            if FileManager.default.fileExists(atPath: journalPath) {
+                do { journal = try Journal(path: journalPath) } catch {
+                    FileHandle.standardError.write(Data("hoist: \(error)\n".utf8))
+                    throw ExitCode(2)
+                }
+            }
+            var iterator = Planner(job: job, journal: journal, force: force).makeIterator()
             var uploads = 0, skips = 0
             var bytes: Int64 = 0
             var output = BufferedOutput()
@@ -157,7 +197,8 @@ extension Hoist {
                     if summary { continue }
                     output.write(json
                         ? JSONLine.encode(["action": "upload", "file": item.file.path, "object": item.destination, "size": item.file.size])
-                        : "upload  \(item.file.relativePath) -> \(item.destination) (\(ByteFormatter.string(item.file.size)))")
+                        : "upload  \(item.file.relativePath) -> \(item.destination) (\(ByteFormatter.string(item.file.size)))"
+                        + (item.resumeSession != nil ? " (resume)" : ""))
                 case .skip(let reason):
                     skips += 1
                     if summary { continue }
@@ -173,7 +214,7 @@ extension Hoist {
             }
             for problem in iterator.problems { FileHandle.standardError.write(Data("hoist: warning: \(problem)\n".utf8)) }
             do {
-                _ = try Planner(job: job).check()
+                _ = try Planner(job: job, journal: journal, force: force).check()
             } catch {
                 FileHandle.standardError.write(Data("hoist: \(error)\n".utf8))
                 throw ExitCode(2)

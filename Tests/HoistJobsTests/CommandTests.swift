@@ -6,7 +6,7 @@ import Testing
 @Suite struct CommandTests {
     let hoist = productsDirectory.appendingPathComponent("hoist").path
 
-    @Test(arguments: ["hoist", "run", "validate", "plan", "cp"])
+    @Test(arguments: ["hoist", "run", "validate", "plan", "cp", "status", "cron"])
     func helpMatchesGoldenText(command: String) throws {
         let golden = try String(contentsOf: packageRoot.appendingPathComponent("Tests/golden/help-\(command).txt"), encoding: .utf8)
         let run = try runProcess(hoist, command == "hoist" ? ["--help"] : [command, "--help"])
@@ -63,7 +63,7 @@ import Testing
         #expect(plain.status == 0, "\(plain.stderr)")
         #expect(plain.stdout.hasPrefix("test: 2 uploaded (300 B), 1 skipped in "))
 
-        let json = try runProcess(hoist, ["run", "--json", manifest])
+        let json = try runProcess(hoist, ["run", "--json", "--force", manifest])
         let events = json.stdout.split(separator: "\n").compactMap {
             (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any]
         }

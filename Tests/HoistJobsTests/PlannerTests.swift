@@ -16,7 +16,7 @@ struct JobFixture {
     }
 
     func job(_ body: String, environment: [String: String] = ["HOME": "/root"]) throws -> Job {
-        let text = "version: 1\nname: test\n" + body
+        let text = "version: 1\nname: test\njournal: journal.sqlite\n" + body
         let path = directory.url.appendingPathComponent("job.yaml").path
         try text.write(toFile: path, atomically: true, encoding: .utf8)
         return try Job(file: path, environment: environment)

@@ -110,7 +110,10 @@ class Proxy:
         while sent < length:
             piece = await reader.read(min(1 << 16, length - sent))
             if not piece:
-                break
+                # The client went away mid-body: cut the server off too, so it keeps what it got.
+                self.record(event="partial", method=method, target=target, forwarded=sent)
+                up_writer.transport.abort()
+                return
             if corrupt is not None and sent <= corrupt < sent + len(piece):
                 at = corrupt - sent
                 piece = piece[:at] + bytes([piece[at] ^ 0x01]) + piece[at + 1:]
@@ -129,6 +132,10 @@ class Proxy:
         response = await up_reader.read()
         up_writer.close()
         head, _, body = response.partition(b"\r\n\r\n")
+        status_line, *header_lines = head.decode("latin-1").split("\r\n")
+        answer_range = next((l.split(":", 1)[1].strip() for l in header_lines if l.lower().startswith("range:")), None)
+        self.record(event="answer", method=method, target=target, contentRange=header(headers, "Content-Range"),
+                    forwarded=sent, status=int(status_line.split(" ")[1]) if " " in status_line else 0, range=answer_range)
         upstream = f"http://{self.upstream_host}:{self.upstream_port}".encode()
         mine = f"http://127.0.0.1:{self.port}".encode()
         head = head.replace(upstream, mine)

@@ -15,6 +15,18 @@ public struct PlanItem: Sendable {
     public var decision: Decision
     /// Which entry of `files:` it came from.
     public let fileSetIndex: Int
+    /// An upload session an earlier run left unfinished for this very file, to continue.
+    public var resumeSession: String?
+
+    public init(file: WalkedFile, destination: String, attributes: ObjectResource, decision: Decision, fileSetIndex: Int,
+                resumeSession: String? = nil) {
+        self.file = file
+        self.destination = destination
+        self.attributes = attributes
+        self.decision = decision
+        self.fileSetIndex = fileSetIndex
+        self.resumeSession = resumeSession
+    }
 }
 
 /// A problem that stops a job before it starts: names the files involved.
@@ -28,10 +40,16 @@ public struct PlanError: Error, CustomStringConvertible, Sendable {
 public struct Planner: Sequence {
     let job: Job
     let now: Date
+    /// What earlier runs did: unchanged files are skipped, unfinished ones resumed.
+    let journal: Journal?
+    /// Upload everything, whatever the journal says.
+    let force: Bool
 
-    public init(job: Job, now: Date = Date()) {
+    public init(job: Job, now: Date = Date(), journal: Journal? = nil, force: Bool = false) {
         self.job = job
         self.now = now
+        self.journal = journal
+        self.force = force
     }
 
     public func makeIterator() -> Iterator { Iterator(planner: self) }
@@ -87,7 +105,18 @@ public struct Planner: Sequence {
                     guard let settings else { continue }
                     try apply(settings, to: &attributes, context)
                 }
-                return PlanItem(file: file, destination: destination, attributes: attributes, decision: .upload, fileSetIndex: index)
+                var item = PlanItem(file: file, destination: destination, attributes: attributes, decision: .upload, fileSetIndex: index)
+                if let journal = planner.journal, !planner.force,
+                   let record = journal.record(source: file.path, destination: destination),
+                   record.size == file.size, abs(record.mtime - file.modified.timeIntervalSince1970) < 0.001,
+                   record.attributes == Journal.attributesText(attributes) {
+                    if record.state == "done", planner.job.manifest.upload.skipUnchanged {
+                        item.decision = .skip("unchanged since the last upload")
+                    } else if record.state == "uploading", let session = record.session {
+                        item.resumeSession = session
+                    }
+                }
+                return item
             } catch {
                 self.error = PlanError(message: "\(file.path): \(error.message)")
                 return nil

@@ -42,6 +42,13 @@ public struct Job: Sendable {
         return directory.appendingPathComponent(path).standardizedFileURL.path
     }
 
+    /// The journal's path: `override`, else `journal:` in the manifest, else the default.
+    public func journalPath(override: String? = nil) -> String {
+        if let override { return URL(fileURLWithPath: override).standardizedFileURL.path }
+        if let path = manifest.journal { return resolve(path) }
+        return Journal.defaultPath(job: manifest.name, environment: environment)
+    }
+
     /// The storage the job uploads to, configured from `storage:` and `upload:`.
     public func makeStorage() throws -> Storage {
         let settings = manifest.storage

@@ -15,8 +15,10 @@ public struct JobManifest: Decodable, Sendable {
     public var schedule: CronExpression?
     /// Free text for people.
     public var description: String?
+    /// The journal's path (relative to the manifest); default `$XDG_STATE_HOME/hoist/NAME.sqlite`.
+    public var journal: String?
 
-    enum CodingKeys: String, CodingKey { case version, name, storage, files, upload, hooks, lua, schedule, description }
+    enum CodingKeys: String, CodingKey { case version, name, storage, files, upload, hooks, lua, schedule, description, journal }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -39,6 +41,7 @@ public struct JobManifest: Decodable, Sendable {
         lua = try c.decodeIfPresent(LuaSettings.self, forKey: .lua) ?? LuaSettings()
         schedule = try c.decodeIfPresent(CronExpression.self, forKey: .schedule)
         description = try c.decodeIfPresent(String.self, forKey: .description)
+        journal = try c.decodeIfPresent(String.self, forKey: .journal)
     }
 }
 

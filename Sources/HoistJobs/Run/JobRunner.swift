@@ -53,6 +53,8 @@ public final class JobRunner: Sendable {
     public let storage: Storage
     private let observers: [any JobObserver]
     private let hooks: HookBus?
+    private let journal: Journal?
+    private let force: Bool
     /// Files larger than this use the large-file lane.
     public static let largeFile: Int64 = 8 << 20
 
@@ -66,10 +68,15 @@ public final class JobRunner: Sendable {
 
     /// - Parameter hooks: the job's Lua hooks; they also hear every event, and `before_upload`
     ///   may change or skip each file before it starts.
-    public init(job: Job, storage: Storage, observers: [any JobObserver], hooks: HookBus? = nil) {
+    /// - Parameter journal: what earlier runs did (skip unchanged files, resume unfinished ones);
+    ///   this run's outcomes are written to it.
+    public init(job: Job, storage: Storage, observers: [any JobObserver], hooks: HookBus? = nil,
+                journal: Journal? = nil, force: Bool = false) {
         self.job = job
         self.storage = storage
-        self.observers = (hooks.map { [$0] } ?? []) + observers
+        self.journal = journal
+        self.force = force
+        self.observers = (journal.map { [JournalRecorder(journal: $0)] } ?? []) + (hooks.map { [$0] } ?? []) + observers
         self.hooks = hooks
         hooks?.attach(pause: { [weak self] in self?.pauseAll() }, resume: { [weak self] in self?.resumeAll() })
     }
@@ -92,7 +99,7 @@ public final class JobRunner: Sendable {
             var running = 0
             var runningLarge = 0
             var deferred: [PlanItem] = []
-            var iterator = Planner(job: job).makeIterator()
+            var iterator = Planner(job: job, journal: journal, force: force).makeIterator()
             var exhausted = false
 
             func start(_ item: PlanItem, large: Bool) {
@@ -159,8 +166,10 @@ public final class JobRunner: Sendable {
 
     private func upload(_ item: PlanItem) async -> Outcome {
         let metadata = StorageMetadata(item.attributes)
-        let task = storage.reference(withPath: item.destination)
-            .putFile(from: URL(fileURLWithPath: item.file.path), metadata: metadata)
+        let ref = storage.reference(withPath: item.destination)
+        let url = URL(fileURLWithPath: item.file.path)
+        let task = item.resumeSession.map { ref.putFile(from: url, metadata: metadata, resumingSession: $0) }
+            ?? ref.putFile(from: url, metadata: metadata)
         let id = ObjectIdentifier(task)
         let pausedNow = state.withLock { state -> Bool in
             state.tasks[id] = task

@@ -35,6 +35,14 @@ extension StorageReference {
         start(StorageUploadTask(reference: self, content: .file(fileURL), metadata: metadata), completion)
     }
 
+    /// Continues the upload session `sessionID` (from `StorageUploadTask.sessionID`, perhaps of a
+    /// process that died) from the offset the server confirms; starts afresh when the session is
+    /// gone. A Hoist extension: the journal uses it to resume after a crash.
+    @discardableResult
+    public func putFile(from fileURL: URL, metadata: StorageMetadata?, resumingSession sessionID: String) -> StorageUploadTask {
+        start(StorageUploadTask(reference: self, content: .file(fileURL), metadata: metadata, resuming: sessionID), nil)
+    }
+
     /// `putData` with a `Result`.
     @discardableResult
     public func putData(

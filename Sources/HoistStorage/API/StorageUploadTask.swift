@@ -25,8 +25,12 @@ public final class StorageUploadTask: StorageObservableTask, @unchecked Sendable
     private var reported: Int64 = -1
     override var hasReportedProgress: Bool { reported >= 0 }
 
-    init(reference: StorageReference, content: Content, metadata: StorageMetadata?) {
+    /// A session to continue instead of starting one (Hoist: resume after a crash).
+    private let resumeID: String?
+
+    init(reference: StorageReference, content: Content, metadata: StorageMetadata?, resuming resumeID: String? = nil) {
         self.content = content
+        self.resumeID = resumeID
         self.attributes = metadata?.resource.writable ?? ObjectResource()
         control = TransferControl(limiter: reference.storage.bandwidthLimiter)
         super.init(reference: reference)
@@ -91,6 +95,13 @@ public final class StorageUploadTask: StorageObservableTask, @unchecked Sendable
                     try await control.checkpoint()
                     if let current = session {
                         if failures > 0 { offset = try await current.confirmedOffset() }
+                    } else if let resumeID, failures == 0, offset == 0,
+                              let resumed = try? await backend.resumeUpload(id: resumeID),
+                              let confirmed = try? await resumed.confirmedOffset() {
+                        // A session an earlier process started: continue from what the server holds.
+                        session = resumed
+                        sessionID = resumed.id
+                        offset = confirmed
                     } else {
                         let started = try await backend.startUpload(to: path, attributes: attributes, size: source.size)
                         session = started

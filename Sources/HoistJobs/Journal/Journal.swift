@@ -1,0 +1,180 @@
+import Foundation
+import GRDB
+import HoistStorage
+
+/// A job's memory between runs, in SQLite (WAL): one row per (source file, destination) with
+/// what was last uploaded and, for a file in flight, its upload session and confirmed offset;
+/// one row per run. It is what makes runs incremental and resumable after a crash.
+///
+/// Default path: `$XDG_STATE_HOME/hoist/JOB.sqlite` (`~/.local/state/hoist/JOB.sqlite`);
+/// `journal:` in the manifest or `--journal` on the command line choose another.
+public final class Journal: Sendable {
+    public let path: String
+    private let database: DatabaseQueue
+
+    /// What the journal knows of one file.
+    public struct FileRecord: Codable, Sendable, FetchableRecord, PersistableRecord {
+        public static let databaseTableName = "file"
+        public var source: String
+        public var destination: String
+        public var size: Int64
+        public var mtime: Double
+        /// The metadata sent, as sorted JSON: a change of metadata is a change.
+        public var attributes: String
+        /// `uploading`, `done` or `failed`.
+        public var state: String
+        public var session: String?
+        public var confirmedOffset: Int64
+        public var md5Hash: String?
+        public var crc32c: String?
+        public var generation: Int64?
+        public var error: String?
+        public var runID: String
+        public var updated: Double
+    }
+
+    /// One run, as `hoist status` shows it.
+    public struct RunRecord: Codable, Sendable, FetchableRecord, PersistableRecord {
+        public static let databaseTableName = "run"
+        public var id: String
+        public var job: String
+        public var started: Double
+        public var finished: Double?
+        public var uploaded: Int
+        public var skipped: Int
+        public var failed: Int
+        public var cancelled: Int
+        public var bytes: Int64
+        /// `running`, `ok`, `failed`, `interrupted` (a run still `running` with no process died).
+        public var status: String
+        public var pid: Int32
+    }
+
+    /// The default journal of a job.
+    public static func defaultPath(job: String, environment: [String: String]) -> String {
+        let state = environment["XDG_STATE_HOME"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? ((environment["HOME"] ?? NSHomeDirectory()) + "/.local/state")
+        return state + "/hoist/\(job).sqlite"
+    }
+
+    /// Opens (creating when missing) and migrates a journal.
+    /// - Throws: `JournalError` naming the file and the way back when it is not a usable journal.
+    public init(path: String) throws {
+        self.path = path
+        do {
+            try FileManager.default.createDirectory(
+                atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            var configuration = Configuration()
+            configuration.prepareDatabase { db in
+                // WAL survives a killed process; NORMAL syncs at checkpoints, not every commit.
+                try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            }
+            configuration.busyMode = .timeout(10)
+            database = try DatabaseQueue(path: path, configuration: configuration)
+            try database.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA journal_mode = WAL") }
+            try Self.migrator.migrate(database)
+        } catch {
+            throw JournalError(message: "\(path) is not a usable Hoist journal (\(Self.reason(error))). "
+                + "To start over, move it aside (mv \(path) \(path).bad): the next run uploads again every file it cannot prove unchanged.")
+        }
+    }
+
+    private static func reason(_ error: any Error) -> String {
+        if let error = error as? DatabaseError { return error.message ?? "\(error.resultCode)" }
+        return "\(error)"
+    }
+
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.create(table: "file") { t in
+                t.column("source", .text).notNull()
+                t.column("destination", .text).notNull()
+                t.column("size", .integer).notNull()
+                t.column("mtime", .double).notNull()
+                t.column("attributes", .text).notNull()
+                t.column("state", .text).notNull()
+                t.column("session", .text)
+                t.column("confirmedOffset", .integer).notNull().defaults(to: 0)
+                t.column("md5Hash", .text)
+                t.column("crc32c", .text)
+                t.column("generation", .integer)
+                t.column("error", .text)
+                t.column("runID", .text).notNull()
+                t.column("updated", .double).notNull()
+                t.primaryKey(["source", "destination"])
+            }
+            try db.create(table: "run") { t in
+                t.column("id", .text).primaryKey()
+                t.column("job", .text).notNull()
+                t.column("started", .double).notNull()
+                t.column("finished", .double)
+                t.column("uploaded", .integer).notNull()
+                t.column("skipped", .integer).notNull()
+                t.column("failed", .integer).notNull()
+                t.column("cancelled", .integer).notNull()
+                t.column("bytes", .integer).notNull()
+                t.column("status", .text).notNull()
+                t.column("pid", .integer).notNull()
+            }
+        }
+        return migrator
+    }
+
+    /// The metadata as the journal compares it.
+    public static func attributesText(_ attributes: ObjectResource) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return (try? encoder.encode(attributes)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+    }
+
+    public func record(source: String, destination: String) -> FileRecord? {
+        try? database.read { db in try FileRecord.fetchOne(db, key: ["source": source, "destination": destination]) }
+    }
+
+    /// Writes a file's row.
+    public func save(_ record: FileRecord) {
+        do {
+            try database.write { db in try record.save(db) }
+        } catch {
+            FileHandle.standardError.write(Data("hoist: journal \(path): \(Self.reason(error))\n".utf8))
+        }
+    }
+
+    /// Updates the session and confirmed offset of a file in flight.
+    public func saveProgress(source: String, destination: String, session: String?, offset: Int64) {
+        _ = try? database.write { db in
+            try db.execute(sql: "UPDATE file SET session = ?, confirmedOffset = ?, updated = ? WHERE source = ? AND destination = ?",
+                           arguments: [session, offset, Date().timeIntervalSince1970, source, destination])
+        }
+    }
+
+    public func save(_ run: RunRecord) {
+        _ = try? database.write { db in try run.save(db) }
+    }
+
+    /// The last `limit` runs, newest first.
+    public func runs(limit: Int = 10) -> [RunRecord] {
+        (try? database.read { db in try RunRecord.order(Column("started").desc).limit(limit).fetchAll(db) }) ?? []
+    }
+
+    /// Files by state, and the failed and unfinished ones.
+    public func fileCounts() -> [String: Int] {
+        (try? database.read { db in
+            Dictionary(uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT state, COUNT(*) AS n FROM file GROUP BY state")
+                .map { ($0["state"] as String, $0["n"] as Int) })
+        }) ?? [:]
+    }
+
+    public func files(state: String, limit: Int = 20) -> [FileRecord] {
+        (try? database.read { db in
+            try FileRecord.filter(Column("state") == state).order(Column("updated").desc).limit(limit).fetchAll(db)
+        }) ?? []
+    }
+}
+
+/// A journal that cannot be used: names the file and the way back.
+public struct JournalError: Error, CustomStringConvertible, Sendable {
+    public let message: String
+    public var description: String { message }
+}

@@ -1,0 +1,138 @@
+import ArgumentParser
+import Foundation
+import HoistJobs
+
+/// One run of a job at a time: an exclusive `flock` on `JOURNAL.lock`.
+struct JobLock {
+    private let descriptor: Int32
+
+    /// Takes the lock, waiting for it when `wait`, else failing at once when another run holds it.
+    init?(path: String, wait: Bool) {
+        try? FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { return nil }
+        if flock(descriptor, LOCK_EX | (wait ? 0 : LOCK_NB)) != 0 {
+            close(descriptor)
+            return nil
+        }
+        _ = ftruncate(descriptor, 0)
+        let pid = "\(getpid())\n"
+        _ = pid.withCString { write(descriptor, $0, strlen($0)) }
+    }
+
+    /// The process that holds the lock, as it wrote itself there.
+    static func holder(_ path: String) -> String {
+        ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}
+
+/// Prometheus text-format metrics for node_exporter's textfile collector, written atomically.
+enum Metrics {
+    static func write(_ summary: JobSummary, to path: String) throws {
+        let job = summary.job.replacingOccurrences(of: "\"", with: "")
+        let now = Int(Date().timeIntervalSince1970)
+        let text = """
+            # HELP hoist_last_run_timestamp_seconds When the last run of the job ended.
+            # TYPE hoist_last_run_timestamp_seconds gauge
+            hoist_last_run_timestamp_seconds{job="\(job)"} \(now)
+            # HELP hoist_last_run_success 1 when the last run uploaded everything it should.
+            # TYPE hoist_last_run_success gauge
+            hoist_last_run_success{job="\(job)"} \(summary.failed == 0 && !summary.interrupted ? 1 : 0)
+            # HELP hoist_last_run_duration_seconds How long the last run took.
+            # TYPE hoist_last_run_duration_seconds gauge
+            hoist_last_run_duration_seconds{job="\(job)"} \(String(format: "%.3f", summary.seconds))
+            # HELP hoist_last_run_files Files of the last run by outcome.
+            # TYPE hoist_last_run_files gauge
+            hoist_last_run_files{job="\(job)",outcome="uploaded"} \(summary.uploaded)
+            hoist_last_run_files{job="\(job)",outcome="skipped"} \(summary.skipped)
+            hoist_last_run_files{job="\(job)",outcome="failed"} \(summary.failed)
+            hoist_last_run_files{job="\(job)",outcome="cancelled"} \(summary.cancelled)
+            # HELP hoist_last_run_bytes Bytes uploaded by the last run.
+            # TYPE hoist_last_run_bytes gauge
+            hoist_last_run_bytes{job="\(job)"} \(summary.bytes)
+
+            """
+        let temporary = path + ".tmp.\(getpid())"
+        try Data(text.utf8).write(to: URL(fileURLWithPath: temporary))
+        guard rename(temporary, path) == 0 else {
+            try? FileManager.default.removeItem(atPath: temporary)
+            throw ValidationError("cannot write the metrics file \(path)")
+        }
+    }
+}
+
+extension Hoist {
+    /// `hoist cron JOB...`: crontab lines from each job's `schedule:`.
+    struct Cron: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print crontab lines that run each job on its schedule.",
+            discussion: "Exit status: 0, or 2 when a manifest is invalid or has no schedule."
+        )
+
+        @Argument(help: "Job manifests (YAML).")
+        var jobs: [String]
+
+        func validate() throws {
+            guard !jobs.isEmpty else { throw ValidationError("Give at least one manifest.") }
+        }
+
+        func run() throws {
+            let hoist = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL.path
+            let resolvedHoist = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? hoist
+            var failed = false
+            for path in jobs {
+                let job = try loadJob(path)
+                guard let schedule = job.manifest.schedule else {
+                    FileHandle.standardError.write(Data("hoist: \(path): no schedule: add one, such as schedule: \"0 3 * * *\"\n".utf8))
+                    failed = true
+                    continue
+                }
+                let manifest = URL(fileURLWithPath: path).standardizedFileURL.path
+                print("# \(job.manifest.name)")
+                print("\(schedule.text) \(resolvedHoist) run --quiet \(manifest)")
+            }
+            if failed { throw ExitCode(2) }
+        }
+    }
+
+    /// `hoist status JOB`: what the journal knows.
+    struct Status: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show a job's last runs, file counts, and failed or unfinished files.")
+
+        @Argument(help: "The job manifest (YAML).")
+        var job: String
+
+        @Option(name: .long, help: "The journal (default: the manifest's journal:, else $XDG_STATE_HOME/hoist/JOB.sqlite).")
+        var journal: String?
+
+        func run() throws {
+            let job = try loadJob(self.job)
+            let path = job.journalPath(override: journal)
+            guard FileManager.default.fileExists(atPath: path) else {
+                print("\(job.manifest.name): no runs yet (journal \(path))")
+                return
+            }
+            let journal: Journal
+            do { journal = try Journal(path: path) } catch {
+                FileHandle.standardError.write(Data("hoist: \(error)\n".utf8))
+                throw ExitCode(2)
+            }
+            print("\(job.manifest.name): journal \(path)")
+            let counts = journal.fileCounts()
+            print("files: \(counts["done"] ?? 0) uploaded, \(counts["uploading"] ?? 0) pending, \(counts["failed"] ?? 0) failed")
+            print("last runs:")
+            for run in journal.runs() {
+                let started = Date(timeIntervalSince1970: run.started).formatted(.iso8601)
+                let seconds = run.finished.map { String(format: "%.1f s", $0 - run.started) } ?? "-"
+                print("  \(started)  \(run.status.padding(toLength: 11, withPad: " ", startingAt: 0)) \(run.uploaded) uploaded, "
+                      + "\(run.skipped) skipped, \(run.failed) failed, \(ByteFormatter.string(run.bytes)), \(seconds)")
+            }
+            for file in journal.files(state: "uploading") {
+                print("pending: \(file.source) -> \(file.destination) (\(file.confirmedOffset) of \(file.size) bytes confirmed)")
+            }
+            for file in journal.files(state: "failed") {
+                print("failed:  \(file.source) -> \(file.destination): \(file.error ?? "")")
+            }
+        }
+    }
+}
