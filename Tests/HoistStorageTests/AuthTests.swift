@@ -17,7 +17,7 @@ import Testing
         let proxy = try FaultProxy(upstreamPort: try FakeGCS.port(), ["--require-bearer", "env-token"])
         let storage = gcsStorage(bucket: bucket, port: proxy.port) { $0.credentials = credentials }
         _ = try await storage.reference(withPath: "authed").putDataAsync(Data("x".utf8))
-        #expect(proxy.log.allSatisfy { $0["bearer"] as? Bool == true })
+        #expect(proxy.requests.allSatisfy { $0["bearer"] as? Bool == true })
 
         let anonymous = gcsStorage(bucket: bucket, port: proxy.port)
         await #expect { try await anonymous.reference(withPath: "anon").putDataAsync(Data("x".utf8)) } throws: { error in

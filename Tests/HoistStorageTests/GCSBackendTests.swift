@@ -58,9 +58,9 @@ import Testing
         #expect(last.metadata?.size == Int64(data.count))
         #expect(try await FakeGCS.download(bucket: bucket, object: "videos/movie.mp4") == data)
         // One session start, one streamed PUT of the whole file.
-        let requests = proxy.log.compactMap { $0["method"] as? String }
+        let requests = proxy.requests.compactMap { $0["method"] as? String }
         #expect(requests == ["POST", "PUT"])
-        #expect(proxy.log.last?["contentRange"] as? String == "bytes 0-\(data.count - 1)/\(data.count)")
+        #expect(proxy.requests.last?["contentRange"] as? String == "bytes 0-\(data.count - 1)/\(data.count)")
         let progress = recorder.events.filter { $0.status == .progress }.map(\.completed)
         #expect(progress == progress.sorted() && progress.last == Int64(data.count))
     }
@@ -122,7 +122,7 @@ import Testing
         #expect(folded(recorder.statuses) == [.resume, .progress, .pause, .resume, .progress, .success])
         #expect(try await FakeGCS.download(bucket: bucket, object: "big.bin") == data)
         // The same PUT carried on: no second request, no status query.
-        #expect(proxy.log.compactMap { $0["method"] as? String } == ["POST", "PUT"])
+        #expect(proxy.requests.compactMap { $0["method"] as? String } == ["POST", "PUT"])
     }
 
     @Test func cancelAbandonsTheSessionAndLeavesNoObject() async throws {
@@ -139,7 +139,7 @@ import Testing
         let last = await recorder.finished()
         #expect(errorCode(last) == .cancelled)
         #expect(try await !FakeGCS.exists(bucket: bucket, object: "cancelled.bin"))
-        #expect(proxy.log.contains { $0["method"] as? String == "DELETE" })
+        #expect(proxy.requests.contains { $0["method"] as? String == "DELETE" })
     }
 
     @Test func brokenConnectionResumesFromTheServersOffset() async throws {
@@ -155,9 +155,8 @@ import Testing
         #expect(stored.md5Hash == md5Base64(data))
         #expect(try await FakeGCS.download(bucket: StorageEmulator.bucket, object: object, port: port) == data)
 
-        let log = proxy.log
-        #expect(log.contains { $0["event"] as? String == "cut" })
-        let ranges = log.compactMap { $0["contentRange"] as? String }
+        #expect(proxy.log.contains { $0["event"] as? String == "cut" })
+        let ranges = proxy.requests.compactMap { $0["contentRange"] as? String }
         // First PUT from 0; then a status query; then the rest from exactly what the server held.
         #expect(ranges.first == "bytes 0-\(data.count - 1)/\(data.count)")
         #expect(ranges.contains("bytes */\(data.count)"))
@@ -173,7 +172,7 @@ import Testing
         let stored = try await storage.reference(withPath: "retried").putDataAsync(data)
         #expect(stored.size == 10_000)
         #expect(try await FakeGCS.download(bucket: bucket, object: "retried") == data)
-        #expect(proxy.log.filter { $0["method"] as? String == "POST" }.count == 3)
+        #expect(proxy.requests.filter { $0["method"] as? String == "POST" }.count == 3)
     }
 
     @Test func retryAfterIsHonored() async throws {
@@ -198,7 +197,7 @@ import Testing
                 && (error.userInfo["ResponseBody"] as? String)?.contains("injected") == true
         }
         #expect(Date().timeIntervalSince(started) < 5)
-        #expect(proxy.log.count > 2)
+        #expect(proxy.requests.count > 2)
     }
 
     @Test func forbiddenIsUnauthorizedWithTheServersAnswer() async throws {
@@ -211,7 +210,7 @@ import Testing
                 && error.userInfo["ResponseCode"] as? Int == 403
                 && error.localizedDescription == "User does not have permission to access gs://\(bucket)/secret."
         }
-        #expect(proxy.log.count == 1)   // 403 is not retried
+        #expect(proxy.requests.count == 1)   // 403 is not retried
     }
 
     @Test func missingBucketIsBucketNotFound() async throws {

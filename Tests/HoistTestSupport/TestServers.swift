@@ -185,7 +185,11 @@ public final class FaultProxy: Sendable {
 
     deinit { try? FileManager.default.removeItem(at: logFile) }
 
-    /// What the proxy saw, one dictionary per request (and per injected cut).
+    /// The requests the proxy received, one dictionary each (method, target, contentRange, length, bearer).
+    public var requests: [[String: Any]] { log.filter { $0["event"] == nil } }
+
+    /// What the proxy saw: requests, and events (`cut`, `partial`, and an `answer` per forwarded request
+    /// with its status, the server's Range header and the body bytes forwarded).
     public var log: [[String: Any]] {
         let text = (try? String(contentsOf: logFile, encoding: .utf8)) ?? ""
         return text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
