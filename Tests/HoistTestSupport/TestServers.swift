@@ -13,24 +13,37 @@ public var testPython: String {
 }
 public var testPythonArguments: [String] { testPython == "/usr/bin/env" ? ["python3"] : [] }
 
-/// A program the tests started; it dies with the test process (setpriv --pdeathsig).
+/// A program the tests started. It is stopped when its value goes away, and at the latest when
+/// the test process exits (an `atexit` handler). Not `setpriv --pdeathsig`: Linux sends that
+/// signal when the *thread* that started the child ends, and idle worker threads do end.
 public final class ServerProcess: @unchecked Sendable {
     public let process = Process()
     public let output = Pipe()
 
-    /// Starts `arguments` and waits for `ready` to accept what it printed (or for `port` to listen).
+    /// Starts `executable` with `arguments`.
     public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        process.arguments = ["--pdeathsig", "KILL", "--", executable] + arguments
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
         if let environment { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         try process.run()
+        ServerProcess.started.withLock { _ = $0.insert(process.processIdentifier) }
+        ServerProcess.installExitHandler
     }
 
     deinit {
         process.terminate()
+        ServerProcess.started.withLock { _ = $0.remove(process.processIdentifier) }
     }
+
+    /// Every server still running, to stop when the test process exits.
+    static let started = Mutex<Set<Int32>>([])
+    static let installExitHandler: Void = {
+        atexit {
+            for pid in ServerProcess.started.withLock({ $0 }) { kill(pid, SIGKILL) }
+        }
+    }()
 
     /// Reads lines until one starts with `ready `, and returns the port after it.
     public func readyPort(timeout: TimeInterval = 20) throws -> Int {

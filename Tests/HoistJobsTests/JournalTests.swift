@@ -1,0 +1,209 @@
+import Foundation
+import HoistJobs
+import HoistStorage
+import HoistTestSupport
+import Testing
+
+/// The journal and cron features, through the `hoist` command as cron would run it.
+@Suite struct JournalTests {
+    let hoist = productsDirectory.appendingPathComponent("hoist").path
+
+    func run(_ arguments: [String], environment: [String: String]? = nil) throws -> (status: Int32, stdout: String, stderr: String) {
+        try runProcess(hoist, arguments, environment: environment)
+    }
+
+    @Test func incrementalRuns() throws {
+        let fixture = try JobFixture()
+        try fixture.file("a.txt", 100)
+        let b = try fixture.file("b.txt", 200)
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\n")
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+
+        #expect(try run(["run", manifest]).stdout.hasPrefix("test: 2 uploaded (300 B) in"))
+        // Nothing changed: nothing goes up, and plan says why.
+        #expect(try run(["run", manifest]).stdout.hasPrefix("test: 0 uploaded (0 B), 2 skipped in"))
+        #expect(try run(["plan", manifest]).stdout.contains("skip    b.txt (unchanged since the last upload)"))
+        // A touched file goes up again; so does everything with --force.
+        try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: 5)], ofItemAtPath: b.path)
+        #expect(try run(["run", manifest]).stdout.hasPrefix("test: 1 uploaded (200 B), 1 skipped in"))
+        #expect(try run(["run", "--force", manifest]).stdout.hasPrefix("test: 2 uploaded (300 B) in"))
+        // New metadata is a change too.
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src, metadata: { cacheControl: no-cache } }]\n")
+        #expect(try run(["run", manifest]).stdout.hasPrefix("test: 2 uploaded (300 B) in"))
+
+        let status = try run(["status", manifest])
+        #expect(status.status == 0)
+        #expect(status.stdout.contains("files: 2 uploaded, 0 pending, 0 failed"))
+        #expect(status.stdout.components(separatedBy: " ok ").count - 1 == 5)
+    }
+
+    @Test func runsNeverOverlap() throws {
+        let fixture = try JobFixture()
+        try fixture.file("slow.bin", 4_000_000)
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { bandwidth: 2MB/s }\n")
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        let first = Process()
+        first.executableURL = URL(fileURLWithPath: hoist)
+        first.arguments = ["run", "--quiet", manifest]
+        try first.run()
+        let lock = fixture.directory.url.appendingPathComponent("journal.sqlite.lock").path
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline, ((try? String(contentsOfFile: lock, encoding: .utf8)) ?? "").isEmpty { usleep(20_000) }
+
+        let started = Date()
+        let second = try run(["run", manifest])
+        #expect(second.status == 2)
+        #expect(second.stderr == "hoist: test is already running (pid \(first.processIdentifier)); use --wait to wait for it\n")
+        #expect(Date().timeIntervalSince(started) < 1.5)
+
+        let waited = try run(["run", "--wait", manifest])
+        #expect(waited.status == 0)
+        first.waitUntilExit()
+        #expect(first.terminationStatus == 0)
+        #expect(waited.stdout.hasPrefix("test: 0 uploaded (0 B), 1 skipped in"))
+    }
+
+    @Test func corruptJournalGivesTheWayBack() throws {
+        let fixture = try JobFixture()
+        try fixture.file("a.txt", 10)
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\n")
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        let journal = fixture.directory.url.appendingPathComponent("journal.sqlite").path
+        try Data(repeating: 0x41, count: 4096).write(to: URL(fileURLWithPath: journal))
+        let broken = try run(["run", manifest])
+        #expect(broken.status == 2)
+        #expect(broken.stderr.contains("\(journal) is not a usable Hoist journal"))
+        #expect(broken.stderr.contains("To start over, move it aside (mv \(journal) \(journal).bad)"))
+        try FileManager.default.moveItem(atPath: journal, toPath: journal + ".bad")
+        #expect(try run(["run", manifest]).status == 0)
+    }
+
+    @Test func cronLinesAndMetrics() throws {
+        let fixture = try JobFixture()
+        try fixture.file("a.txt", 10)
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nschedule: '*/10 * * * *'\n")
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        let cron = try run(["cron", manifest])
+        #expect(cron.status == 0)
+        #expect(cron.stdout == "# test\n*/10 * * * * \(hoist) run --quiet \(manifest)\n")
+
+        let metrics = fixture.directory.url.appendingPathComponent("hoist.prom").path
+        #expect(try run(["run", "--quiet", "--metrics-file", metrics, manifest]).status == 0)
+        let text = try String(contentsOfFile: metrics, encoding: .utf8)
+        #expect(text.contains("hoist_last_run_success{job=\"test\"} 1\n"))
+        #expect(text.contains("hoist_last_run_files{job=\"test\",outcome=\"uploaded\"} 1\n"))
+        #expect(text.contains("# TYPE hoist_last_run_bytes gauge\nhoist_last_run_bytes{job=\"test\"} 10\n"))
+
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\n")
+        let unscheduled = try run(["cron", manifest])
+        #expect(unscheduled.status == 2)
+        #expect(unscheduled.stderr.contains("no schedule"))
+    }
+
+    /// Twenty `kill -9`s at random moments of a large upload to gcp-storage-emulator, each
+    /// followed by a run that resumes from the offset the server confirms.
+    @Test func killLoopOnALargeUpload() async throws {
+        try await ExclusiveTests.shared.run { try await killLoop() }
+    }
+
+    func killLoop() async throws {
+        let port = try StorageEmulator.port()
+        let proxy = try FaultProxy(upstreamPort: port, [])
+        let fixture = try JobFixture()
+        let size = 48 << 20
+        try fixture.file("big.bin", size)
+        let object = "kill-\(UUID().uuidString.prefix(8))/big.bin"
+        _ = try fixture.job("""
+            storage: { url: 'gs://\(StorageEmulator.bucket)', multipartThreshold: 1MiB }
+            files: [{ root: src, destination: '\(object.dropLast("/big.bin".count))/{relpath}' }]
+            upload: { bandwidth: 3MB/s }
+            """)
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        var environment = ProcessInfo.processInfo.environment
+        environment["STORAGE_EMULATOR_HOST"] = "127.0.0.1:\(proxy.port)"
+        var kills = 0
+        var resumedFrom: [Int] = []
+        while kills < 20 {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: hoist)
+            process.arguments = ["run", "--quiet", manifest]
+            process.environment = environment
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            usleep(UInt32.random(in: 250_000...900_000))
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            kills += 1
+        }
+        let last = try runProcess(hoist, ["run", manifest], environment: environment)
+        #expect(last.status == 0, "\(last.stderr)")
+        #expect(try await FakeGCS.download(bucket: StorageEmulator.bucket, object: object, port: port) == patternData(size))
+
+        // Each resumed run asked the server first and went on from exactly what it held.
+        let log = proxy.log
+        var confirmed: Int?
+        var resent = 0
+        for entry in log {
+            let range = entry["contentRange"] as? String ?? ""
+            if entry["event"] as? String == "answer", range.hasPrefix("bytes */") {
+                // A status query: the server holds bytes 0...N.
+                confirmed = (entry["range"] as? String).flatMap { Int($0.split(separator: "-").last ?? "") }.map { $0 + 1 } ?? 0
+            } else if entry["event"] == nil, range.hasPrefix("bytes "), !range.hasPrefix("bytes */"), let confirmedNow = confirmed {
+                // The data PUT that followed it.
+                let start = Int(range.dropFirst("bytes ".count).split(separator: "-").first ?? "") ?? -1
+                #expect(start == confirmedNow)
+                resumedFrom.append(start)
+                confirmed = nil
+            }
+        }
+        let forwarded = log.filter { ($0["event"] as? String == "partial" || $0["event"] as? String == "answer") && $0["method"] as? String == "PUT" }
+            .compactMap { $0["forwarded"] as? Int }.reduce(0, +)
+        resent = forwarded - size
+        print("kill loop: \(kills) kills, \(resumedFrom.count) resumes from the server's offset, \(resent) bytes sent twice in all, "
+              + "\(kills > 0 ? resent / kills : 0) per interruption")
+        #expect(resumedFrom.count >= 10)
+        #expect(resumedFrom.filter { $0 > 0 }.count >= 10)
+        // At most one piece per interruption is sent again (what was in flight when the process died).
+        #expect(resent <= kills * (1 << 20))
+    }
+
+    /// A tree of small files, killed repeatedly: nothing lost, nothing uploaded again after its success was journaled.
+    @Test func killLoopOnManySmallFiles() throws {
+        let fixture = try JobFixture()
+        for index in 0..<300 { try fixture.file("d\(index % 10)/f\(index).txt", 2000 + index) }
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { concurrency: 4, bandwidth: 200KB/s }\n")
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        let events = fixture.directory.url.appendingPathComponent("events.jsonl").path
+        for _ in 0..<6 {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: hoist)
+            process.arguments = ["run", "--quiet", "--log-file", events, manifest]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            usleep(UInt32.random(in: 200_000...600_000))
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        let final = try runProcess(hoist, ["run", "--log-file", events, manifest])
+        #expect(final.status == 0, "\(final.stderr)")
+        // Nothing lost: every file is in the bucket, byte for byte.
+        for index in 0..<300 {
+            let path = "d\(index % 10)/f\(index).txt"
+            #expect(try Data(contentsOf: fixture.directory.url.appendingPathComponent("bucket/" + path)) == patternData(2000 + index))
+        }
+        // Nothing uploaded twice after its success: at most one success line per object over all runs.
+        let lines = try String(contentsOfFile: events, encoding: .utf8).split(separator: "\n")
+        var successes: [String: Int] = [:]
+        for line in lines {
+            guard let event = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                  event["event"] as? String == "success", let object = event["object"] as? String else { continue }
+            successes[object, default: 0] += 1
+        }
+        #expect(successes.values.allSatisfy { $0 == 1 }, "\(successes.filter { $0.value > 1 })")
+        #expect(successes.count > 0)
+        // And the last run uploaded only what the killed ones had not finished.
+        #expect(!final.stdout.hasPrefix("test: 300 uploaded"))
+    }
+}
