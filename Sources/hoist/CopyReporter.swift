@@ -1,4 +1,5 @@
 import Foundation
+import HoistJobs
 import HoistStorage
 import Synchronization
 
@@ -117,7 +118,7 @@ final class CopyReporter: Sendable {
             clearLine()
             let rate = seconds > 0 ? Double(doneBytes) / seconds : 0
             FileHandle.standardError.write(Data(
-                "\(doneFiles) of \(totalFiles) files, \(ByteCount(doneBytes)) in \(String(format: "%.1f", seconds)) s (\(ByteCount(Int64(rate))))/s\(failedFiles > 0 ? ", \(failedFiles) failed" : "")\n".utf8))
+                "\(doneFiles) of \(totalFiles) files, \(ByteFormatter.string(doneBytes)) in \(String(format: "%.1f", seconds)) s (\(ByteFormatter.string(Int64(rate)))/s)\(failedFiles > 0 ? ", \(failedFiles) failed" : "")\n".utf8))
         }
         return failedFiles
     }
@@ -130,7 +131,7 @@ final class CopyReporter: Sendable {
         let seconds = max(0.001, Date().timeIntervalSince(started))
         let rate = Double(bytes) / seconds
         let eta = rate > 0 ? Double(max(0, totalBytes - bytes)) / rate : 0
-        let line = "\(doneFiles + failedFiles)/\(totalFiles) files  \(ByteCount(bytes))/\(ByteCount(totalBytes))  \(ByteCount(Int64(rate)))/s  ETA \(Int(eta)) s"
+        let line = "\(doneFiles + failedFiles)/\(totalFiles) files  \(ByteFormatter.string(bytes))/\(ByteFormatter.string(totalBytes))  \(ByteFormatter.string(Int64(rate)))/s  ETA \(Int(eta)) s"
         FileHandle.standardError.write(Data("\r\u{1B}[K\(line)".utf8))
     }
 
@@ -147,21 +148,5 @@ final class CopyReporter: Sendable {
         case .failure: "failure"
         case .unknown: "unknown"
         }
-    }
-}
-
-/// Bytes as a person reads them: 1.5 MiB.
-struct ByteCount: CustomStringConvertible {
-    let bytes: Int64
-    init(_ bytes: Int64) { self.bytes = bytes }
-    var description: String {
-        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
-        var value = Double(bytes)
-        var unit = 0
-        while value >= 1024, unit < units.count - 1 {
-            value /= 1024
-            unit += 1
-        }
-        return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
     }
 }
