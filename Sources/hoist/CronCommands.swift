@@ -102,12 +102,11 @@ extension Hoist {
         @Argument(help: "The job manifest (YAML).")
         var job: String
 
-        @Option(name: .long, help: "The journal (default: the manifest's journal:, else $XDG_STATE_HOME/hoist/JOB.sqlite).")
-        var journal: String?
+        @OptionGroup var journalOptions: JournalOptions
 
         func run() throws {
             let job = try loadJob(self.job)
-            let path = job.journalPath(override: journal)
+            let path = job.journalPath(override: journalOptions.journal)
             guard FileManager.default.fileExists(atPath: path) else {
                 print("\(job.manifest.name): no runs yet (journal \(path))")
                 return

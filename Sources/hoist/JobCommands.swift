@@ -43,8 +43,7 @@ extension Hoist {
         @Flag(name: .long, help: "Print nothing but errors (no summary line).")
         var quiet = false
 
-        @Option(name: .long, help: "The journal (default: the manifest's journal:, else $XDG_STATE_HOME/hoist/JOB.sqlite).")
-        var journal: String?
+        @OptionGroup var journalOptions: JournalOptions
 
         @Flag(name: .long, help: "Upload every file, even those the journal knows unchanged.")
         var force = false
@@ -57,7 +56,7 @@ extension Hoist {
 
         func run() async throws {
             let job = try loadJob(self.job)
-            let journalPath = job.journalPath(override: journal)
+            let journalPath = job.journalPath(override: journalOptions.journal)
             guard let lock = JobLock(path: journalPath + ".lock", wait: wait) else {
                 FileHandle.standardError.write(Data(
                     "hoist: \(job.manifest.name) is already running (pid \(JobLock.holder(journalPath + ".lock"))); use --wait to wait for it\n".utf8))
@@ -169,15 +168,14 @@ extension Hoist {
         @Flag(name: .long, help: "Print only the totals.")
         var summary = false
 
-        @Option(name: .long, help: "The journal (default: the manifest's journal:, else $XDG_STATE_HOME/hoist/JOB.sqlite).")
-        var journal: String?
+        @OptionGroup var journalOptions: JournalOptions
 
         @Flag(name: .long, help: "Plan to upload every file, whatever the journal says.")
         var force = false
 
         func run() throws {
             let job = try loadJob(self.job)
-            let journalPath = job.journalPath(override: journal)
+            let journalPath = job.journalPath(override: journalOptions.journal)
             var journal: Journal?
             if FileManager.default.fileExists(atPath: journalPath) {
                 do { journal = try Journal(path: journalPath) } catch {
@@ -223,6 +221,12 @@ extension Hoist {
             print(json ? JSONLine.encode(["action": "total", "upload": uploads, "skip": skips, "bytes": bytes]) : total)
         }
     }
+}
+
+/// `--journal`, shared by the commands that read a job's journal.
+struct JournalOptions: ParsableArguments {
+    @Option(name: .long, help: "The journal (default: the manifest's journal:, else $XDG_STATE_HOME/hoist/JOB.sqlite).")
+    var journal: String?
 }
 
 /// Lines to standard output, written in large blocks (a plan can have millions).
