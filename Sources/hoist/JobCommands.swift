@@ -51,6 +51,9 @@ extension Hoist {
         @Flag(name: .long, help: "Wait for another run of the job to end instead of exiting 2.")
         var wait = false
 
+        @Flag(name: .long, help: "Before skipping a file as unchanged, check the server still holds it with the recorded size and MD5.")
+        var remoteCheck = false
+
         @Option(name: .long, help: "Write Prometheus text-format metrics here at the end (atomically).")
         var metricsFile: String?
 
@@ -95,7 +98,8 @@ extension Hoist {
                     throw ExitCode(2)
                 }
             }
-            let runner = JobRunner(job: job, storage: storage, observers: observers, hooks: hooks, journal: journal, force: force)
+            let runner = JobRunner(job: job, storage: storage, observers: observers, hooks: hooks, journal: journal, force: force,
+                                   remoteCheck: remoteCheck)
             let signals = SignalHandlers(runner: runner)
             let summary = await runner.run(totals: totals)
             signals.cancel()

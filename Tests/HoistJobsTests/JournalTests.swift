@@ -37,6 +37,20 @@ import Testing
         #expect(status.stdout.components(separatedBy: " ok ").count - 1 == 5)
     }
 
+    @Test func remoteCheckAsksTheServerInsteadOfTrustingTheJournal() throws {
+        let fixture = try JobFixture()
+        try fixture.file("a.txt", 100)
+        try fixture.file("b.txt", 100)
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\n")
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        #expect(try run(["run", manifest]).status == 0)
+        // Someone deletes an object behind the journal's back.
+        try FileManager.default.removeItem(at: fixture.directory.url.appendingPathComponent("bucket/a.txt"))
+        #expect(try run(["run", manifest]).stdout.hasPrefix("test: 0 uploaded (0 B), 2 skipped in"))
+        #expect(try run(["run", "--remote-check", manifest]).stdout.hasPrefix("test: 1 uploaded (100 B), 1 skipped in"))
+        #expect(try Data(contentsOf: fixture.directory.url.appendingPathComponent("bucket/a.txt")) == patternData(100))
+    }
+
     @Test func runsNeverOverlap() throws {
         let fixture = try JobFixture()
         try fixture.file("slow.bin", 4_000_000)

@@ -54,6 +54,9 @@ public struct Planner: Sequence {
 
     public func makeIterator() -> Iterator { Iterator(planner: self) }
 
+    /// The decision for a file the journal knows unchanged.
+    public static let unchanged = PlanItem.Decision.skip("unchanged since the last upload")
+
     public struct Iterator: IteratorProtocol {
         let planner: Planner
         var setIndex = 0
@@ -111,7 +114,7 @@ public struct Planner: Sequence {
                    record.size == file.size, abs(record.mtime - file.modified.timeIntervalSince1970) < 0.001,
                    record.attributes == Journal.attributesText(attributes) {
                     if record.state == "done", planner.job.manifest.upload.skipUnchanged {
-                        item.decision = .skip("unchanged since the last upload")
+                        item.decision = Planner.unchanged
                     } else if record.state == "uploading", let session = record.session {
                         item.resumeSession = session
                     }

@@ -188,6 +188,9 @@ public struct UploadSettings: Decodable, Sendable {
     public var bandwidth: ByteRate?
     /// Skip files uploaded unchanged before (default true; needs the journal).
     public var skipUnchanged: Bool = true
+    /// Before skipping a file as unchanged, ask the server: upload it again when the object is
+    /// gone or its size or MD5 differ from what the journal recorded (default false).
+    public var remoteCheck: Bool = false
     /// Stop starting uploads after this many failures (default: never).
     public var maxErrors: Int?
     /// Stop at the first failure, cancelling uploads in flight (default false).
@@ -195,7 +198,7 @@ public struct UploadSettings: Decodable, Sendable {
 
     public init() {}
 
-    enum CodingKeys: String, CodingKey { case concurrency, retries, retryTime, bandwidth, skipUnchanged, maxErrors, failFast }
+    enum CodingKeys: String, CodingKey { case concurrency, retries, retryTime, bandwidth, skipUnchanged, remoteCheck, maxErrors, failFast }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -210,6 +213,7 @@ public struct UploadSettings: Decodable, Sendable {
         retryTime = try c.decodeIfPresent(TimeSpan.self, forKey: .retryTime) ?? TimeSpan(seconds: 600)
         bandwidth = try c.decodeIfPresent(ByteRate.self, forKey: .bandwidth)
         skipUnchanged = try c.decodeIfPresent(Bool.self, forKey: .skipUnchanged) ?? true
+        remoteCheck = try c.decodeIfPresent(Bool.self, forKey: .remoteCheck) ?? false
         maxErrors = try c.decodeIfPresent(Int.self, forKey: .maxErrors)
         if let maxErrors, maxErrors < 1 {
             throw DecodingError.dataCorruptedError(forKey: .maxErrors, in: c, debugDescription: "maxErrors must be at least 1")

@@ -55,6 +55,7 @@ public final class JobRunner: Sendable {
     private let hooks: HookBus?
     private let journal: Journal?
     private let force: Bool
+    private let remoteCheck: Bool
     /// Files larger than this use the large-file lane.
     public static let largeFile: Int64 = 8 << 20
 
@@ -70,12 +71,15 @@ public final class JobRunner: Sendable {
     ///   may change or skip each file before it starts.
     /// - Parameter journal: what earlier runs did (skip unchanged files, resume unfinished ones);
     ///   this run's outcomes are written to it.
+    /// - Parameter remoteCheck: before skipping a file as unchanged, ask the server (also on with
+    ///   `upload.remoteCheck`).
     public init(job: Job, storage: Storage, observers: [any JobObserver], hooks: HookBus? = nil,
-                journal: Journal? = nil, force: Bool = false) {
+                journal: Journal? = nil, force: Bool = false, remoteCheck: Bool = false) {
         self.job = job
         self.storage = storage
         self.journal = journal
         self.force = force
+        self.remoteCheck = remoteCheck || job.manifest.upload.remoteCheck
         self.observers = (journal.map { [JournalRecorder(journal: $0)] } ?? []) + (hooks.map { [$0] } ?? []) + observers
         self.hooks = hooks
         hooks?.attach(pause: { [weak self] in self?.pauseAll() }, resume: { [weak self] in self?.resumeAll() })
@@ -118,6 +122,9 @@ public final class JobRunner: Sendable {
                     guard var item = iterator.next() else {
                         exhausted = true
                         continue
+                    }
+                    if remoteCheck, item.decision == Planner.unchanged, await !storedAsJournaled(item) {
+                        item.decision = .upload
                     }
                     if item.decision == .upload, let hooks { item = await hooks.beforeUpload(item) }
                     if case .skip(let reason) = item.decision {
@@ -194,6 +201,14 @@ public final class JobRunner: Sendable {
         if last.status == .success { return .success(last.metadata?.size ?? item.file.size) }
         let error = last.error.map { $0 as NSError }
         return .failure(error.map { StorageErrorCode(of: $0) } ?? .unknown, error?.localizedDescription ?? "failed")
+    }
+
+    /// Whether the server still holds the object as the journal recorded it (size and MD5).
+    private func storedAsJournaled(_ item: PlanItem) async -> Bool {
+        guard let record = journal?.record(source: item.file.path, destination: item.destination),
+              let stored = try? await storage.reference(withPath: item.destination).getMetadata()
+        else { return false }
+        return stored.size == record.size && stored.md5Hash != nil && stored.md5Hash == record.md5Hash
     }
 
     /// Starts nothing more; uploads in flight go on.
