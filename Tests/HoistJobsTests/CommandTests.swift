@@ -110,6 +110,39 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: fixture.directory.url.appendingPathComponent("bucket").path))
     }
 
+    @Test func sigusr1PausesAndResumesEveryUpload() async throws {
+        try await ExclusiveTests.shared.run { try pauseBySignal() }
+    }
+
+    func pauseBySignal() throws {
+        let fixture = try JobFixture()
+        try fixture.file("big.bin", 6_000_000)
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { bandwidth: 3MB/s }\n")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: hoist)
+        process.arguments = ["run", "--quiet", fixture.directory.url.appendingPathComponent("job.yaml").path]
+        try process.run()
+        let uploads = fixture.directory.url.appendingPathComponent("bucket/.hoist/uploads")
+        func partSize() -> Int {
+            let parts = (try? FileManager.default.contentsOfDirectory(atPath: uploads.path))?.filter { $0.hasSuffix(".part") } ?? []
+            return parts.first.flatMap {
+                try? FileManager.default.attributesOfItem(atPath: uploads.appendingPathComponent($0).path)[.size] as? Int
+            } ?? -1
+        }
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline, partSize() < 1_000_000 { usleep(20_000) }
+        kill(process.processIdentifier, SIGUSR1)
+        usleep(400_000)
+        let held = partSize()
+        usleep(800_000)
+        #expect(partSize() == held, "the part file grew while paused")
+        #expect(held > 0 && held < 6_000_000)
+        kill(process.processIdentifier, SIGUSR1)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        #expect(try Data(contentsOf: fixture.directory.url.appendingPathComponent("bucket/big.bin")) == patternData(6_000_000))
+    }
+
     @Test func sigintStopsCleanlyAndLeavesNoPartialObject() async throws {
         try await ExclusiveTests.shared.run { try sigintRun() }
     }
