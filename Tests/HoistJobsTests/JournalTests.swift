@@ -12,6 +12,20 @@ import Testing
         try runProcess(hoist, arguments, environment: environment)
     }
 
+    /// Starts `hoist` and kills it with SIGKILL after a random number of microseconds in `after`.
+    func runAndKill(_ arguments: [String], environment: [String: String]? = nil, after: ClosedRange<UInt32>) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: hoist)
+        process.arguments = arguments
+        if let environment { process.environment = environment }
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        usleep(UInt32.random(in: after))
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
     @Test func incrementalRuns() throws {
         let fixture = try JobFixture()
         try fixture.file("a.txt", 100)
@@ -138,16 +152,7 @@ import Testing
         var kills = 0
         var resumedFrom: [Int] = []
         while kills < 20 {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: hoist)
-            process.arguments = ["run", "--quiet", manifest]
-            process.environment = environment
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            usleep(UInt32.random(in: 250_000...900_000))
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            try runAndKill(["run", "--quiet", manifest], environment: environment, after: 250_000...900_000)
             kills += 1
         }
         let last = try runProcess(hoist, ["run", manifest], environment: environment)
@@ -190,15 +195,7 @@ import Testing
         let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
         let events = fixture.directory.url.appendingPathComponent("events.jsonl").path
         for _ in 0..<6 {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: hoist)
-            process.arguments = ["run", "--quiet", "--log-file", events, manifest]
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            usleep(UInt32.random(in: 200_000...600_000))
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            try runAndKill(["run", "--quiet", "--log-file", events, manifest], after: 200_000...600_000)
         }
         let final = try runProcess(hoist, ["run", "--log-file", events, manifest])
         #expect(final.status == 0, "\(final.stderr)")

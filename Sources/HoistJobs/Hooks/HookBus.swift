@@ -174,7 +174,7 @@ public final class HookBus: JobObserver, @unchecked Sendable {
 
     // MARK: - Delivery
 
-    private func deliver(_ function: String, _ argument: LuaValue, paced: Bool = false) {
+    private func deliver(_ function: String, _ argument: LuaValue) {
         guard defined.contains(function) else { return }
         pacing.withLock { $0.waiting += 1 }
         queue.async { [self] in
