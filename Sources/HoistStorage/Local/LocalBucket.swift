@@ -69,6 +69,19 @@ public final class LocalBucket: StorageBackend {
         return try commitLock.withLock { _ in try storedMetadata(of: path) }
     }
 
+    public func delete(_ path: String, generation: Int64?) async throws {
+        try validate(path)
+        try commitLock.withLock { _ in
+            guard let stored = try? storedMetadata(of: path), generation == nil || stored.generation == generation else { return }
+            do {
+                try FileManager.default.removeItem(at: objectURL(path))
+                try? FileManager.default.removeItem(at: metaURL(path))
+            } catch {
+                throw Self.ioError(error, doing: "deleting \(path)")
+            }
+        }
+    }
+
     public func downloadURL(for path: String) async throws -> URL {
         _ = try await metadata(of: path)
         return objectURL(path)
