@@ -23,6 +23,10 @@ public protocol StorageBackend: Sendable {
     /// object that must not stay (its file changed while it was read).
     func delete(_ path: String, generation: Int64?) async throws
 
+    /// Checks, before the first byte moves, that uploads can work at all: credentials found,
+    /// host reached, bucket there. Fails within seconds, naming the cause and the fix.
+    func checkAccess() async throws
+
     /// The stored object's metadata. - Throws: `objectNotFound` when there is none.
     func metadata(of path: String) async throws -> ObjectResource
 
@@ -35,6 +39,11 @@ public protocol StorageBackend: Sendable {
 }
 
 extension StorageBackend {
+    /// Checks, before the first byte moves, that uploads can work at all: credentials found,
+    /// host reached, bucket there (GCS: one request). By default, nothing to check.
+    /// - Throws: a storage error whose message names the cause and the fix.
+    public func checkAccess() async throws {}
+
     public func downloadURL(for path: String, stored: ObjectResource) async throws -> URL {
         try await downloadURL(for: path)
     }

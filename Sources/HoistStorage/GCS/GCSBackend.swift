@@ -82,6 +82,44 @@ public final class GCSBackend: StorageBackend {
         return GCSResumableSession(backend: self, id: id, path: nil, size: nil, contentType: nil)
     }
 
+    /// One bucket `GET`, with short timeouts: no credentials, an unreachable host, refused
+    /// credentials or a missing bucket each fail at once with what to do. A 403 passes: an
+    /// upload-only account may not read the bucket, yet its credentials work.
+    public func checkAccess() async throws {
+        let endpoint = configuration.endpoint
+        if configuration.credentials is NoCredentials, endpoint == "https://storage.googleapis.com" {
+            throw StorageErrorCode.unauthenticated.error(
+                "No credentials for gs://\(bucket): set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file "
+                    + "(or storage.credentials in the job), or GOOGLE_OAUTH_ACCESS_TOKEN to a token; for an emulator, "
+                    + "set STORAGE_EMULATOR_HOST.", userInfo: ["bucket": bucket])
+        }
+        var request = HTTPRequest(method: "GET", url: "\(endpoint)/storage/v1/b/\(Self.encode(bucket))?fields=name")
+        request.connectTimeout = 5
+        request.stallTimeout = 8
+        let response: HTTPResponse
+        do {
+            response = try await send(request)
+        } catch let error as NSError where error.domain == StorageErrorDomain && error.userInfo[StorageErrorRetryableKey] != nil {
+            throw StorageErrorCode.unknown.error(
+                "Cannot reach Cloud Storage at \(endpoint) (\(error.localizedDescription)). Check the network, a proxy, "
+                    + "or STORAGE_EMULATOR_HOST.", userInfo: ["bucket": bucket])
+        }
+        switch response.status {
+        case 200, 403:
+            return
+        case 401:
+            throw StorageErrorCode.unauthenticated.error(
+                "Cloud Storage refused the credentials (401) for gs://\(bucket): check the key file or token, and that it has not expired.",
+                userInfo: [StorageErrorResponseCodeKey: 401, StorageErrorResponseBodyKey: response.bodyText, "bucket": bucket])
+        case 404:
+            throw StorageErrorCode.bucketNotFound.error(
+                "Bucket \(bucket) does not exist at \(endpoint): check storage.url (gs://BUCKET).",
+                userInfo: [StorageErrorResponseCodeKey: 404, "bucket": bucket])
+        default:
+            throw failure(response, object: nil, bucketLevel: true)
+        }
+    }
+
     public func delete(_ path: String, generation: Int64?) async throws {
         var url = objectURL(path)
         if let generation { url += "?ifGenerationMatch=\(generation)" }

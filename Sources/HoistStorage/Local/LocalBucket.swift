@@ -69,6 +69,15 @@ public final class LocalBucket: StorageBackend {
         return try commitLock.withLock { _ in try storedMetadata(of: path) }
     }
 
+    /// The bucket's folder exists (or can be made) and this user can write to it.
+    public func checkAccess() async throws {
+        try prepareBucket()
+        guard access(uploadsDirectory.path, W_OK) == 0 else {
+            throw StorageErrorCode.unauthorized.error(
+                "Cannot write to the bucket folder \(directory.path): give this user write access.", userInfo: ["bucket": bucket])
+        }
+    }
+
     public func delete(_ path: String, generation: Int64?) async throws {
         try validate(path)
         try commitLock.withLock { _ in
