@@ -168,6 +168,9 @@ extension Hoist {
         @Argument(help: "Job manifests (YAML).")
         var jobs: [String]
 
+        @Flag(name: .long, help: "Check the manifest and its hooks only, not this machine (roots may be missing here).")
+        var syntaxOnly = false
+
         func validate() throws {
             guard !jobs.isEmpty else { throw ValidationError("Give at least one manifest.") }
         }
@@ -175,21 +178,33 @@ extension Hoist {
         func run() throws {
             var failed = false
             for path in jobs {
+                let job: Job
                 do {
-                    let job = try Job(file: path)
-                    for note in try job.checkRoots() { FileHandle.standardError.write(Data("\(path): note: \(note)\n".utf8)) }
-                    do {
-                        try HookBus.check(job)
-                    } catch {
-                        FileHandle.standardError.write(Data("\(error)\n".utf8))
-                        failed = true
-                        continue
-                    }
-                    print("\(path): ok (job \(job.manifest.name), \(job.manifest.files.count) file set\(job.manifest.files.count == 1 ? "" : "s"))")
+                    job = try Job(file: path)
                 } catch let error as YAMLError {
                     FileHandle.standardError.write(Data((error.description + "\n").utf8))
                     failed = true
+                    continue
                 }
+                var valid = true
+                do {
+                    try HookBus.check(job)
+                } catch {
+                    FileHandle.standardError.write(Data("\(error)\n".utf8))
+                    valid = false
+                }
+                if !syntaxOnly {
+                    do {
+                        for note in try job.checkRoots() { FileHandle.standardError.write(Data("\(path): note: \(note)\n".utf8)) }
+                    } catch {
+                        FileHandle.standardError.write(Data("\(describe(error))\n".utf8))
+                        valid = false
+                    }
+                }
+                if valid {
+                    print("\(path): ok (job \(job.manifest.name), \(job.manifest.files.count) file set\(job.manifest.files.count == 1 ? "" : "s"))")
+                }
+                failed = failed || !valid
             }
             if failed { throw ExitCode(2) }
         }
