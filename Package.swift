@@ -29,11 +29,14 @@ let package = Package(
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
 
         .target(name: "CHoistChecksum"),
+        // syncfs(2), a GNU extension the Glibc module leaves out: the local bucket's batched durability.
+        .target(name: "CHoistSystem"),
         .target(
             name: "HoistStorage",
             dependencies: [
                 "CCurl",
                 "CHoistChecksum",
+                "CHoistSystem",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ]

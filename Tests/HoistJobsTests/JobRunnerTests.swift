@@ -36,6 +36,44 @@ final class CountingBackend: StorageBackend {
     }
 }
 
+/// A local bucket that records, at each `persist()`, how many objects had been stored: a
+/// journal must never hold more files done than were stored before its last persist.
+final class PersistRecordingBackend: StorageBackend {
+    let inner: LocalBucket
+    let stored = Mutex(0)
+    let persisted = Mutex<[Int]>([])
+    var bucket: String { inner.bucket }
+    init(_ inner: LocalBucket) { self.inner = inner }
+
+    func startUpload(to path: String, attributes: ObjectResource, size: Int64) async throws -> any UploadSession {
+        Session(inner: try await inner.startUpload(to: path, attributes: attributes, size: size), owner: self)
+    }
+    func resumeUpload(id: String) async throws -> any UploadSession { try await inner.resumeUpload(id: id) }
+    func delete(_ path: String, generation: Int64?) async throws { try await inner.delete(path, generation: generation) }
+    func metadata(of path: String) async throws -> ObjectResource { try await inner.metadata(of: path) }
+    func downloadURL(for path: String) async throws -> URL { try await inner.downloadURL(for: path) }
+    func deferPersistence() { inner.deferPersistence() }
+    func persist() throws {
+        let count = stored.withLock { $0 }
+        try inner.persist()
+        persisted.withLock { $0.append(count) }
+    }
+
+    struct Session: UploadSession {
+        let inner: any UploadSession
+        let owner: PersistRecordingBackend
+        var id: String { inner.id }
+        func confirmedOffset() async throws -> Int64 { try await inner.confirmedOffset() }
+        func abandon() async { await inner.abandon() }
+        func send(from source: ByteSource, at offset: Int64, control: TransferControl,
+                  progress: @escaping @Sendable (Int64) -> Void) async throws -> SendOutcome {
+            let outcome = try await inner.send(from: source, at: offset, control: control, progress: progress)
+            if case .finished = outcome { owner.stored.withLock { $0 += 1 } }
+            return outcome
+        }
+    }
+}
+
 /// Records what observers hear.
 final class RecordingObserver: JobObserver {
     let events = Mutex<[String]>([])
@@ -98,6 +136,24 @@ final class SendClock: JobObserver {
         let events = observer.events.withLock { $0 }
         #expect(events.first == "start 2 5300" && events.last == "end")
         #expect(events.contains("skip notes.tmp"))
+    }
+
+    /// Journal writes are batched, and a batch with done rows first makes the stored objects
+    /// durable: the local bucket syncs once per batch, never per file, and no done row precedes it.
+    @Test func doneRowsAreCommittedOnlyAfterTheirObjectsWerePersisted() async throws {
+        let fixture = try JobFixture()
+        for index in 0..<1200 { try fixture.file("d\(index % 5)/f\(index).txt", 3) }
+        let job = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { concurrency: 8 }")
+        let backend = PersistRecordingBackend(LocalBucket(directory: fixture.directory.url.appendingPathComponent("bucket").path))
+        let journal = try Journal(path: fixture.directory.url.appendingPathComponent("journal.sqlite").path)
+        let summary = await JobRunner(job: job, storage: Storage(url: "file:bucket", backend: backend), observers: [],
+                                      journal: journal).run()
+        #expect(summary.uploaded == 1200)
+        #expect(!backend.inner.syncsEachObject)   // no fsync per object
+        let persisted = backend.persisted.withLock { $0 }
+        #expect(!persisted.isEmpty && persisted.count < 100, "\(persisted.count) syncs")   // batches, not one per file
+        #expect(persisted.last == 1200)
+        #expect(journal.fileCounts()["done"] == 1200)
     }
 
     @Test func neverMoreThanConcurrencyInFlight() async throws {

@@ -125,7 +125,8 @@ import Testing
         #expect(try await FakeGCS.download(bucket: StorageEmulator.bucket, object: object, port: port) == data)
     }
 
-    /// A local upload session of `written` (1 MiB), as an earlier run left it, and the local file
+    /// A local upload session (of a large file: small ones keep no session file to resume) of
+    /// `written` (1 MiB), as an earlier run left it, and the local file
     /// `name` as it is now; returns the task that resumes the session.
     private func resumeHalfWrittenLocalSession(_ fixture: LocalBucketFixture, name: String, written: Data, now: Data)
         async throws -> StorageUploadTask
@@ -140,8 +141,8 @@ import Testing
     /// The local bucket: a session an earlier run left half written, then the file changed.
     @Test func localResumeOfAChangedFileStartsAgain() async throws {
         let fixture = try LocalBucketFixture()
-        let new = patternData(3 << 20, seed: 4)
-        let task = try await resumeHalfWrittenLocalSession(fixture, name: "l.bin", written: patternData(3 << 20, seed: 3), now: new)
+        let new = patternData(9 << 20, seed: 4)
+        let task = try await resumeHalfWrittenLocalSession(fixture, name: "l.bin", written: patternData(9 << 20, seed: 3), now: new)
         let last = await EventRecorder(task).finished()
         #expect(last.status == .success, "\(String(describing: last.error))")
         #expect(try fixture.storedBytes("l.bin") == new)
@@ -152,7 +153,7 @@ import Testing
     /// The local bucket: the same, with a file that did not change, continues from the part.
     @Test func localResumeOfTheSameFileContinues() async throws {
         let fixture = try LocalBucketFixture()
-        let data = patternData(3 << 20, seed: 5)
+        let data = patternData(9 << 20, seed: 5)
         let task = try await resumeHalfWrittenLocalSession(fixture, name: "same.bin", written: data, now: data)
         let recorder = EventRecorder(task)
         let last = await recorder.finished()

@@ -101,6 +101,30 @@ public final class Journal: Sendable {
         }
     }
 
+    /// One write of a batch.
+    public enum Write: Sendable {
+        case file(FileRecord)
+        /// The session and confirmed offset of a file in flight.
+        case progress(source: String, destination: String, session: String?, offset: Int64)
+        case run(RunRecord)
+    }
+
+    /// Applies writes in order, in one transaction: what a run records is batched, never a
+    /// transaction per file.
+    public func apply(_ writes: [Write]) throws {
+        try write { db in
+            for item in writes {
+                switch item {
+                case .file(let record): try record.insert(db, onConflict: .replace)
+                case .run(let record): try record.insert(db, onConflict: .replace)
+                case .progress(let source, let destination, let session, let offset):
+                    try db.cachedStatement(sql: "UPDATE file SET session = ?, confirmedOffset = ?, updated = ? WHERE source = ? AND destination = ?")
+                        .execute(arguments: [session, offset, Date().timeIntervalSince1970, source, destination])
+                }
+            }
+        }
+    }
+
     /// Records a run that could not start (a missing root, no credentials, a missing bucket...).
     public func recordFailedStart(job: String, reason: String) throws {
         let now = Date().timeIntervalSince1970

@@ -6,36 +6,75 @@ import Synchronization
 /// when it starts, its session and confirmed offset as bytes move (at most once a second), and
 /// `done` with the server's checksums and generation only once the object is stored and its
 /// checksums matched (a backend verifies them before reporting success).
+///
+/// Writes are batched: one transaction per 1,000 writes or 100 ms, on a queue of its own. A
+/// batch holding `done` rows first makes the stored objects durable (`persist`, the backend's
+/// `persist()`: one `syncfs` for a local bucket), so no row says done before its bytes are on
+/// stable storage, and that costs once per batch rather than fsyncs per file.
 final class JournalRecorder: JobObserver {
     let journal: Journal
     private let runID = UUID().uuidString.lowercased()
+    private let persist: @Sendable () throws -> Void
+    private let writer = DispatchQueue(label: "hoist.journal")
     private struct State {
         var run: Journal.RunRecord?
         var lastSaved: [String: Date] = [:]
         var failure: JournalError?
+        var pending: [Journal.Write] = []
+        var pendingDone = false
+        var flushScheduled = false
     }
     private let state = Mutex(State())
+    static let batchSize = 1000
+    static let batchDelay = 0.1
 
     /// The first write that failed; the runner stops the job on it.
     var failure: JournalError? { state.withLock { $0.failure } }
 
-    private func attempt(_ write: () throws -> Void) {
+    init(journal: Journal, persist: @escaping @Sendable () throws -> Void = {}) {
+        self.journal = journal
+        self.persist = persist
+    }
+
+    private func record(_ write: Journal.Write, done: Bool = false) {
+        let (now, later) = state.withLock { state -> (Bool, Bool) in
+            state.pending.append(write)
+            state.pendingDone = state.pendingDone || done
+            if state.pending.count >= Self.batchSize { return (true, false) }
+            if state.flushScheduled { return (false, false) }
+            state.flushScheduled = true
+            return (false, true)
+        }
+        if now { writer.async { self.flush() } }
+        if later { writer.asyncAfter(deadline: .now() + Self.batchDelay) { self.flush() } }
+    }
+
+    /// Commits what is pending (on the writer queue).
+    private func flush() {
+        let (writes, done) = state.withLock { state -> ([Journal.Write], Bool) in
+            defer {
+                state.pending.removeAll(keepingCapacity: true)
+                state.pendingDone = false
+                state.flushScheduled = false
+            }
+            return (state.pending, state.pendingDone)
+        }
+        guard !writes.isEmpty else { return }
         do {
-            try write()
+            if done { try persist() }
+            try journal.apply(writes)
         } catch {
-            let failure = error as? JournalError ?? JournalError(message: "cannot write the journal \(journal.path): \(error)")
+            let failure = error as? JournalError ?? JournalError(message: "cannot record finished uploads in \(journal.path): \(error)")
             state.withLock { if $0.failure == nil { $0.failure = failure } }
         }
     }
-
-    init(journal: Journal) { self.journal = journal }
 
     func jobStarted(_ job: Job, files: Int?, bytes: Int64?) {
         let run = Journal.RunRecord(id: runID, job: job.manifest.name, started: Date().timeIntervalSince1970, finished: nil,
                                     uploaded: 0, skipped: 0, failed: 0, cancelled: 0, bytes: 0, status: "running",
                                     pid: getpid(), error: nil)
         state.withLock { $0.run = run }
-        attempt { try journal.save(run) }
+        record(.run(run))
     }
 
     func fileSkipped(_ item: PlanItem, reason: String) {}
@@ -48,7 +87,7 @@ final class JournalRecorder: JobObserver {
             let isNew = state.withLock { $0.lastSaved[key] == nil }
             guard isNew else { return }
             state.withLock { $0.lastSaved[key] = .distantPast }
-            attempt { try journal.save(record(item, state: "uploading", session: task?.sessionID ?? item.resumeSession)) }
+            record(.file(row(item, state: "uploading", session: task?.sessionID ?? item.resumeSession)))
         case .progress:
             let now = Date()
             let due = state.withLock { state -> Bool in
@@ -57,23 +96,21 @@ final class JournalRecorder: JobObserver {
                 return true
             }
             guard due, let session = task?.sessionID else { return }
-            attempt {
-                try journal.saveProgress(source: item.file.path, destination: item.destination, session: session,
-                                         offset: snapshot.progress?.completedUnitCount ?? 0)
-            }
+            record(.progress(source: item.file.path, destination: item.destination, session: session,
+                             offset: snapshot.progress?.completedUnitCount ?? 0))
         case .success:
             state.withLock { _ = $0.lastSaved.removeValue(forKey: key) }
-            var done = record(item, state: "done", session: nil)
+            var done = row(item, state: "done", session: nil)
             done.confirmedOffset = snapshot.metadata?.size ?? item.file.size
             done.md5Hash = snapshot.metadata?.md5Hash
             done.crc32c = snapshot.metadata?.resource.crc32c
             done.generation = snapshot.metadata?.generation
-            attempt { try journal.save(done) }
+            record(.file(done), done: true)
         case .failure:
             state.withLock { _ = $0.lastSaved.removeValue(forKey: key) }
-            var failed = record(item, state: "failed", session: nil)
+            var failed = row(item, state: "failed", session: nil)
             failed.error = snapshot.error.map { "\(StorageErrorCode(of: $0).name): \($0.localizedDescription)" }
-            attempt { try journal.save(failed) }
+            record(.file(failed))
         default:
             break
         }
@@ -89,10 +126,11 @@ final class JournalRecorder: JobObserver {
         run.bytes = summary.bytes
         run.status = summary.interrupted ? "interrupted" : (summary.failed > 0 || summary.fatal != nil ? "failed" : "ok")
         run.error = summary.fatal
-        attempt { try journal.save(run) }
+        record(.run(run))
+        writer.sync { flush() }
     }
 
-    private func record(_ item: PlanItem, state: String, session: String?) -> Journal.FileRecord {
+    private func row(_ item: PlanItem, state: String, session: String?) -> Journal.FileRecord {
         Journal.FileRecord(source: item.file.path, destination: item.destination, size: item.file.size,
                            mtime: item.file.modified.timeIntervalSince1970, attributes: Journal.attributesText(item.attributes),
                            state: state, session: session, confirmedOffset: 0, md5Hash: nil, crc32c: nil, generation: nil,

@@ -92,7 +92,10 @@ public final class JobRunner: Sendable {
         self.journal = journal
         self.force = force
         self.remoteCheck = remoteCheck || job.manifest.upload.remoteCheck
-        recorder = journal.map { JournalRecorder(journal: $0) }
+        // With a journal, the backend may leave each object's durability to the journal's
+        // batches (a local bucket then syncs once per batch instead of fsyncs per file).
+        if journal != nil { storage.backend.deferPersistence() }
+        recorder = journal.map { [backend = storage.backend] in JournalRecorder(journal: $0, persist: { try backend.persist() }) }
         self.observers = (recorder.map { [$0] } ?? []) + (hooks.map { [$0] } ?? []) + observers
         self.hooks = hooks
         hooks?.attach(pause: { [weak self] in self?.pauseAll() }, resume: { [weak self] in self?.resumeAll() })
@@ -197,6 +200,7 @@ public final class JobRunner: Sendable {
         summary.interrupted = state.withLock { $0.interrupted }
         summary.seconds = Date().timeIntervalSince(started)
         for observer in observers { observer.jobFinished(summary) }
+        if summary.fatal == nil, let failure = recorder?.failure { summary.fatal = failure.message }
         await hooks?.drain()
         return summary
     }

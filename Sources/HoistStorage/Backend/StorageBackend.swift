@@ -27,6 +27,10 @@ public protocol StorageBackend: Sendable {
     /// host reached, bucket there. Fails within seconds, naming the cause and the fix.
     func checkAccess() async throws
 
+    /// See the extension: deferring durability to batches, and making them durable.
+    func deferPersistence()
+    func persist() throws
+
     /// The stored object's metadata. - Throws: `objectNotFound` when there is none.
     func metadata(of path: String) async throws -> ObjectResource
 
@@ -39,6 +43,15 @@ public protocol StorageBackend: Sendable {
 }
 
 extension StorageBackend {
+    /// Lets objects stored from now on wait for `persist()` to become durable, instead of each
+    /// paying for it when it is stored. For a caller that records objects done in batches (a
+    /// job's journal) and calls `persist()` before each batch. By default there is nothing to defer.
+    public func deferPersistence() {}
+
+    /// Makes every object stored so far durable. A backend whose objects are durable once
+    /// stored (a server that answered) does nothing, the default.
+    public func persist() throws {}
+
     /// Checks, before the first byte moves, that uploads can work at all: credentials found,
     /// host reached, bucket there (GCS: one request). By default, nothing to check.
     /// - Throws: a storage error whose message names the cause and the fix.

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+private import CHoistSystem
 
 /// The embedded default backend: a directory whose files are the objects.
 ///
@@ -13,8 +14,20 @@ public final class LocalBucket: StorageBackend {
     public let directory: URL
     public var bucket: String { directory.lastPathComponent }
     private let commitLock = Mutex(())
+    /// True once a caller takes durability into its own hands (`deferPersistence`): objects
+    /// are then not fsynced one by one, and `persist()` syncs the file system once.
+    private let deferred = Atomic<Bool>(false)
 
     static let reservedName = ".hoist"
+    /// Uploads larger than this keep a session file (`uploads/ID.json`) so another process can
+    /// resume them; smaller ones are written in one go and start again after a crash.
+    static let sessionFileThreshold: Int64 = 8 << 20
+    /// The state folders exist (checked once).
+    private let prepared = Atomic<Bool>(false)
+    /// Folders known to exist below the bucket and its metadata folder: no `mkdir -p` per object.
+    private let knownFolders = Mutex<Set<String>>([])
+    /// The last generation given out: generations only grow, without reading the previous one.
+    private let lastGeneration = Atomic<Int64>(0)
 
     public init(directory: String) {
         self.directory = URL(fileURLWithPath: directory, isDirectory: true).standardizedFileURL
@@ -43,15 +56,21 @@ public final class LocalBucket: StorageBackend {
 
     public func startUpload(to path: String, attributes: ObjectResource, size: Int64) async throws -> any UploadSession {
         try validate(path)
-        try prepareBucket()
-        let descriptor = LocalSessionDescriptor(path: path, attributes: attributes.writable, size: size)
-        let id = UUID().uuidString.lowercased()
-        do {
-            try JSONEncoder().encode(descriptor).write(to: uploadsDirectory.appendingPathComponent("\(id).json"))
-        } catch {
-            throw Self.ioError(error, doing: "starting upload of \(path)")
+        if !prepared.load(ordering: .relaxed) {
+            try prepareBucket()
+            prepared.store(true, ordering: .relaxed)
         }
-        return try LocalUploadSession(bucket: self, id: id, descriptor: descriptor)
+        let descriptor = LocalSessionDescriptor(path: path, attributes: attributes.writable, size: size)
+        let id = newSessionID(size: size)
+        // Only a large upload is worth resuming in another process: a small one starts again.
+        if size > Self.sessionFileThreshold {
+            do {
+                try JSONEncoder().encode(descriptor).write(to: uploadsDirectory.appendingPathComponent("\(id).json"))
+            } catch {
+                throw Self.ioError(error, doing: "starting upload of \(path)")
+            }
+        }
+        return try LocalUploadSession(bucket: self, id: id, descriptor: descriptor, fresh: true)
     }
 
     public func resumeUpload(id: String) async throws -> any UploadSession {
@@ -67,6 +86,27 @@ public final class LocalBucket: StorageBackend {
     public func metadata(of path: String) async throws -> ObjectResource {
         try validate(path)
         return try commitLock.withLock { _ in try storedMetadata(of: path) }
+    }
+
+    public func deferPersistence() {
+        deferred.store(true, ordering: .relaxed)
+    }
+
+    /// Whether each stored object is fsynced as it is stored (the default for library callers).
+    public var syncsEachObject: Bool { !deferred.load(ordering: .relaxed) }
+
+    /// One `syncfs` of the file system holding the bucket: every object stored so far, with
+    /// its metadata and its directory entry, is on stable storage when it returns.
+    public func persist() throws {
+        guard deferred.load(ordering: .relaxed) else { return }
+        let descriptor = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            throw StorageErrorCode.unknown.error("Cannot open bucket folder \(directory.path) to sync it: \(String(cString: strerror(errno))).")
+        }
+        defer { close(descriptor) }
+        guard hoist_syncfs(descriptor) == 0 else {
+            throw StorageErrorCode.unknown.error("Syncing bucket folder \(directory.path) failed: \(String(cString: strerror(errno))).")
+        }
     }
 
     /// The bucket's folder exists (or can be made) and this user can write to it.
@@ -144,16 +184,14 @@ public final class LocalBucket: StorageBackend {
         throws -> ObjectResource
     {
         try commitLock.withLock { _ in
-            let previous = try? storedMetadata(of: path)
             let now = Date()
-            let micros = Int64(now.timeIntervalSince1970 * 1_000_000)
             var resource = attributes.writable
             resource.bucket = bucket
             resource.name = path
             resource.size = size
             resource.md5Hash = md5Hash
             resource.crc32c = crc32c
-            resource.generation = max(micros, (previous?.generation ?? 0) + 1)
+            resource.generation = nextGeneration(now)
             resource.metageneration = 1
             resource.timeCreated = now
             resource.updated = now
@@ -161,20 +199,29 @@ public final class LocalBucket: StorageBackend {
 
             let object = objectURL(path)
             let meta = metaURL(path)
-            try checkNoObjectAbove(path)
             do {
-                let fm = FileManager.default
-                try fm.createDirectory(at: object.deletingLastPathComponent(), withIntermediateDirectories: true)
-                try fm.createDirectory(at: meta.deletingLastPathComponent(), withIntermediateDirectories: true)
-                var isDirectory: ObjCBool = false
-                if fm.fileExists(atPath: object.path, isDirectory: &isDirectory), isDirectory.boolValue {
+                let folder = object.deletingLastPathComponent().path
+                if !knownFolders.withLock({ $0.contains(folder) }) {
+                    try checkNoObjectAbove(path)
+                    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+                    try FileManager.default.createDirectory(at: meta.deletingLastPathComponent(), withIntermediateDirectories: true)
+                    knownFolders.withLock { _ = $0.insert(folder) }
+                }
+                var status = stat()
+                if stat(object.path, &status) == 0, (status.st_mode & S_IFMT) == S_IFDIR {
                     throw StorageErrorCode.invalidArgument.error(
                         "Object \(path) cannot be stored: objects exist below \(path)/ in a local bucket.")
                 }
                 let encoder = JSONEncoder()
                 encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
                 let encoded = try encoder.encode(resource)
-                try encoded.write(to: meta, options: .atomic)
+                // Each object fsynced on its own, or (a journal's batches) all at once by `persist()`:
+                // then the sidecar is written once, in place, with no temporary file to create and rename.
+                if syncsEachObject {
+                    try encoded.write(to: meta, options: .atomic)
+                } else {
+                    try Self.writeInPlace(encoded, to: meta.path)
+                }
                 // Return what a later metadata read returns (times at the file's millisecond precision).
                 resource = try JSONDecoder().decode(ObjectResource.self, from: encoded)
                 if rename(partFile.path, object.path) != 0 {
@@ -184,6 +231,45 @@ public final class LocalBucket: StorageBackend {
                 throw Self.ioError(error, doing: "storing \(path)")
             }
             return resource
+        }
+    }
+
+    /// Writes a file with one `open`, `write` and `close`: no temporary file, no fsync
+    /// (Foundation's `Data.write` fsyncs every file).
+    static func writeInPlace(_ data: Data, to path: String) throws {
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        defer { close(descriptor) }
+        try data.withUnsafeBytes { bytes in
+            var done = 0
+            while done < bytes.count {
+                let wrote = write(descriptor, bytes.baseAddress! + done, bytes.count - done)
+                if wrote < 0, errno == EINTR { continue }
+                guard wrote > 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+                done += wrote
+            }
+        }
+    }
+
+    /// A new session id: a UUID for a large upload (resumable by id from any process); for a
+    /// small one, unique within this bucket without reading the random device each time.
+    private func newSessionID(size: Int64) -> String {
+        guard size <= Self.sessionFileThreshold else { return UUID().uuidString.lowercased() }
+        let serial = sessionSerial.add(1, ordering: .relaxed).newValue
+        return "\(Self.processTag)-\(String(serial, radix: 16))"
+    }
+    private static let processTag = String(UInt64(getpid()), radix: 16) + "-" + String(UInt64(Date().timeIntervalSince1970 * 1e6), radix: 16)
+    private let sessionSerial = Atomic<Int>(0)
+
+    /// A generation above every one given before (microseconds of the clock, or one more).
+    private func nextGeneration(_ now: Date) -> Int64 {
+        let micros = Int64(now.timeIntervalSince1970 * 1_000_000)
+        var last = lastGeneration.load(ordering: .relaxed)
+        while true {
+            let next = max(micros, last + 1)
+            let (exchanged, current) = lastGeneration.compareExchange(expected: last, desired: next, ordering: .relaxed)
+            if exchanged { return next }
+            last = current
         }
     }
 

@@ -18,12 +18,14 @@ actor LocalUploadSession: UploadSession {
     /// Bytes copied per piece: the most a pause or cancel waits for.
     static let pieceSize = 1 << 20
 
-    init(bucket: LocalBucket, id: String, descriptor: LocalSessionDescriptor) throws {
+    /// - Parameter fresh: a session just started, with no part file yet (nothing to read back).
+    init(bucket: LocalBucket, id: String, descriptor: LocalSessionDescriptor, fresh: Bool = false) throws {
         self.id = id
         self.bucket = bucket
         self.descriptor = descriptor
         partFile = bucket.uploadsDirectory.appendingPathComponent("\(id).part")
         descriptorFile = bucket.uploadsDirectory.appendingPathComponent("\(id).json")
+        if fresh { return }
         let fm = FileManager.default
         if !fm.fileExists(atPath: partFile.path), !fm.createFile(atPath: partFile.path, contents: nil) {
             throw StorageErrorCode.unauthorized.error("Cannot write to bucket directory \(bucket.directory.path).")
@@ -63,8 +65,10 @@ actor LocalUploadSession: UploadSession {
         let reader = try source.reader(from: offset)
         let output: FileHandle
         do {
-            output = try FileHandle(forWritingTo: partFile)
-            try output.seek(toOffset: UInt64(written))
+            let descriptor = open(partFile.path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+            guard descriptor >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+            output = FileHandle(fileDescriptor: descriptor, closeOnDealloc: false)
+            if written > 0 { try output.seek(toOffset: UInt64(written)) }
         } catch {
             throw LocalBucket.ioError(error, doing: "writing upload \(id)")
         }
@@ -89,16 +93,18 @@ actor LocalUploadSession: UploadSession {
             progress(written)
         }
         try await control.checkpoint()
-        do {
-            try output.synchronize()
-        } catch {
-            throw LocalBucket.ioError(error, doing: "writing upload \(id)")
+        if bucket.syncsEachObject {
+            do {
+                try output.synchronize()
+            } catch {
+                throw LocalBucket.ioError(error, doing: "writing upload \(id)")
+            }
         }
         let resource = try bucket.commit(
             partFile: partFile, path: descriptor.path, attributes: descriptor.attributes, size: written,
             md5Hash: checksums.md5Base64(), crc32c: checksums.crc32cBase64())
         finished = true
-        try? FileManager.default.removeItem(at: descriptorFile)
+        if descriptor.size > LocalBucket.sessionFileThreshold { try? FileManager.default.removeItem(at: descriptorFile) }
         return .finished(resource)
     }
 
