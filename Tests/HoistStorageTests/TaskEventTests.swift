@@ -29,9 +29,9 @@ import Testing
         let recorder = EventRecorder(task)
         let last = await recorder.finished()
         #expect(recorder.statuses == [.resume, .failure])
-        #expect(errorCode(last) == .objectNotFound)
+        #expect(errorCode(last) == .unknown)
         #expect(last.metadata == nil)
-        #expect((last.error as? NSError)?.localizedDescription.contains("does not exist") == true)
+        #expect((last.error as? NSError)?.localizedDescription.contains("is not reachable") == true)
         #expect(bucket.allFiles().filter { !$0.hasPrefix(".hoist/uploads") }.isEmpty)
     }
 

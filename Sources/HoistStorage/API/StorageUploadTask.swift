@@ -6,7 +6,11 @@ import Foundation
 /// Events: `.resume` when the task starts and on every resume; `.progress` while bytes move
 /// (never while paused) and once at 100%; `.pause`; then `.success` with the stored object's
 /// metadata, or `.failure` with the error (`cancelled` after `cancel()`).
-public final class StorageUploadTask: StorageObservableTask, @unchecked Sendable {
+///
+/// Before its object becomes visible, a task waits until the handlers of the events it has
+/// reported so far have run on the callback queue, so a `cancel()` from a `.progress` handler,
+/// even of the last piece, fails the task with `cancelled` (a local bucket then stores nothing).
+public final class StorageUploadTask: StorageObservableTask, StorageTaskManagement, @unchecked Sendable {
     enum Content {
         case data(Data)
         case file(URL)
@@ -32,7 +36,9 @@ public final class StorageUploadTask: StorageObservableTask, @unchecked Sendable
         self.content = content
         self.resumeID = resumeID
         self.attributes = metadata?.resource.writable ?? ObjectResource()
-        control = TransferControl(limiter: reference.storage.bandwidthLimiter)
+        control = TransferControl(
+            limiter: reference.storage.bandwidthLimiter, chunkSize: reference.storage.effectiveChunkSize,
+            observerQueue: reference.storage.callbackQueue)
         super.init(reference: reference)
         // Known from the start, so a progress observer added early sees the real total.
         switch content {
@@ -41,8 +47,9 @@ public final class StorageUploadTask: StorageObservableTask, @unchecked Sendable
         }
     }
 
-    /// Starts the task: `.resume` fires, then bytes move.
-    func enqueue() {
+    /// Starts the task: `.resume` fires, then bytes move. `putData` and `putFile` call it;
+    /// calling it again does nothing.
+    public func enqueue() {
         let started = transition(.resume) {
             guard state == .unknown else { return false }
             state = .running
@@ -73,7 +80,7 @@ public final class StorageUploadTask: StorageObservableTask, @unchecked Sendable
     }
 
     /// Ends the task: nothing is left in the bucket and it fails with `cancelled`.
-    /// Does nothing once the task has finished.
+    /// Does nothing once the task has finished, or once its object is being stored.
     public func cancel() {
         control.cancel()
     }
@@ -103,7 +110,8 @@ public final class StorageUploadTask: StorageObservableTask, @unchecked Sendable
                         sessionID = resumed.id
                         offset = confirmed
                     } else {
-                        let started = try await backend.startUpload(to: path, attributes: attributes, size: source.size)
+                        let started = try await backend.startUpload(
+                            to: path, attributes: attributes, size: source.size, chunkSize: control.chunkSize)
                         session = started
                         sessionID = started.id
                         offset = 0
@@ -116,6 +124,9 @@ public final class StorageUploadTask: StorageObservableTask, @unchecked Sendable
                         failures = confirmed > offset ? 0 : failures + 1
                         offset = confirmed
                     case .finished(let resource):
+                        // A backend whose object is stored by the server's last answer (GCS):
+                        // a cancel from a handler of the last progress event still wins.
+                        try await control.commitCheckpoint()
                         succeed(resource)
                         return
                     }
@@ -148,13 +159,36 @@ public final class StorageUploadTask: StorageObservableTask, @unchecked Sendable
         case .data(let data):
             return (ByteSource(data: data), path, attributes)
         case .file(let url):
-            let filePath = try Self.localPath(of: url)
-            let source = try ByteSource(filePath: filePath)
+            let filePath: String
+            let source: ByteSource
+            do {
+                filePath = try Self.localPath(of: url)
+                guard Self.isRegularFile(filePath) else { throw Self.unreachable(url) }
+                source = try ByteSource(filePath: filePath)
+            } catch let error as NSError where StorageErrorCode(of: error) == .objectNotFound
+                || StorageErrorCode(of: error) == .invalidArgument {
+                throw Self.unreachable(url)
+            }
             if attributes.contentType == nil {
                 attributes.contentType = ContentType.forPath(filePath) ?? ContentType.forPath(path)
             }
             return (source, path, attributes)
         }
+    }
+
+    /// FirebaseStorage's error for a file URL that is missing, a directory, a symbolic link or
+    /// not a file URL at all.
+    static func unreachable(_ url: URL) -> NSError {
+        StorageError.unknown(
+            message: "File at URL: \(url.absoluteString) is not reachable. "
+                + "Ensure file URL is not a directory, symbolic link, or invalid url.",
+            serverError: [:]) as NSError
+    }
+
+    /// True for a regular file (not a directory, not a symbolic link).
+    static func isRegularFile(_ path: String) -> Bool {
+        let type = (try? FileManager.default.attributesOfItem(atPath: path))?[.type] as? FileAttributeType
+        return type == .typeRegular
     }
 
     /// The error a task ends with once retrying has taken all its time.

@@ -14,6 +14,12 @@ public protocol StorageBackend: Sendable {
     /// Nothing is visible at `path` until the session finishes.
     func startUpload(to path: String, attributes: ObjectResource, size: Int64) async throws -> any UploadSession
 
+    /// As `startUpload(to:attributes:size:)`, for a storage whose `uploadChunkSizeBytes` asks
+    /// for chunks of `chunkSize` bytes (nil: no limit); the default ignores it. A backend that
+    /// sends small objects in one request sends those larger than one chunk in chunks.
+    func startUpload(to path: String, attributes: ObjectResource, size: Int64, chunkSize: Int64?) async throws
+        -> any UploadSession
+
     /// Reopens a session by the `id` of one started earlier, perhaps by another process.
     /// - Throws: `objectNotFound` when the session is gone (finished, abandoned or expired).
     func resumeUpload(id: String) async throws -> any UploadSession
@@ -30,6 +36,12 @@ public protocol StorageBackend: Sendable {
 }
 
 extension StorageBackend {
+    public func startUpload(to path: String, attributes: ObjectResource, size: Int64, chunkSize: Int64?) async throws
+        -> any UploadSession
+    {
+        try await startUpload(to: path, attributes: attributes, size: size)
+    }
+
     public func downloadURL(for path: String, stored: ObjectResource) async throws -> URL {
         try await downloadURL(for: path)
     }

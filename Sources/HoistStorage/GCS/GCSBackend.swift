@@ -24,7 +24,7 @@ public final class GCSBackend: StorageBackend {
         public var stallTimeout: Double = 60
 
         public init(bucket: String, endpoint: String = "https://storage.googleapis.com",
-                    downloadEndpoint: String = "https://firebasestorage.googleapis.com",
+                    downloadEndpoint: String = "https://firebasestorage.googleapis.com:443",
                     credentials: any AccessTokenProvider = NoCredentials()) {
             self.bucket = bucket
             self.endpoint = endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint
@@ -54,13 +54,19 @@ public final class GCSBackend: StorageBackend {
     }
 
     public func startUpload(to path: String, attributes: ObjectResource, size: Int64) async throws -> any UploadSession {
+        try await startUpload(to: path, attributes: attributes, size: size, chunkSize: nil)
+    }
+
+    public func startUpload(to path: String, attributes: ObjectResource, size: Int64, chunkSize: Int64?) async throws
+        -> any UploadSession
+    {
         var resource = attributes.writable
         resource.name = path
         if resource.contentType == nil { resource.contentType = ContentType.fallback }
         if configuration.setsDownloadTokens, resource.metadata?[Self.downloadTokensKey] == nil {
             resource.metadata = (resource.metadata ?? [:]).merging([Self.downloadTokensKey: UUID().uuidString.lowercased()]) { a, _ in a }
         }
-        if size <= configuration.multipartThreshold {
+        if size <= configuration.multipartThreshold, size <= chunkSize ?? .max {
             return GCSMultipartSession(backend: self, resource: resource, size: size)
         }
         var request = HTTPRequest(
