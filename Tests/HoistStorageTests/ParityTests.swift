@@ -205,11 +205,15 @@ final class ProgressProbe: Sendable {
         #expect(puts.count == 4, "\(proxy.requests)")
     }
 
-    /// Cancels from the handler of the last progress event: the task fails with `cancelled`.
+    /// Cancels from the handler of the last progress event, after a while (a handler that does
+    /// some work first): the task fails with `cancelled`.
     func cancelOnLastProgress(_ storage: Storage, object: String) async -> StorageTaskSnapshot {
         let task = storage.reference(withPath: object).putData(patternData(Self.size))
         task.observe(.progress) { snapshot in
-            if snapshot.progress?.completedUnitCount == Int64(Self.size) { task.cancel() }
+            if snapshot.progress?.completedUnitCount == Int64(Self.size) {
+                Thread.sleep(forTimeInterval: 0.3)
+                task.cancel()
+            }
         }
         return await EventRecorder(task).finished()
     }
