@@ -28,7 +28,10 @@ import Testing
         let task = bucket.storage.reference(withPath: "x").putFile(from: URL(fileURLWithPath: "/no/such/file-\(UUID())"))
         let recorder = EventRecorder(task)
         let last = await recorder.finished()
-        #expect(recorder.statuses == [.resume, .failure])
+        // The recorder subscribes after putFile started the task: when the task has already
+        // failed by then, a late `.resume` observer is (rightly) not called. Either way: no
+        // progress, no success, one failure at the end.
+        #expect(recorder.statuses == [.resume, .failure] || recorder.statuses == [.failure], "\(recorder.statuses)")
         #expect(errorCode(last) == .unknown)
         #expect(last.metadata == nil)
         #expect((last.error as? NSError)?.localizedDescription.contains("is not reachable") == true)
