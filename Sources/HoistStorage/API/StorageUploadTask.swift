@@ -36,9 +36,10 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
         self.content = content
         self.resumeID = resumeID
         self.attributes = metadata?.resource.writable ?? ObjectResource()
+        let storage = reference.storage
         control = TransferControl(
-            limiter: reference.storage.bandwidthLimiter, chunkSize: reference.storage.effectiveChunkSize,
-            observerQueue: reference.storage.callbackQueue)
+            limiter: storage.bandwidthLimiter, chunkSize: storage.effectiveChunkSize,
+            observerQueue: { storage.callbackQueue })
         super.init(reference: reference)
         // Known from the start, so a progress observer added early sees the real total.
         switch content {

@@ -17,10 +17,11 @@ public final class TransferControl: Sendable {
     /// The most a backend sends at once (the storage's `uploadChunkSizeBytes`, rounded to
     /// 256 KiB); nil for no limit. Progress is reported at least once per chunk.
     public let chunkSize: Int64?
-    /// The queue the task's observers run on: `commitCheckpoint()` lets it catch up.
-    private let observerQueue: DispatchQueue?
+    /// The queue the task's observers run on now: `commitCheckpoint()` lets it catch up.
+    private let observerQueue: (@Sendable () -> DispatchQueue)?
 
-    public init(limiter: BandwidthLimiter? = nil, chunkSize: Int64? = nil, observerQueue: DispatchQueue? = nil) {
+    public init(limiter: BandwidthLimiter? = nil, chunkSize: Int64? = nil,
+                observerQueue: (@Sendable () -> DispatchQueue)? = nil) {
         self.limiter = limiter
         self.chunkSize = chunkSize
         self.observerQueue = observerQueue
@@ -33,9 +34,9 @@ public final class TransferControl: Sendable {
     /// no effect. A second call returns at once.
     public func commitCheckpoint() async throws {
         if state.withLock({ $0.committed }) { return }
-        if let observerQueue {
+        if let queue = observerQueue?() {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                observerQueue.async { continuation.resume() }
+                queue.async { continuation.resume() }
             }
         }
         try await checkpoint()
