@@ -16,6 +16,7 @@ final class CountingBackend: StorageBackend {
         CountingSession(inner: try await inner.startUpload(to: path, attributes: attributes, size: size), owner: self)
     }
     func resumeUpload(id: String) async throws -> any UploadSession { try await inner.resumeUpload(id: id) }
+    func delete(_ path: String, generation: Int64?) async throws { try await inner.delete(path, generation: generation) }
     func metadata(of path: String) async throws -> ObjectResource { try await inner.metadata(of: path) }
     func downloadURL(for path: String) async throws -> URL { try await inner.downloadURL(for: path) }
 

@@ -31,6 +31,9 @@ public struct JobSummary: Sendable {
     public var interrupted = false
     /// The first failures (at most 100), for the report.
     public var failures: [Failure] = []
+    /// Why the whole job stopped, when no further file could succeed (credentials refused, the
+    /// bucket gone, the journal not writable): the run exits 2.
+    public var fatal: String?
 
     public init(job: String) { self.job = job }
 
@@ -54,6 +57,7 @@ public final class JobRunner: Sendable {
     private let observers: [any JobObserver]
     private let hooks: HookBus?
     private let journal: Journal?
+    private let recorder: JournalRecorder?
     private let force: Bool
     private let remoteCheck: Bool
     /// Files larger than this use the large-file lane.
@@ -80,7 +84,8 @@ public final class JobRunner: Sendable {
         self.journal = journal
         self.force = force
         self.remoteCheck = remoteCheck || job.manifest.upload.remoteCheck
-        self.observers = (journal.map { [JournalRecorder(journal: $0)] } ?? []) + (hooks.map { [$0] } ?? []) + observers
+        recorder = journal.map { JournalRecorder(journal: $0) }
+        self.observers = (recorder.map { [$0] } ?? []) + (hooks.map { [$0] } ?? []) + observers
         self.hooks = hooks
         hooks?.attach(pause: { [weak self] in self?.pauseAll() }, resume: { [weak self] in self?.resumeAll() })
     }
@@ -153,10 +158,20 @@ public final class JobRunner: Sendable {
                     if summary.failures.count < 100 {
                         summary.failures.append(.init(file: item.file.path, destination: item.destination, code: code, message: message))
                     }
-                    if settings.failFast || summary.failed >= (settings.maxErrors ?? .max) {
+                    if Self.fatalCodes.contains(code), summary.fatal == nil {
+                        summary.fatal = message
+                        stopStarting()
+                        cancelInFlight()
+                    } else if settings.failFast || summary.failed >= (settings.maxErrors ?? .max) {
                         stopStarting()
                         if settings.failFast { cancelInFlight() }
                     }
+                }
+                if summary.fatal == nil, let failure = recorder?.failure {
+                    // Without a journal, done work would be forgotten and failures unrecorded: stop.
+                    summary.fatal = failure.message
+                    stopStarting()
+                    cancelInFlight()
                 }
             }
             if let error = iterator.error {
@@ -170,6 +185,9 @@ public final class JobRunner: Sendable {
         await hooks?.drain()
         return summary
     }
+
+    /// Failures that no other file of the job can escape: the run stops at once.
+    static let fatalCodes: Set<StorageErrorCode> = [.unauthenticated, .bucketNotFound, .projectNotFound]
 
     private func upload(_ item: PlanItem) async -> Outcome {
         let metadata = StorageMetadata(item.attributes)
