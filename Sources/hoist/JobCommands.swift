@@ -89,12 +89,10 @@ extension Hoist {
                 try failStart(job, describe(error), journal: nil)
             }
             let storage: Storage
-            let totals: (files: Int, bytes: Int64)
             do {
                 for note in try job.checkRoots() { FileHandle.standardError.write(Data("hoist: note: \(note)\n".utf8)) }
                 storage = try job.makeStorage()
                 try await storage.backend.checkAccess()
-                totals = try Planner(job: job, journal: journal, force: force).check()
             } catch {
                 try failStart(job, describe(error), journal: journal)
             }
@@ -122,7 +120,7 @@ extension Hoist {
             let runner = JobRunner(job: job, storage: storage, observers: observers, hooks: hooks, journal: journal, force: force,
                                    remoteCheck: remoteCheck)
             let signals = SignalHandlers(runner: runner)
-            let summary = await runner.run(totals: totals)
+            let summary = await runner.run()
             signals.cancel()
             withExtendedLifetime(lock) {}
             if let metricsFile {
@@ -275,12 +273,6 @@ extension Hoist {
                 throw ExitCode(2)
             }
             for problem in iterator.problems { FileHandle.standardError.write(Data("hoist: warning: \(problem)\n".utf8)) }
-            do {
-                _ = try Planner(job: job, journal: journal, force: force).check()
-            } catch {
-                FileHandle.standardError.write(Data("hoist: \(error)\n".utf8))
-                throw ExitCode(2)
-            }
             let total = "\(job.manifest.name): \(uploads) to upload (\(ByteFormatter.string(bytes))), \(skips) to skip"
             print(json ? JSONLine.encode(["action": "total", "upload": uploads, "skip": skips, "bytes": bytes]) : total)
         }

@@ -169,8 +169,17 @@ public final class Journal: Sendable {
         return (try? encoder.encode(attributes)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
     }
 
-    public func record(source: String, destination: String) -> FileRecord? {
-        try? database.read { db in try FileRecord.fetchOne(db, key: ["source": source, "destination": destination]) }
+    /// What the journal knows of a file, or nil. One statement, prepared once and reused: a
+    /// plan looks up every file of the tree.
+    public func record(source: String, destination: String) throws -> FileRecord? {
+        do {
+            return try database.inDatabase { db in
+                let statement = try db.cachedStatement(sql: "SELECT * FROM file WHERE source = ? AND destination = ?")
+                return try FileRecord.fetchOne(statement, arguments: [source, destination])
+            }
+        } catch {
+            throw JournalError(reading: path, error)
+        }
     }
 
     /// Writes a file's row.
@@ -232,6 +241,11 @@ public struct JournalError: Error, CustomStringConvertible, Sendable {
             message = "\(path) is not a usable Hoist journal (\(Journal.reason(error))). "
                 + "To start over, move it aside (mv \(path) \(path).bad): the next run uploads again every file it cannot prove unchanged."
         }
+    }
+
+    init(reading path: String, _ error: any Error) {
+        message = "cannot read the journal \(path): \(Journal.reason(error)). If it is damaged, move it aside "
+            + "(mv \(path) \(path).bad) and run again."
     }
 
     init(writing path: String, _ error: any Error) {

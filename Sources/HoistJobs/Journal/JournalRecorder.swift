@@ -30,7 +30,7 @@ final class JournalRecorder: JobObserver {
 
     init(journal: Journal) { self.journal = journal }
 
-    func jobStarted(_ job: Job, files: Int, bytes: Int64) {
+    func jobStarted(_ job: Job, files: Int?, bytes: Int64?) {
         let run = Journal.RunRecord(id: runID, job: job.manifest.name, started: Date().timeIntervalSince1970, finished: nil,
                                     uploaded: 0, skipped: 0, failed: 0, cancelled: 0, bytes: 0, status: "running",
                                     pid: getpid(), error: nil)

@@ -5,10 +5,18 @@ import Synchronization
 /// Hears what a job does. Per-file events arrive on the storage's serial callback queue, in
 /// the order they happened; the others on the runner's task.
 public protocol JobObserver: Sendable {
-    func jobStarted(_ job: Job, files: Int, bytes: Int64)
+    /// The run starts. `files` and `bytes` (to upload) are nil while they are being counted: a
+    /// run walks the tree once, uploading as it goes, and `planCounted` tells them at the end of the walk.
+    func jobStarted(_ job: Job, files: Int?, bytes: Int64?)
+    /// The walk is over: the run uploads this many files and bytes in all (unless it stops early).
+    func planCounted(files: Int, bytes: Int64)
     func fileSkipped(_ item: PlanItem, reason: String)
     func fileEvent(_ item: PlanItem, _ snapshot: StorageTaskSnapshot)
     func jobFinished(_ summary: JobSummary)
+}
+
+extension JobObserver {
+    public func planCounted(files: Int, bytes: Int64) {}
 }
 
 /// How a run ended.
@@ -95,13 +103,16 @@ public final class JobRunner: Sendable {
         case failure(StorageErrorCode, String)
     }
 
-    /// Runs the job to its end. `totals` are the plan's counts (from `Planner.check()`).
-    public func run(totals: (files: Int, bytes: Int64)) async -> JobSummary {
+    /// Runs the job to its end, walking its tree once: files are planned, checked against the
+    /// journal and uploaded as they are found. `totals`, when known (`Planner.check()`), are given
+    /// to observers at the start; else they hear them when the walk ends. A plan error (a
+    /// template that cannot be filled, two files with one destination) stops the run there.
+    public func run(totals: (files: Int, bytes: Int64)? = nil) async -> JobSummary {
         let started = Date()
         let settings = job.manifest.upload
         let concurrency = settings.concurrency
         let largeSlots = max(1, concurrency - 1)
-        for observer in observers { observer.jobStarted(job, files: totals.files, bytes: totals.bytes) }
+        for observer in observers { observer.jobStarted(job, files: totals?.files, bytes: totals?.bytes) }
         var summary = JobSummary(job: job.manifest.name)
 
         await withTaskGroup(of: (PlanItem, Bool, Outcome).self) { group in
@@ -126,6 +137,9 @@ public final class JobRunner: Sendable {
                     if exhausted || deferred.count >= 256 { break }
                     guard var item = iterator.next() else {
                         exhausted = true
+                        if totals == nil, iterator.error == nil {
+                            for observer in observers { observer.planCounted(files: iterator.uploadCount, bytes: iterator.uploadBytes) }
+                        }
                         continue
                     }
                     if remoteCheck, item.decision == Planner.unchanged, await !storedAsJournaled(item) {
@@ -177,6 +191,7 @@ public final class JobRunner: Sendable {
             if let error = iterator.error {
                 summary.failed += 1
                 summary.failures.append(.init(file: job.file, destination: "", code: .invalidArgument, message: error.message))
+                summary.fatal = summary.fatal ?? error.message
             }
         }
         summary.interrupted = state.withLock { $0.interrupted }
@@ -223,7 +238,7 @@ public final class JobRunner: Sendable {
 
     /// Whether the server still holds the object as the journal recorded it (size and MD5).
     private func storedAsJournaled(_ item: PlanItem) async -> Bool {
-        guard let record = journal?.record(source: item.file.path, destination: item.destination),
+        guard let record = (try? journal?.record(source: item.file.path, destination: item.destination)) ?? nil,
               let stored = try? await storage.reference(withPath: item.destination).getMetadata()
         else { return false }
         return stored.size == record.size && stored.md5Hash != nil && stored.md5Hash == record.md5Hash
