@@ -319,6 +319,13 @@ final class ProgressProbe: Sendable {
         let url = try await backend.downloadURL(
             for: "path/to/object", stored: ObjectResource(metadata: [GCSBackend.downloadTokensKey: "12345,ignored"]))
         #expect(url.absoluteString == "https://firebasestorage.googleapis.com:443/v0/b/bucket/o/path%2Fto%2Fobject?alt=media&token=12345")
+        // FirebaseStorage leaves `!$'()*,=:@` as they are, and escapes `&`, `+`, `;`, `/` and space.
+        let special = try await backend.downloadURL(
+            for: "ios/public/-._~!$'()*,=:@&+; x", stored: ObjectResource(metadata: [GCSBackend.downloadTokensKey: "t"]))
+        #expect(special.absoluteString
+            == "https://firebasestorage.googleapis.com:443/v0/b/bucket/o/ios%2Fpublic%2F-._~!$'()*,=:@%26%2B%3B%20x?alt=media&token=t")
+        let storage = Storage(url: "gs://bucket", backend: backend)
+        #expect(try storage.reference(for: special).fullPath == "ios/public/-._~!$'()*,=:@&+; x")
     }
 
     @Test func useEmulatorPointsAGSStorageAtTheServer() async throws {

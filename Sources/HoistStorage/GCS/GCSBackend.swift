@@ -147,7 +147,8 @@ public final class GCSBackend: StorageBackend {
     }
 
     private func firebaseURL(_ path: String, token: String) throws -> URL {
-        let link = "\(configuration.downloadEndpoint)/v0/b/\(Self.encode(bucket))/o/\(Self.encode(path))?alt=media&token=\(token)"
+        let link = "\(configuration.downloadEndpoint)/v0/b/\(Self.encodeForDownload(bucket))/o/"
+            + "\(Self.encodeForDownload(path))?alt=media&token=\(token)"
         guard let url = URL(string: link) else { throw StorageErrorCode.internalError.error("Bad download URL \(link).") }
         return url
     }
@@ -268,6 +269,14 @@ public final class GCSBackend: StorageBackend {
     }
 
     private static let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+
+    /// Percent-encodes as FirebaseStorage writes download URLs: the unreserved characters and
+    /// `!$'()*,=:@` stay as they are (`/`, `&`, `+`, `;` and space are escaped).
+    static func encodeForDownload(_ text: String) -> String {
+        text.addingPercentEncoding(withAllowedCharacters: firebaseAllowed) ?? text
+    }
+
+    private static let firebaseAllowed = unreserved.union(CharacterSet(charactersIn: "!$'()*,=:@"))
 
     /// Checks the stored object against the whole local source: its size, its CRC32C and (where
     /// the server gives one) its MD5 must equal the source's. Bytes this process never sent (a
