@@ -314,6 +314,33 @@ final class ProgressProbe: Sendable {
         }
     }
 
+    @Test func getMetadataRetriesTransientFailuresWithinTheOperationRetryTime() async throws {
+        let name = try await FakeGCS.makeBucket()
+        let proxy = try FaultProxy(upstreamPort: try FakeGCS.port(), ["--fail", "503:2:GET"])
+        let storage = gcsStorage(bucket: name, port: proxy.port)
+        let ref = storage.reference(withPath: "flaky.txt")
+        _ = try await ref.putDataAsync(Data("flaky".utf8))
+        #expect(try await ref.getMetadata().size == 5)
+        #expect(proxy.requests.filter { $0["method"] as? String == "GET" }.count == 3)   // two 503s, then the answer
+        #expect(try await ref.downloadURL().absoluteString.contains("/o/flaky.txt?alt=media&token="))
+    }
+
+    @Test func getMetadataStopsRetryingAtTheOperationRetryTime() async throws {
+        let name = try await FakeGCS.makeBucket()
+        let proxy = try FaultProxy(upstreamPort: try FakeGCS.port(), ["--fail", "503:1000:GET"])
+        let storage = gcsStorage(bucket: name, port: proxy.port)
+        storage.maxOperationRetryTime = 1
+        let started = Date()
+        let error: (any Error)? = await withCheckedContinuation { continuation in
+            storage.reference(withPath: "never").getMetadata { _, error in continuation.resume(returning: error) }
+        }
+        let nsError = try #require(error as? NSError)
+        #expect(nsError.code == StorageErrorCode.retryLimitExceeded.rawValue)
+        #expect(nsError.userInfo["ResponseErrorCode"] as? Int == 503)
+        #expect(Date().timeIntervalSince(started) < 5)
+        #expect(proxy.requests.count > 2)
+    }
+
     @Test func downloadURLsHaveTheSDKsForm() async throws {
         let backend = GCSBackend(GCSBackend.Configuration(bucket: "bucket"))
         let url = try await backend.downloadURL(

@@ -85,9 +85,10 @@ public final class Storage: NSObject, Sendable {
         set { settings.withLock { $0.maxDownloadRetryTime = newValue } }
     }
 
-    /// How long other operations keep retrying, in seconds (default 120). It has no effect on
-    /// uploads; `getMetadata` and `downloadURL` make one request and report its failure without
-    /// retrying, so it has no effect on them either. Kept so FirebaseStorage code compiles.
+    /// How long other operations (`getMetadata`, `downloadURL`) keep retrying transient failures
+    /// (connection errors, 408, 429, 5xx), in seconds (default 120), waiting `retryInitialDelay`
+    /// and then twice as long each time; past it they fail with `retryLimitExceeded`. Uploads
+    /// follow `maxUploadRetryTime` instead.
     public var maxOperationRetryTime: TimeInterval {
         get { settings.withLock { $0.maxOperationRetryTime } }
         set { settings.withLock { $0.maxOperationRetryTime = newValue } }
@@ -121,6 +122,11 @@ public final class Storage: NSObject, Sendable {
     public var bandwidthLimiter: BandwidthLimiter? {
         get { settings.withLock { $0.bandwidthLimiter } }
         set { settings.withLock { $0.bandwidthLimiter = newValue } }
+    }
+
+    /// The retry policy of other operations (metadata, download URLs).
+    var operationRetryPolicy: RetryPolicy {
+        settings.withLock { RetryPolicy(initialDelay: $0.retryInitialDelay, budget: $0.maxOperationRetryTime) }
     }
 
     /// The retry policy uploads follow.

@@ -56,7 +56,7 @@ extension StorageReference {
             throw StorageErrorCode.objectNotFound.error("The root of bucket \(bucket) is not an object.")
         }
         do {
-            return try await storage.backend.downloadURL(for: object)
+            return try await withOperationRetries { try await self.storage.backend.downloadURL(for: object) }
         } catch {
             throw NSError.storage(error)
         }
@@ -68,9 +68,29 @@ extension StorageReference {
             throw StorageErrorCode.objectNotFound.error("The root of bucket \(bucket) is not an object.")
         }
         do {
-            return StorageMetadata(try await storage.backend.metadata(of: object))
+            return StorageMetadata(try await withOperationRetries { try await self.storage.backend.metadata(of: object) })
         } catch {
             throw NSError.storage(error)
+        }
+    }
+
+    /// Runs `operation` again after a transient failure, with backoff, until the storage's
+    /// `maxOperationRetryTime` is spent; then fails with `retryLimitExceeded`.
+    private func withOperationRetries<T: Sendable>(_ operation: @Sendable () async throws -> T) async throws -> T {
+        let policy = storage.operationRetryPolicy
+        let deadline = Date().addingTimeInterval(policy.budget)
+        var failures = 0
+        while true {
+            do {
+                return try await operation()
+            } catch where RetryPolicy.isTransient(error) {
+                failures += 1
+                let delay = policy.delay(attempt: failures, retryAfter: RetryPolicy.retryAfter(error))
+                guard failures <= policy.maxRetries, Date().addingTimeInterval(delay) < deadline else {
+                    throw StorageUploadTask.retryLimitExceeded(after: error)
+                }
+                try await Task.sleep(for: .seconds(delay))
+            }
         }
     }
 
