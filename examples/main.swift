@@ -87,10 +87,12 @@ func uploadFromMemory() async {
         _ = uploadTask
     }
 
-    // The guide's async form.
+    // The guide's async form. It throws a `StorageError`, whose cases say what went wrong.
     do {
         let metadata = try await riversRef.putDataAsync(data)
         print("upload from memory (async): generation \(metadata.generation)")
+    } catch let error as StorageError {
+        print("upload from memory (async): failed: \(error.code.name): \(error.localizedDescription)")
     } catch {
         print("upload from memory (async): failed: \(error.localizedDescription)")
     }
@@ -282,8 +284,30 @@ func fullExample() async {
     }
     await finish("full example", uploadTask)
 
-    // The same error switch, on a file that does not exist.
+    // The same error switch, on a file that does not exist: as in FirebaseStorage, that is
+    // `unknown`, with a message naming the file.
     await finish("missing file", storageRef.child("images/none.jpg").putFile(from: URL(string: "path/to/missing")!))
+
+    // The modern form: `async` throws a `StorageError`; switch over its cases.
+    do {
+        _ = try await storageRef.child("images/none.jpg").putFileAsync(from: URL(string: "path/to/missing")!)
+    } catch let error as StorageError {
+        switch error {
+        case .objectNotFound(let object, _):
+            print("missing file (async): no object \(object)")
+        case .unauthorized(let bucket, let object, _):
+            print("missing file (async): no permission for gs://\(bucket)/\(object)")
+        case .cancelled:
+            print("missing file (async): cancelled")
+        case .unknown(let message, _):
+            // The file is not there (or is a directory, or a symbolic link).
+            print("missing file (async): unknown: \(message)")
+        default:
+            print("missing file (async): \(error.localizedDescription)")
+        }
+    } catch {
+        print("missing file (async): \(error)")
+    }
 }
 
 let workdir = FileManager.default.temporaryDirectory.appendingPathComponent("hoist-examples-\(getpid())")

@@ -78,7 +78,9 @@ import Testing
         let missing = directory.url.appendingPathComponent("missing.txt").path
         let run = try runProcess(hoist, ["cp", "--storage", "file://" + bucket.path, a.path, missing, "p/"])
         #expect(run.status == 1)
-        #expect(run.stderr == "hoist: \(missing): objectNotFound: File \(missing) does not exist.\n")
+        // As FirebaseStorage's putFile: a missing file is `unknown`, with the SDK's message.
+        #expect(run.stderr == "hoist: \(missing): unknown: File at URL: \(URL(fileURLWithPath: missing).absoluteString) is not "
+            + "reachable. Ensure file URL is not a directory, symbolic link, or invalid url.\n")
         #expect(FileManager.default.fileExists(atPath: bucket.appendingPathComponent("p/a.txt").path))
     }
 

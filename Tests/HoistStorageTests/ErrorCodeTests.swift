@@ -22,13 +22,13 @@ import Testing
         #expect(StorageTaskStatus.allCases.map(\.rawValue) == [0, 1, 2, 3, 4, 5])
     }
 
-    @Test func missingFileIsObjectNotFound() async throws {
+    @Test func missingFileIsUnknownAsInFirebase() async throws {
         let bucket = try LocalBucketFixture()
         let path = bucket.directory.url.appendingPathComponent("absent.jpg")
         let error = try #require(await failure(bucket.storage.reference(withPath: "a").putFile(from: path)))
         #expect(error.domain == "FIRStorageErrorDomain")
-        #expect(StorageErrorCode(rawValue: error.code) == .objectNotFound)
-        #expect(error.localizedDescription == "File \(path.path) does not exist.")
+        #expect(StorageErrorCode(rawValue: error.code) == .unknown)
+        #expect(error.localizedDescription == "File at URL: \(path.absoluteString) is not reachable. Ensure file URL is not a directory, symbolic link, or invalid url.")
     }
 
     @Test func uploadToTheRootIsInvalidArgument() async throws {
@@ -42,8 +42,8 @@ import Testing
     @Test func directoryIsNotAFile() async throws {
         let bucket = try LocalBucketFixture()
         let error = try #require(await failure(bucket.storage.reference(withPath: "d").putFile(from: bucket.directory.url)))
-        #expect(StorageErrorCode(rawValue: error.code) == .invalidArgument)
-        #expect(error.localizedDescription.contains("is not a regular file"))
+        #expect(StorageErrorCode(rawValue: error.code) == .unknown)
+        #expect(error.localizedDescription.hasSuffix("is not reachable. Ensure file URL is not a directory, symbolic link, or invalid url."))
     }
 
     @Test(arguments: ["a/../../escape", "..", "a/./b", ".hoist/meta/x"])

@@ -85,7 +85,7 @@ import Testing
 
         // The production form, from the same code with Google's hosts.
         let production = GCSBackend.Configuration(bucket: "my-app.appspot.com")
-        #expect(production.downloadEndpoint == "https://firebasestorage.googleapis.com")
+        #expect(production.downloadEndpoint == "https://firebasestorage.googleapis.com:443")   // as the SDK writes it
         #expect(production.endpoint == "https://storage.googleapis.com")
     }
 
@@ -190,12 +190,10 @@ import Testing
         let storage = gcsStorage(bucket: bucket, port: proxy.port)
         storage.maxUploadRetryTime = 1
         let started = Date()
-        await #expect { try await storage.reference(withPath: "never").putDataAsync(Data("x".utf8)) } throws: { error in
-            let error = error as NSError
-            return error.code == StorageErrorCode.retryLimitExceeded.rawValue
-                && error.userInfo["ResponseCode"] as? Int == 503
-                && (error.userInfo["ResponseBody"] as? String)?.contains("injected") == true
-        }
+        let error = try #require(await putDataError(storage.reference(withPath: "never"), Data("x".utf8)))
+        #expect(error.code == StorageErrorCode.retryLimitExceeded.rawValue
+            && error.userInfo["ResponseCode"] as? Int == 503
+            && (error.userInfo["ResponseBody"] as? String)?.contains("injected") == true)
         #expect(Date().timeIntervalSince(started) < 5)
         #expect(proxy.requests.count > 2)
     }
@@ -247,7 +245,8 @@ import Testing
         #expect(run.stdout.contains("upload from memory: 19 bytes, download URL http://127.0.0.1:"))
         #expect(run.stdout.contains("manage uploads: failed: cancelled"))
         #expect(run.stdout.contains("full example: 100%"))
-        #expect(run.stdout.contains("missing file: failed: objectNotFound"))
+        #expect(run.stdout.contains("missing file: failed: unknown: File at URL: path/to/missing is not reachable."))
+        #expect(run.stdout.contains("missing file (async): unknown: File at URL: path/to/missing is not reachable."))
         #expect(try await FakeGCS.exists(bucket: bucket, object: "images/mountains.jpg"))
     }
 }

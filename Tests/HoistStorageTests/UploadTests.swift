@@ -160,7 +160,8 @@ import Testing
         }
         #expect(throws: (any Error).self) { try result.get() }
         if case .failure(let error) = result {
-            #expect((error as NSError).code == StorageErrorCode.objectNotFound.rawValue)
+            #expect((error as NSError).code == StorageErrorCode.unknown.rawValue)
+            #expect(error is StorageError)
         }
     }
 

@@ -65,11 +65,10 @@ import Testing
         let bucket = try await FakeGCS.makeBucket()
         let proxy = try FaultProxy(upstreamPort: try FakeGCS.port(), ["--corrupt-at", "\(size / 2 + 200):\(method):100"])
         let storage = gcsStorage(bucket: bucket, port: proxy.port) { $0.multipartThreshold = 1 << 20 }
-        await #expect { try await storage.reference(withPath: "corrupt.bin").putDataAsync(patternData(size)) } throws: { error in
-            let error = error as NSError
-            return error.code == StorageErrorCode.nonMatchingChecksum.rawValue
-                && error.localizedDescription.contains("The object was deleted")
-        }
+        // The completion handler's NSError keeps Hoist's message (the async StorageError cannot).
+        let error = try #require(await putDataError(storage.reference(withPath: "corrupt.bin"), patternData(size)))
+        #expect(error.code == StorageErrorCode.nonMatchingChecksum.rawValue
+            && error.localizedDescription.contains("The object was deleted"))
         #expect(try await !FakeGCS.exists(bucket: bucket, object: "corrupt.bin"))
         // The first try and two uploads again from zero.
         let sends = proxy.requests.filter { $0["method"] as? String == method && ($0["length"] as? Int ?? 0) >= size }

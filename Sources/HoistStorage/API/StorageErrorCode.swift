@@ -3,8 +3,9 @@ import Foundation
 /// The error domain of every error HoistStorage reports, as in FirebaseStorage.
 public let StorageErrorDomain: String = "FIRStorageErrorDomain"
 
-/// Why a storage operation failed. Errors reach you as `NSError` in `StorageErrorDomain`
-/// whose `code` is one of these raw values:
+/// Why a storage operation failed. Completion handlers and snapshots get an `NSError` in
+/// `StorageErrorDomain` whose `code` is one of these raw values; the `async` and `Result` APIs
+/// throw the same error as a `StorageError`:
 ///
 /// ```swift
 /// if let error = snapshot.error as? NSError {
@@ -55,7 +56,8 @@ public enum StorageErrorCode: Int, Error, Sendable, CaseIterable {
     /// An `NSError` in `StorageErrorDomain` with this code.
     /// - Parameters:
     ///   - message: the `localizedDescription`.
-    ///   - userInfo: more keys, such as `bucket`, `object`, `ResponseCode` and `ResponseBody`.
+    ///   - userInfo: more keys, such as `bucket`, `object`, `ResponseCode` and `ResponseBody`
+    ///     (a task adds the SDK's `ResponseErrorCode` and `ResponseErrorDomain` to these).
     public func error(_ message: String, userInfo: [String: any Sendable] = [:]) -> NSError {
         var info: [String: Any] = userInfo
         info[NSLocalizedDescriptionKey] = message
@@ -74,11 +76,33 @@ public enum StorageErrorCode: Int, Error, Sendable, CaseIterable {
 }
 
 extension NSError {
-    /// Wraps any error as a storage error; a storage error is returned as it is.
+    /// Wraps any error as a storage error; a storage error is returned as it is, with the
+    /// server's answer described as the SDK describes it (`withServerResponseKeys`).
     static func storage(_ error: any Error) -> NSError {
+        if let error = error as? StorageError { return error as NSError }
         let nsError = error as NSError
-        if nsError.domain == StorageErrorDomain { return nsError }
+        if nsError.domain == StorageErrorDomain { return nsError.withServerResponseKeys() }
         return StorageErrorCode.unknown.error(
             "\(error)", userInfo: ["ResponseErrorDomain": nsError.domain, "ResponseErrorCode": nsError.code])
+    }
+
+    /// The domain FirebaseStorage gives an HTTP status as an error (GTMSessionFetcher's).
+    static let httpStatusDomain = "com.google.HTTPStatus"
+
+    /// A storage error that carries a server's status (`ResponseCode`) also carries it as the
+    /// SDK does: `ResponseErrorCode` (the status), `ResponseErrorDomain` ("com.google.HTTPStatus"),
+    /// `NSUnderlyingErrorKey` (an error in that domain whose `data` is the body), `data` (the
+    /// body's bytes) beside `ResponseBody` (its text).
+    func withServerResponseKeys() -> NSError {
+        guard let status = userInfo[StorageErrorResponseCodeKey] as? Int, userInfo["ResponseErrorCode"] == nil else {
+            return self
+        }
+        var info = userInfo
+        let body = (userInfo[StorageErrorResponseBodyKey] as? String).map { Data($0.utf8) } ?? Data()
+        info["ResponseErrorCode"] = status
+        info["ResponseErrorDomain"] = Self.httpStatusDomain
+        info["data"] = body
+        info[NSUnderlyingErrorKey] = NSError(domain: Self.httpStatusDomain, code: status, userInfo: ["data": body])
+        return NSError(domain: domain, code: code, userInfo: info)
     }
 }

@@ -9,7 +9,10 @@ import Synchronization
 /// metadata.customMetadata = ["camera": "x100"]
 /// ref.putFile(from: url, metadata: metadata)
 /// ```
-public final class StorageMetadata: Equatable, Hashable, CustomStringConvertible, Sendable {
+///
+/// As in FirebaseStorage, two metadata are equal (`isEqual`, `==`) when their
+/// `dictionaryRepresentation()`s are, and `copy()` makes an equal one.
+public final class StorageMetadata: NSObject, Sendable {
     /// Every field lives in one locked value, so metadata can be shared between tasks safely.
     private let fields: Mutex<ObjectResource>
 
@@ -60,7 +63,7 @@ public final class StorageMetadata: Equatable, Hashable, CustomStringConvertible
     public var updated: Date? { fields.withLock { $0.updated } }
 
     /// Empty metadata, to fill in before an upload.
-    public convenience init() { self.init(dictionary: [:]) }
+    public override convenience init() { self.init(dictionary: [:]) }
 
     /// Metadata from a dictionary in the GCS object resource's shape (`name`, `size`,
     /// `metadata` for custom metadata, ...), as `dictionaryRepresentation()` returns it.
@@ -119,11 +122,18 @@ public final class StorageMetadata: Equatable, Hashable, CustomStringConvertible
     /// Always false: Cloud Storage has no folder objects.
     public var isFolder: Bool { false }
 
-    public static func == (lhs: StorageMetadata, rhs: StorageMetadata) -> Bool {
-        lhs.dictionaryRepresentation() == rhs.dictionaryRepresentation()
+    /// A new metadata with the same fields.
+    public override func copy() -> Any { StorageMetadata(resource) }
+
+    /// True for a `StorageMetadata` with an equal `dictionaryRepresentation()`.
+    public override func isEqual(_ object: Any?) -> Bool {
+        guard let other = object as? StorageMetadata else { return false }
+        return other.dictionaryRepresentation() == dictionaryRepresentation()
     }
 
-    public func hash(into hasher: inout Hasher) { hasher.combine(dictionaryRepresentation()) }
+    /// A hash of `dictionaryRepresentation()`, so equal metadata hash alike.
+    public override var hash: Int { dictionaryRepresentation().hashValue }
 
-    public var description: String { "StorageMetadata \(dictionaryRepresentation())" }
+    /// `StorageMetadata` and the dictionary.
+    public override var description: String { "StorageMetadata \(dictionaryRepresentation())" }
 }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// A bucket and an object path, normalized as Firebase does: `//` folds to `/`, and leading
 /// and trailing `/` are trimmed. An empty object path is the bucket's root.
 struct StoragePath: Hashable, Sendable {
@@ -30,23 +32,30 @@ struct StoragePath: Hashable, Sendable {
     var root: StoragePath { StoragePath(bucket: bucket) }
 
     /// Parses `gs://bucket/path` or a Firebase download URL
-    /// (`https://host/v0/b/bucket/o/percent%2Fencoded?...`).
-    static func parse(_ string: String) -> StoragePath? {
+    /// (`http[s]://host/v0/b/bucket/o/percent%2Fencoded?...`).
+    /// - Throws: `StorageError.pathError` with FirebaseStorage's message.
+    static func parse(_ string: String) throws -> StoragePath {
         if string.hasPrefix("gs://") {
             let rest = string.dropFirst("gs://".count)
-            let parts = rest.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
-            guard let bucket = parts.first, !bucket.isEmpty else { return nil }
+            let parts = rest.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: true)
+            guard let bucket = parts.first, !bucket.isEmpty else {
+                throw StorageError.pathError(message: "Internal error: URI must be in the form of gs://<bucket>/<path/to/object>")
+            }
             return StoragePath(bucket: String(bucket), object: parts.count > 1 ? String(parts[1]) : nil)
         }
-        guard string.hasPrefix("http://") || string.hasPrefix("https://") else { return nil }
-        let noQuery = string.split(separator: "?", maxSplits: 1).first.map(String.init) ?? string
-        let components = noQuery.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
-        // ["https:", host, "v0", "b", bucket, "o", object...]
-        guard components.count >= 5, components[2] == "v0", components[3] == "b" else { return nil }
-        let bucket = components[4].removingPercentEncoding ?? components[4]
+        guard string.hasPrefix("http://") || string.hasPrefix("https://") else {
+            throw StorageError.pathError(message: "Internal error: URL scheme must be one of gs://, http://, or https://")
+        }
+        let malformed = StorageError.pathError(message:
+            "Internal error: URL must be in the form of http[s]://<host>/v0/b/<bucket>/o/<path/to/object>[?token=signed_url_params]")
+        // As URL.pathComponents, percent-decoded: ["/", "v0", "b", bucket, "o", object...]
+        guard let url = URL(string: string) else { throw malformed }
+        let components = url.pathComponents
+        guard components.count >= 4, components[1] == "v0", components[2] == "b" else { throw malformed }
+        let bucket = components[3]
+        guard components.count > 4 else { return StoragePath(bucket: bucket) }
+        guard components[4] == "o" else { throw malformed }
         guard components.count > 5 else { return StoragePath(bucket: bucket) }
-        guard components[5] == "o" else { return nil }
-        let object = components.dropFirst(6).joined(separator: "/")
-        return StoragePath(bucket: bucket, object: object.removingPercentEncoding ?? object)
+        return StoragePath(bucket: bucket, object: components[5...].joined(separator: "/"))
     }
 }

@@ -1,45 +1,97 @@
 import Foundation
 
 extension StorageReference {
-    /// A URL that downloads the object: for a local bucket, its `file://` URL.
-    /// - Throws: `objectNotFound` when nothing is stored here.
+    /// A URL that downloads the object: for a local bucket, its `file://` URL; for GCS, the
+    /// Firebase form `https://firebasestorage.googleapis.com:443/v0/b/BUCKET/o/PATH?alt=media&token=TOKEN`
+    /// (the emulator's host and port after `useEmulator`).
+    /// - Throws: `StorageError.objectNotFound` when nothing is stored here.
     public func downloadURL() async throws -> URL {
-        guard let object = path.object else {
-            throw StorageErrorCode.objectNotFound.error("The root of bucket \(bucket) is not an object.")
-        }
         do {
-            return try await storage.backend.downloadURL(for: object)
+            return try await fetchDownloadURL()
         } catch {
-            throw NSError.storage(error)
+            throw StorageError(error)
         }
     }
 
-    /// The download URL, or the error, passed to `completion` on the callback queue.
+    /// The download URL, or the error (an `NSError` in `StorageErrorDomain`), passed to
+    /// `completion` on the callback queue.
     public func downloadURL(completion: @escaping (_ url: URL?, _ error: (any Error)?) -> Void) {
-        deliver(completion) { try await self.downloadURL() }
+        deliver(completion) { try await self.fetchDownloadURL() }
     }
 
-    /// The download URL as a `Result`.
+    /// The download URL as a `Result`; its error is a `StorageError`.
     public func downloadURL(completion: @escaping (Result<URL, any Error>) -> Void) {
         downloadURL(completion: Self.resultCallback(completion))
     }
 
-    /// The stored object's metadata.
-    /// - Throws: `objectNotFound` when nothing is stored here.
+    /// The stored object's metadata, read from the bucket (for GCS, one metadata request).
+    ///
+    /// ```swift
+    /// let metadata = try await ref.getMetadata()
+    /// print(metadata.size, metadata.contentType ?? "", metadata.md5Hash ?? "")
+    /// ```
+    /// - Throws: `StorageError.objectNotFound` when nothing is stored here.
     public func getMetadata() async throws -> StorageMetadata {
+        do {
+            return try await fetchMetadata()
+        } catch {
+            throw StorageError(error)
+        }
+    }
+
+    /// The stored object's metadata, or the error (an `NSError` in `StorageErrorDomain`),
+    /// passed to `completion` on the callback queue.
+    public func getMetadata(completion: @escaping (_ metadata: StorageMetadata?, _ error: (any Error)?) -> Void) {
+        deliver(completion) { try await self.fetchMetadata() }
+    }
+
+    /// The stored object's metadata as a `Result`; its error is a `StorageError`.
+    public func getMetadata(completion: @escaping (Result<StorageMetadata, any Error>) -> Void) {
+        getMetadata(completion: Self.resultCallback(completion))
+    }
+
+    /// The download URL; failures as storage `NSError`s.
+    private func fetchDownloadURL() async throws -> URL {
         guard let object = path.object else {
             throw StorageErrorCode.objectNotFound.error("The root of bucket \(bucket) is not an object.")
         }
         do {
-            return StorageMetadata(try await storage.backend.metadata(of: object))
+            return try await withOperationRetries { try await self.storage.backend.downloadURL(for: object) }
         } catch {
             throw NSError.storage(error)
         }
     }
 
-    /// The stored object's metadata, or the error, passed to `completion` on the callback queue.
-    public func getMetadata(completion: @escaping (_ metadata: StorageMetadata?, _ error: (any Error)?) -> Void) {
-        deliver(completion) { try await self.getMetadata() }
+    /// The metadata; failures as storage `NSError`s.
+    private func fetchMetadata() async throws -> StorageMetadata {
+        guard let object = path.object else {
+            throw StorageErrorCode.objectNotFound.error("The root of bucket \(bucket) is not an object.")
+        }
+        do {
+            return StorageMetadata(try await withOperationRetries { try await self.storage.backend.metadata(of: object) })
+        } catch {
+            throw NSError.storage(error)
+        }
+    }
+
+    /// Runs `operation` again after a transient failure, with backoff, until the storage's
+    /// `maxOperationRetryTime` is spent; then fails with `retryLimitExceeded`.
+    private func withOperationRetries<T: Sendable>(_ operation: @Sendable () async throws -> T) async throws -> T {
+        let policy = storage.operationRetryPolicy
+        let deadline = Date().addingTimeInterval(policy.budget)
+        var failures = 0
+        while true {
+            do {
+                return try await operation()
+            } catch where RetryPolicy.isTransient(error) {
+                failures += 1
+                let delay = policy.delay(attempt: failures, retryAfter: RetryPolicy.retryAfter(error))
+                guard failures <= policy.maxRetries, Date().addingTimeInterval(delay) < deadline else {
+                    throw StorageUploadTask.retryLimitExceeded(after: error)
+                }
+                try await Task.sleep(for: .seconds(delay))
+            }
+        }
     }
 
     /// Runs `operation` and hands its outcome to `completion` on the callback queue.
@@ -50,7 +102,7 @@ extension StorageReference {
         let queue = storage.callbackQueue
         Task {
             let outcome: Result<T, any Error>
-            do { outcome = .success(try await operation()) } catch { outcome = .failure(error) }
+            do { outcome = .success(try await operation()) } catch { outcome = .failure(NSError.storage(error)) }
             queue.async {
                 switch outcome {
                 case .success(let value): completion.value(value, nil)

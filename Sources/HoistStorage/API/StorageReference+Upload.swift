@@ -9,7 +9,7 @@ extension StorageReference {
     }
 
     /// Uploads `uploadData` and calls `completion` on the callback queue with the stored
-    /// object's metadata or the error.
+    /// object's metadata or the error (an `NSError` in `StorageErrorDomain`).
     @discardableResult
     public func putData(
         _ uploadData: Data, metadata: StorageMetadata? = nil,
@@ -26,7 +26,9 @@ extension StorageReference {
         putFile(from: fileURL, metadata: metadata, completion: nil)
     }
 
-    /// Uploads the file at `fileURL` and calls `completion` on the callback queue.
+    /// Uploads the file at `fileURL` and calls `completion` on the callback queue with the
+    /// stored object's metadata or the error (an `NSError` in `StorageErrorDomain`). A missing
+    /// file, a directory or a symbolic link fails with `unknown`, as in FirebaseStorage.
     @discardableResult
     public func putFile(
         from fileURL: URL, metadata: StorageMetadata? = nil,
@@ -43,7 +45,7 @@ extension StorageReference {
         start(StorageUploadTask(reference: self, content: .file(fileURL), metadata: metadata, resuming: sessionID), nil)
     }
 
-    /// `putData` with a `Result`.
+    /// `putData` with a `Result`; its error is a `StorageError`.
     @discardableResult
     public func putData(
         _ uploadData: Data, metadata: StorageMetadata? = nil,
@@ -52,7 +54,7 @@ extension StorageReference {
         putData(uploadData, metadata: metadata, completion: Self.resultCallback(completion))
     }
 
-    /// `putFile` with a `Result`.
+    /// `putFile` with a `Result`; its error is a `StorageError`.
     @discardableResult
     public func putFile(
         from: URL, metadata: StorageMetadata? = nil,
@@ -63,6 +65,7 @@ extension StorageReference {
 
     /// Uploads `uploadData` and returns the stored object's metadata.
     /// Cancelling the calling `Task` cancels the upload.
+    /// - Throws: a `StorageError`, such as `.cancelled`.
     /// - Parameter onProgress: called on the callback queue as bytes move.
     public func putDataAsync(
         _ uploadData: Data, metadata: StorageMetadata? = nil, onProgress: ((Progress?) -> Void)? = nil
@@ -72,6 +75,7 @@ extension StorageReference {
 
     /// Uploads the file at `url` and returns the stored object's metadata.
     /// Cancelling the calling `Task` cancels the upload.
+    /// - Throws: a `StorageError`, such as `.unknown` for a file that is not there.
     public func putFileAsync(
         from url: URL, metadata: StorageMetadata? = nil, onProgress: ((Progress?) -> Void)? = nil
     ) async throws -> StorageMetadata {
@@ -100,11 +104,12 @@ extension StorageReference {
                     if let metadata = snapshot.metadata {
                         continuation.resume(returning: metadata)
                     } else {
-                        continuation.resume(throwing: StorageErrorCode.internalError.error("Upload succeeded without metadata."))
+                        continuation.resume(throwing: StorageError.internalError(message: "Upload succeeded without metadata."))
                     }
                 }
                 task.observe(.failure) { snapshot in
-                    continuation.resume(throwing: snapshot.error ?? StorageErrorCode.internalError.error("Upload failed."))
+                    continuation.resume(throwing: snapshot.error.map(StorageError.init)
+                        ?? StorageError.internalError(message: "Internal Storage Error in putDataAsync"))
                 }
                 task.enqueue()
             }
@@ -113,12 +118,15 @@ extension StorageReference {
         }
     }
 
+    /// Adapts a `Result` completion to the `(value, error)` form; the error becomes a `StorageError`.
     static func resultCallback<T>(_ completion: @escaping (Result<T, any Error>) -> Void) -> (T?, (any Error)?) -> Void {
         { value, error in
             if let value {
                 completion(.success(value))
+            } else if let error {
+                completion(.failure(StorageError(error)))
             } else {
-                completion(.failure(error ?? StorageErrorCode.unknown.error("No result and no error.")))
+                completion(.failure(StorageError.internalError(message: "Internal failure in getResultCallback")))
             }
         }
     }

@@ -9,7 +9,10 @@ import Foundation
 /// spaceRef.name              // "space.jpg"
 /// spaceRef.parent()?.name    // "images"
 /// ```
-public final class StorageReference: Hashable, CustomStringConvertible, Sendable {
+///
+/// As in FirebaseStorage, two references are equal (`isEqual`, `==`) when their storages are
+/// equal and their paths are the same; `copy()` makes an equal one.
+public final class StorageReference: NSObject, Sendable {
     /// The service that made this reference.
     public let storage: Storage
     let path: StoragePath
@@ -41,11 +44,17 @@ public final class StorageReference: Hashable, CustomStringConvertible, Sendable
     }
 
     /// `gs://bucket/path`.
-    public var description: String { "gs://\(bucket)/\(fullPath)" }
+    public override var description: String { "gs://\(bucket)/\(fullPath)" }
 
-    public static func == (lhs: StorageReference, rhs: StorageReference) -> Bool {
-        lhs.storage === rhs.storage && lhs.path == rhs.path
+    /// A new reference to the same place in the same storage.
+    public override func copy() -> Any { StorageReference(storage: storage, path: path) }
+
+    /// True for a reference to the same path in an equal storage.
+    public override func isEqual(_ object: Any?) -> Bool {
+        guard let other = object as? StorageReference else { return false }
+        return storage.isEqual(other.storage) && path == other.path
     }
 
-    public func hash(into hasher: inout Hasher) { hasher.combine(path) }
+    /// As FirebaseStorage: the storage's hash combined with the bucket's.
+    public override var hash: Int { storage.hash ^ path.bucket.hashValue }
 }

@@ -2,7 +2,7 @@ import Foundation
 
 /// The base of upload tasks: state, progress, result, and the snapshot of them.
 /// Thread-safe: every mutable field is guarded by `lock`.
-public class StorageTask: @unchecked Sendable {
+public class StorageTask: NSObject, @unchecked Sendable {
     /// Where the task works.
     public let reference: StorageReference
 

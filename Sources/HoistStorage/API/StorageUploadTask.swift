@@ -6,7 +6,11 @@ import Foundation
 /// Events: `.resume` when the task starts and on every resume; `.progress` while bytes move
 /// (never while paused) and once at 100%; `.pause`; then `.success` with the stored object's
 /// metadata, or `.failure` with the error (`cancelled` after `cancel()`).
-public final class StorageUploadTask: StorageObservableTask, @unchecked Sendable {
+///
+/// Before its object becomes visible, a task waits until the handlers of the events it has
+/// reported so far have run on the callback queue, so a `cancel()` from a `.progress` handler,
+/// even of the last piece, fails the task with `cancelled` (a local bucket then stores nothing).
+public final class StorageUploadTask: StorageObservableTask, StorageTaskManagement, @unchecked Sendable {
     enum Content {
         case data(Data)
         case file(URL)
@@ -32,7 +36,10 @@ public final class StorageUploadTask: StorageObservableTask, @unchecked Sendable
         self.content = content
         self.resumeID = resumeID
         self.attributes = metadata?.resource.writable ?? ObjectResource()
-        control = TransferControl(limiter: reference.storage.bandwidthLimiter)
+        let storage = reference.storage
+        control = TransferControl(
+            limiter: storage.bandwidthLimiter, chunkSize: storage.effectiveChunkSize,
+            observerQueue: { storage.callbackQueue })
         super.init(reference: reference)
         // Known from the start, so a progress observer added early sees the real total.
         switch content {
@@ -41,8 +48,9 @@ public final class StorageUploadTask: StorageObservableTask, @unchecked Sendable
         }
     }
 
-    /// Starts the task: `.resume` fires, then bytes move.
-    func enqueue() {
+    /// Starts the task: `.resume` fires, then bytes move. `putData` and `putFile` call it;
+    /// calling it again does nothing.
+    public func enqueue() {
         let started = transition(.resume) {
             guard state == .unknown else { return false }
             state = .running
@@ -73,7 +81,7 @@ public final class StorageUploadTask: StorageObservableTask, @unchecked Sendable
     }
 
     /// Ends the task: nothing is left in the bucket and it fails with `cancelled`.
-    /// Does nothing once the task has finished.
+    /// Does nothing once the task has finished, or once its object is being stored.
     public func cancel() {
         control.cancel()
     }
@@ -111,7 +119,8 @@ public final class StorageUploadTask: StorageObservableTask, @unchecked Sendable
                     if let current = session {
                         if failures > 0 { offset = try await current.confirmedOffset() }
                     } else {
-                        let started = try await backend.startUpload(to: path, attributes: attributes, size: source.size)
+                        let started = try await backend.startUpload(
+                            to: path, attributes: attributes, size: source.size, chunkSize: control.chunkSize)
                         session = started
                         sessionID = started.id
                         offset = 0
@@ -131,6 +140,9 @@ public final class StorageUploadTask: StorageObservableTask, @unchecked Sendable
                                 "\(change); the object was not kept. Upload it again once it is complete.",
                                 userInfo: ["file": source.filePath ?? "", "object": path])
                         }
+                        // A backend whose object is stored by the server's last answer (GCS):
+                        // a cancel from a handler of the last progress event still wins.
+                        try await control.commitCheckpoint()
                         succeed(resource)
                         return
                     }
@@ -171,13 +183,36 @@ public final class StorageUploadTask: StorageObservableTask, @unchecked Sendable
         case .data(let data):
             return (ByteSource(data: data), path, attributes)
         case .file(let url):
-            let filePath = try Self.localPath(of: url)
-            let source = try ByteSource(filePath: filePath)
+            let filePath: String
+            let source: ByteSource
+            do {
+                filePath = try Self.localPath(of: url)
+                guard Self.isRegularFile(filePath) else { throw Self.unreachable(url) }
+                source = try ByteSource(filePath: filePath)
+            } catch let error as NSError where StorageErrorCode(of: error) == .objectNotFound
+                || StorageErrorCode(of: error) == .invalidArgument {
+                throw Self.unreachable(url)
+            }
             if attributes.contentType == nil {
                 attributes.contentType = ContentType.forPath(filePath) ?? ContentType.forPath(path)
             }
             return (source, path, attributes)
         }
+    }
+
+    /// FirebaseStorage's error for a file URL that is missing, a directory, a symbolic link or
+    /// not a file URL at all.
+    static func unreachable(_ url: URL) -> NSError {
+        StorageError.unknown(
+            message: "File at URL: \(url.absoluteString) is not reachable. "
+                + "Ensure file URL is not a directory, symbolic link, or invalid url.",
+            serverError: [:]) as NSError
+    }
+
+    /// True for a regular file (not a directory, not a symbolic link).
+    static func isRegularFile(_ path: String) -> Bool {
+        let type = (try? FileManager.default.attributesOfItem(atPath: path))?[.type] as? FileAttributeType
+        return type == .typeRegular
     }
 
     /// The error a task ends with once retrying has taken all its time.

@@ -126,7 +126,17 @@ enum RFC3339 {
     private static let withFraction = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
     private static let plain = Date.ISO8601FormatStyle()
 
-    static func string(_ date: Date) -> String { date.formatted(withFraction) }
+    /// The time at the nearest millisecond, as FirebaseStorage writes it: `...01.673Z` read
+    /// and written back stays `...01.673Z` (formatting the `Date` alone truncates, and
+    /// `.673` is stored as `.67299...`).
+    static func string(_ date: Date) -> String {
+        let millis = (date.timeIntervalSince1970 * 1000).rounded()
+        let seconds = (millis / 1000).rounded(.down)
+        let fraction = Int(millis - seconds * 1000)
+        let whole = Date(timeIntervalSince1970: seconds).formatted(plain)   // 2016-03-01T20:16:01Z
+        return whole.dropLast() + "." + String(repeating: "0", count: fraction < 10 ? 2 : fraction < 100 ? 1 : 0)
+            + "\(fraction)Z"
+    }
 
     static func date(_ text: String) -> Date? {
         (try? withFraction.parse(text)) ?? (try? plain.parse(text))

@@ -14,6 +14,12 @@ public protocol StorageBackend: Sendable {
     /// Nothing is visible at `path` until the session finishes.
     func startUpload(to path: String, attributes: ObjectResource, size: Int64) async throws -> any UploadSession
 
+    /// As `startUpload(to:attributes:size:)`, for a storage whose `uploadChunkSizeBytes` asks
+    /// for chunks of `chunkSize` bytes (nil: no limit); the default ignores it. A backend that
+    /// sends small objects in one request sends those larger than one chunk in chunks.
+    func startUpload(to path: String, attributes: ObjectResource, size: Int64, chunkSize: Int64?) async throws
+        -> any UploadSession
+
     /// Reopens a session by the `id` of one started earlier, perhaps by another process.
     /// - Throws: `objectNotFound` when the session is gone (finished, abandoned or expired).
     func resumeUpload(id: String) async throws -> any UploadSession
@@ -51,6 +57,12 @@ extension StorageBackend {
     /// Makes every object stored so far durable. A backend whose objects are durable once
     /// stored (a server that answered) does nothing, the default.
     public func persist() throws {}
+
+    public func startUpload(to path: String, attributes: ObjectResource, size: Int64, chunkSize: Int64?) async throws
+        -> any UploadSession
+    {
+        try await startUpload(to: path, attributes: attributes, size: size)
+    }
 
     /// Checks, before the first byte moves, that uploads can work at all: credentials found,
     /// host reached, bucket there (GCS: one request). By default, nothing to check.

@@ -6,15 +6,45 @@ public final class TransferControl: Sendable {
     private struct State {
         var paused = false
         var cancelled = false
+        /// Past `commitCheckpoint()`: the object is being stored, a cancel comes too late.
+        var committed = false
         var waiters: [CheckedContinuation<Void, any Error>] = []
     }
 
     private let state = Mutex(State())
     /// The bandwidth limit this transfer shares with others, if any.
     public let limiter: BandwidthLimiter?
+    /// The most a backend sends at once (the storage's `uploadChunkSizeBytes`, rounded to
+    /// 256 KiB); nil for no limit. Progress is reported at least once per chunk.
+    public let chunkSize: Int64?
+    /// The queue the task's observers run on now: `commitCheckpoint()` lets it catch up.
+    private let observerQueue: (@Sendable () -> DispatchQueue)?
 
-    public init(limiter: BandwidthLimiter? = nil) {
+    public init(limiter: BandwidthLimiter? = nil, chunkSize: Int64? = nil,
+                observerQueue: (@Sendable () -> DispatchQueue)? = nil) {
         self.limiter = limiter
+        self.chunkSize = chunkSize
+        self.observerQueue = observerQueue
+    }
+
+    /// Call right before the step that makes the object visible (a local rename), or, for a
+    /// backend where the server's last answer did, before reporting success. Waits until the
+    /// observers of every event reported so far have run (so a `cancel()` from the handler of
+    /// the last progress event counts), then as `checkpoint()`; once it returns, `cancel()` has
+    /// no effect. A second call returns at once.
+    public func commitCheckpoint() async throws {
+        if state.withLock({ $0.committed }) { return }
+        if let queue = observerQueue?() {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                queue.async { continuation.resume() }
+            }
+        }
+        try await checkpoint()
+        let cancelled = state.withLock { state in
+            if !state.cancelled { state.committed = true }
+            return state.cancelled
+        }
+        if cancelled { throw Self.cancelledError }
     }
 
     /// Waits for the bandwidth limit to allow `count` more bytes (returns at once without one).
@@ -67,6 +97,7 @@ public final class TransferControl: Sendable {
 
     func cancel() {
         let waiters = state.withLock { state in
+            guard !state.committed else { return [CheckedContinuation<Void, any Error>]() }
             state.cancelled = true
             defer { state.waiters.removeAll() }
             return state.waiters

@@ -24,7 +24,7 @@ public final class GCSBackend: StorageBackend {
         public var stallTimeout: Double = 60
 
         public init(bucket: String, endpoint: String = "https://storage.googleapis.com",
-                    downloadEndpoint: String = "https://firebasestorage.googleapis.com",
+                    downloadEndpoint: String = "https://firebasestorage.googleapis.com:443",
                     credentials: any AccessTokenProvider = NoCredentials()) {
             self.bucket = bucket
             self.endpoint = endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint
@@ -54,13 +54,19 @@ public final class GCSBackend: StorageBackend {
     }
 
     public func startUpload(to path: String, attributes: ObjectResource, size: Int64) async throws -> any UploadSession {
+        try await startUpload(to: path, attributes: attributes, size: size, chunkSize: nil)
+    }
+
+    public func startUpload(to path: String, attributes: ObjectResource, size: Int64, chunkSize: Int64?) async throws
+        -> any UploadSession
+    {
         var resource = attributes.writable
         resource.name = path
         if resource.contentType == nil { resource.contentType = ContentType.fallback }
         if configuration.setsDownloadTokens, resource.metadata?[Self.downloadTokensKey] == nil {
             resource.metadata = (resource.metadata ?? [:]).merging([Self.downloadTokensKey: UUID().uuidString.lowercased()]) { a, _ in a }
         }
-        if size <= configuration.multipartThreshold {
+        if size <= configuration.multipartThreshold, size <= chunkSize ?? .max {
             return GCSMultipartSession(backend: self, resource: resource, size: size)
         }
         var request = HTTPRequest(
@@ -141,7 +147,8 @@ public final class GCSBackend: StorageBackend {
     }
 
     private func firebaseURL(_ path: String, token: String) throws -> URL {
-        let link = "\(configuration.downloadEndpoint)/v0/b/\(Self.encode(bucket))/o/\(Self.encode(path))?alt=media&token=\(token)"
+        let link = "\(configuration.downloadEndpoint)/v0/b/\(Self.encodeForDownload(bucket))/o/"
+            + "\(Self.encodeForDownload(path))?alt=media&token=\(token)"
         guard let url = URL(string: link) else { throw StorageErrorCode.internalError.error("Bad download URL \(link).") }
         return url
     }
@@ -262,6 +269,14 @@ public final class GCSBackend: StorageBackend {
     }
 
     private static let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+
+    /// Percent-encodes as FirebaseStorage writes download URLs: the unreserved characters and
+    /// `!$'()*,=:@` stay as they are (`/`, `&`, `+`, `;` and space are escaped).
+    static func encodeForDownload(_ text: String) -> String {
+        text.addingPercentEncoding(withAllowedCharacters: firebaseAllowed) ?? text
+    }
+
+    private static let firebaseAllowed = unreserved.union(CharacterSet(charactersIn: "!$'()*,=:@"))
 
     /// Checks the stored object against the whole local source: its size, its CRC32C and (where
     /// the server gives one) its MD5 must equal the source's. Bytes this process never sent (a

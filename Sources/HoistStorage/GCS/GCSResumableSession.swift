@@ -60,7 +60,7 @@ final class GCSResumableSession: UploadSession {
         }
         let size = source.size
         var length = size - offset
-        if let chunk = backend.configuration.chunkSize, chunk > 0 {
+        if let chunk = control.chunkSize ?? backend.configuration.chunkSize, chunk > 0 {
             let rounded = max(256 << 10, chunk / (256 << 10) * (256 << 10))
             if length > rounded { length = rounded }
         }

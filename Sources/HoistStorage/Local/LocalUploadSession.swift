@@ -76,7 +76,7 @@ actor LocalUploadSession: UploadSession {
 
         while written < descriptor.size {
             try await control.checkpoint()
-            let want = min(Self.pieceSize, Int(descriptor.size - written))
+            let want = min(Self.pieceSize, Int(control.chunkSize ?? Int64(Self.pieceSize)), Int(descriptor.size - written))
             try await control.throttle(want)
             let piece = try reader.read(upTo: want)
             guard !piece.isEmpty else {
@@ -92,7 +92,7 @@ actor LocalUploadSession: UploadSession {
             written += Int64(piece.count)
             progress(written)
         }
-        try await control.checkpoint()
+        try await control.commitCheckpoint()
         if bucket.syncsEachObject {
             do {
                 try output.synchronize()

@@ -30,3 +30,12 @@ final class LocalBucketFixture {
     }
 }
 
+
+/// Uploads `data` through the completion handler and returns its error: the `NSError` form,
+/// which keeps Hoist's details (the last error before `retryLimitExceeded`, the checksums of
+/// `nonMatchingChecksum`) that the `StorageError` the async API throws has no room for.
+func putDataError(_ ref: StorageReference, _ data: Data) async -> NSError? {
+    await withCheckedContinuation { continuation in
+        ref.putData(data, metadata: nil) { _, error in continuation.resume(returning: error as NSError?) }
+    }
+}
