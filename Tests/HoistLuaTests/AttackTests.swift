@@ -1,0 +1,169 @@
+import Foundation
+import Testing
+@testable import HoistLua
+
+/// Attacks on the sandbox's budgets by a hostile script: each one must end within its budget,
+/// with an error naming the script and line, and leave the runtime usable.
+@Suite struct BudgetAttackTests {
+    /// Runs `code` as the body of `attack()`, and checks it stops with `message` in under `within` s.
+    func expectStopped(_ code: String, limits: LuaRuntime.Limits, message: String, within: Double = 3,
+                       sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let lua = try LuaRuntime(limits: limits)
+        let script = try lua.load("function attack()\n\(code)\nend\nfunction fine() return 'still here' end", name: "attack.lua")
+        let started = Date()
+        #expect(throws: LuaError.self, sourceLocation: sourceLocation) {
+            do { try lua.call(script, "attack") } catch let error as LuaError {
+                #expect(error.script == "attack.lua" && error.line != nil, "\(error)", sourceLocation: sourceLocation)
+                #expect(error.message.contains(message), "\(error)", sourceLocation: sourceLocation)
+                throw error
+            }
+        }
+        let elapsed = Date().timeIntervalSince(started)
+        #expect(elapsed < within, "took \(elapsed) s", sourceLocation: sourceLocation)
+        #expect(try lua.call(script, "fine") == [.string("still here")], sourceLocation: sourceLocation)
+    }
+
+    @Test func xpcallWithALoopingMessageHandlerIsStopped() throws {
+        try expectStopped("""
+            xpcall(function() while true do end end, function(message) while true do end end)
+            while true do end
+            """, limits: .init(instructions: 100_000, seconds: 30), message: "instruction budget exceeded")
+    }
+
+    @Test func xpcallHandlerLoopAfterAPlainErrorIsStopped() throws {
+        try expectStopped("""
+            xpcall(function() error("boom") end, function(message) while true do end end)
+            """, limits: .init(instructions: 100_000, seconds: 30), message: "instruction budget exceeded")
+    }
+
+    @Test func coroutinesShareTheCallsInstructionBudget() throws {
+        // Each coroutine once had a fresh count: this ran 10^6 coroutines of 10^6 instructions.
+        try expectStopped("""
+            while true do
+              local co = coroutine.create(function() for i = 1, 300000 do end end)
+              coroutine.resume(co)
+            end
+            """, limits: .init(instructions: 1_000_000, seconds: 60), message: "instruction budget exceeded", within: 2)
+    }
+
+    @Test func aCoroutineMadeInAnEarlierCallIsCountedToo() throws {
+        let lua = try LuaRuntime(limits: .init(instructions: 1_000_000, seconds: 60))
+        let script = try lua.load("""
+            local co = coroutine.wrap(function() while true do for i = 1, 300000 do end coroutine.yield() end end)
+            function attack() while true do co() end end
+            """, name: "attack.lua")
+        let started = Date()
+        #expect { try lua.call(script, "attack") } throws: { ($0 as? LuaError)?.message.contains("instruction budget exceeded") == true }
+        #expect(Date().timeIntervalSince(started) < 2)
+    }
+
+    @Test func backtrackingPatternIsStoppedInsideC() throws {
+        try expectStopped("""
+            local s = string.rep("a", 20000)
+            return string.find(s, ".-.-.-.-.-b")
+            """, limits: .init(instructions: 10_000_000, seconds: 60), message: "instruction budget exceeded")
+    }
+
+    @Test func backtrackingPatternInPcallAndMethodsIsStoppedToo() throws {
+        try expectStopped("""
+            local s = string.rep("a", 20000)
+            for i = 1, 100 do pcall(function() return s:match(".-.-.-.-.-b") end) end
+            """, limits: .init(instructions: 10_000_000, seconds: 60), message: "instruction budget exceeded")
+        try expectStopped("""
+            local s = string.rep("a", 20000)
+            return s:gsub("(.-)(.-)(.-)b", "%1")
+            """, limits: .init(instructions: 10_000_000, seconds: 60), message: "instruction budget exceeded")
+    }
+
+    @Test func longPlainFindIsCounted() throws {
+        try expectStopped("""
+            local s = string.rep("a", 4000000)
+            local needle = string.rep("a", 1000000) .. "b"
+            for i = 1, 1000 do string.find(s, needle, 1, true) end
+            """, limits: .init(instructions: 10_000_000, memory: 64 << 20, seconds: 60), message: "instruction budget exceeded")
+    }
+
+    @Test func patternsStillWork() throws {
+        let lua = try LuaRuntime()
+        let script = try lua.load("""
+            function probe()
+              local words = {}
+              for w in ("one two three"):gmatch("%a+") do words[#words + 1] = w end
+              local k, v = string.match("key = value", "(%w+)%s*=%s*(%w+)")
+              return table.concat(words, ","), k, v, ("hello"):find("l+"), (("a.b.c"):gsub("%.", "/"))
+            end
+            """, name: "probe.lua")
+        #expect(try lua.call(script, "probe") == [.string("one,two,three"), .string("key"), .string("value"), .integer(3),
+                                                 .string("a/b/c")])
+    }
+
+    @Test func wallClockLimitStopsACallWhateverItDoes() throws {
+        try expectStopped("while true do end", limits: .init(instructions: Int.max / 2, seconds: 0.5),
+                          message: "time limit exceeded", within: 2)
+    }
+
+    @Test func looping__gcFinalizerIsRefused() throws {
+        try expectStopped("""
+            setmetatable({}, { __gc = function() while true do end end })
+            """, limits: .init(), message: "__gc metamethods are not allowed")
+    }
+
+    @Test func cancelStopsARunningCallFromAnotherThread() throws {
+        let lua = try LuaRuntime(limits: .init(instructions: Int.max / 2, seconds: 600))
+        let script = try lua.load("function spin() xpcall(function() while true do end end, function(m) while true do end end) end",
+                                  name: "spin.lua")
+        let runtime = UncheckedBox(lua)
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.3) { runtime.value.cancel() }
+        let started = Date()
+        #expect { try lua.call(script, "spin") } throws: { ($0 as? LuaError)?.message.contains("stopped: the job is stopping") == true }
+        #expect(Date().timeIntervalSince(started) < 2)
+        #expect { try lua.call(script, "spin") } throws: { ($0 as? LuaError)?.message.contains("stopped") == true }
+    }
+}
+
+/// Values crossing between Swift and Lua: bounded in depth and size.
+@Suite struct HostValueAttackTests {
+    @Test func deeplyNestedResultFromSwiftIsAnErrorNotACrash() throws {
+        let lua = try LuaRuntime()
+        var deep: LuaValue = .integer(1)
+        for _ in 0..<300 { deep = .array([deep]) }
+        let value = deep
+        lua.setGlobal("deep", .function(LuaFunction { _ in [value] }))
+        let script = try lua.load("function probe() local ok, err = pcall(deep) return ok, err end", name: "probe.lua")
+        let results = try #require(try lua.call(script, "probe"))
+        #expect(results.first == .boolean(false))
+        #expect(results.last?.string?.contains("nested deeper than 64 levels") == true, "\(results)")
+    }
+
+    @Test func sharedTableDAGHandedToSwiftIsBounded() throws {
+        let lua = try LuaRuntime(limits: .init(memory: 2 << 20))
+        lua.setGlobal("count", .function(LuaFunction { arguments in [.integer(Int64(arguments.count))] }))
+        let script = try lua.load("""
+            function attack()
+              local t = { "leaf" }
+              for i = 1, 30 do t = { t, t } end
+              return count(t)
+            end
+            """, name: "attack.lua")
+        let started = Date()
+        #expect { try lua.call(script, "attack") } throws: {
+            ($0 as? LuaError)?.message.contains("arguments too large: more than the memory limit of 2097152 bytes") == true
+        }
+        #expect(Date().timeIntervalSince(started) < 2)
+    }
+
+    @Test func hugeResultFromSwiftCountsAgainstTheMemoryLimit() throws {
+        let lua = try LuaRuntime(limits: .init(memory: 2 << 20))
+        lua.setGlobal("big", .function(LuaFunction { _ in [.string(String(repeating: "x", count: 8 << 20))] }))
+        let script = try lua.load("function attack() return #big() end", name: "attack.lua")
+        #expect { try lua.call(script, "attack") } throws: {
+            ($0 as? LuaError)?.message.contains("result too large") == true
+        }
+        #expect(lua.memoryInUse < 2 << 20)
+    }
+}
+
+final class UncheckedBox<T>: @unchecked Sendable {
+    let value: T
+    init(_ value: T) { self.value = value }
+}
