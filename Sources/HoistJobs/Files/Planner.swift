@@ -54,6 +54,24 @@ public struct Planner: Sequence {
 
     public func makeIterator() -> Iterator { Iterator(planner: self) }
 
+    /// Sets `item`'s decision from the journal, for its destination and metadata as they are
+    /// now: unchanged since a finished upload (skip), or unfinished (its session, to resume).
+    /// The runner asks again after `before_upload` changed an item, so the journal is looked up
+    /// under the same destination it is recorded under.
+    public func consultJournal(_ item: inout PlanItem) {
+        item.decision = .upload
+        item.resumeSession = nil
+        guard let journal, !force,
+              let record = journal.record(source: item.file.path, destination: item.destination),
+              record.size == item.file.size, abs(record.mtime - item.file.modified.timeIntervalSince1970) < 0.001,
+              record.attributes == Journal.attributesText(item.attributes) else { return }
+        if record.state == "done", job.manifest.upload.skipUnchanged {
+            item.decision = Planner.unchanged
+        } else if record.state == "uploading", let session = record.session {
+            item.resumeSession = session
+        }
+    }
+
     /// The decision for a file the journal knows unchanged.
     public static let unchanged = PlanItem.Decision.skip("unchanged since the last upload")
 
@@ -109,16 +127,7 @@ public struct Planner: Sequence {
                     try apply(settings, to: &attributes, context)
                 }
                 var item = PlanItem(file: file, destination: destination, attributes: attributes, decision: .upload, fileSetIndex: index)
-                if let journal = planner.journal, !planner.force,
-                   let record = journal.record(source: file.path, destination: destination),
-                   record.size == file.size, abs(record.mtime - file.modified.timeIntervalSince1970) < 0.001,
-                   record.attributes == Journal.attributesText(attributes) {
-                    if record.state == "done", planner.job.manifest.upload.skipUnchanged {
-                        item.decision = Planner.unchanged
-                    } else if record.state == "uploading", let session = record.session {
-                        item.resumeSession = session
-                    }
-                }
+                planner.consultJournal(&item)
                 return item
             } catch {
                 self.error = PlanError(message: "\(file.path): \(error.message)")

@@ -160,5 +160,21 @@ public func normalizedObjectPath(_ path: String) throws(ValueError) -> String {
         segments.append(segment)
     }
     guard !segments.isEmpty else { throw ValueError("destination '\(path)' is empty") }
-    return segments.joined(separator: "/")
+    let name = segments.joined(separator: "/")
+    // Cloud Storage's naming rules: no control characters (a NUL or a newline would also make two
+    // names one file in a local bucket), at most 1024 bytes of UTF-8.
+    if let control = name.unicodeScalars.first(where: { $0.value < 0x20 || $0.value == 0x7f }) {
+        throw ValueError("destination '\(name.debugDescription.dropFirst().dropLast())' contains the control character U+\(String(format: "%04X", control.value)): object names cannot")
+    }
+    guard name.utf8.count <= 1024 else {
+        throw ValueError("destination '\(name.prefix(60))...' is \(name.utf8.count) bytes long: object names are at most 1024 bytes")
+    }
+    return name
+}
+
+/// Why `value` cannot be sent as an HTTP header value or metadata (a control character, which
+/// could start a header of its own), or nil when it can.
+public func headerValueProblem(_ value: String) -> String? {
+    guard let control = value.unicodeScalars.first(where: { ($0.value < 0x20 && $0 != "\t") || $0.value == 0x7f }) else { return nil }
+    return "contains the control character U+\(String(format: "%04X", control.value)): header values cannot"
 }

@@ -103,8 +103,24 @@ public final class JobRunner: Sendable {
             var running = 0
             var runningLarge = 0
             var deferred: [PlanItem] = []
-            var iterator = Planner(job: job, journal: journal, force: force).makeIterator()
+            let planner = Planner(job: job, journal: journal, force: force)
+            var iterator = planner.makeIterator()
             var exhausted = false
+            // With a before_upload hook, destinations are known only after it: the sources of this
+            // run's destinations, to refuse two files sent to one object.
+            var claimed: [String: String] = [:]
+            let rewrites = hooks?.defined.contains("before_upload") ?? false
+            func fail(_ item: PlanItem, _ message: String) {
+                if state.withLock({ $0.interrupted }) {
+                    summary.cancelled += 1
+                    return
+                }
+                summary.failed += 1
+                if summary.failures.count < 100 {
+                    summary.failures.append(.init(file: item.file.path, destination: item.destination, code: .invalidArgument, message: message))
+                }
+                if settings.failFast || summary.failed >= (settings.maxErrors ?? .max) { stopStarting() }
+            }
 
             func start(_ item: PlanItem, large: Bool) {
                 running += 1
@@ -126,7 +142,28 @@ public final class JobRunner: Sendable {
                     if remoteCheck, item.decision == Planner.unchanged, await !storedAsJournaled(item) {
                         item.decision = .upload
                     }
-                    if item.decision == .upload, let hooks { item = await hooks.beforeUpload(item) }
+                    if item.decision == .upload, let hooks {
+                        let planned = item
+                        do { item = try await hooks.beforeUpload(item) } catch {
+                            fail(item, "\(error)")
+                            continue
+                        }
+                        if state.withLock({ $0.stopping }) {
+                            // Stopped while the hook ran (whatever it answered): start nothing more.
+                            if state.withLock({ $0.interrupted }) { summary.cancelled += 1 }
+                            continue
+                        }
+                        if item.destination != planned.destination || item.attributes != planned.attributes {
+                            planner.consultJournal(&item)
+                        }
+                    }
+                    if rewrites, item.decision == .upload || item.decision == Planner.unchanged {
+                        if let other = claimed[item.destination], other != item.file.path {
+                            fail(item, "\(other) and \(item.file.path) both go to '\(item.destination)' after before_upload: nothing uploaded for the second")
+                            continue
+                        }
+                        claimed[item.destination] = item.file.path
+                    }
                     if case .skip(let reason) = item.decision {
                         summary.skipped += 1
                         for observer in observers { observer.fileSkipped(item, reason: reason) }
@@ -225,6 +262,7 @@ public final class JobRunner: Sendable {
             $0.stopping = true
             $0.interrupted = true
         }
+        hooks?.cancel()
         cancelInFlight()
     }
 
