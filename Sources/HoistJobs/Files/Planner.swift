@@ -81,7 +81,7 @@ public struct Planner: Sequence {
         var walker: FileWalker?
         /// The first error met (a template that cannot be filled); iteration stops there.
         public private(set) var error: PlanError?
-        public private(set) var problems: [String] = []
+        public private(set) var problems: [WalkProblem] = []
 
         init(planner: Planner) { self.planner = planner }
 

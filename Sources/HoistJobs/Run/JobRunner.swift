@@ -196,6 +196,13 @@ public final class JobRunner: Sendable {
                     }
                 }
             }
+            // Files and folders inside a root that the walk could not read are failures, not skips.
+            for problem in iterator.problems where problem.isFailure {
+                summary.failed += 1
+                if summary.failures.count < 100 {
+                    summary.failures.append(.init(file: problem.path, destination: "", code: .invalidArgument, message: problem.message))
+                }
+            }
             if let error = iterator.error {
                 summary.failed += 1
                 summary.failures.append(.init(file: job.file, destination: "", code: .invalidArgument, message: error.message))

@@ -1,0 +1,56 @@
+import Foundation
+import HoistJobs
+import HoistStorage
+import HoistTestSupport
+import Testing
+
+/// Files Hoist cannot see must fail loudly, never vanish from a run that exits 0.
+@Suite struct WalkAttackTests {
+    @Test func aNameThatIsNotUTF8FailsTheFileLoudly() async throws {
+        let fixture = try JobFixture()
+        try fixture.file("ok.txt", 10)
+        let src = fixture.directory.url.appendingPathComponent("src").path
+        _ = try python("open(b'\(src)/only\\xff.txt', 'wb').write(b'x' * 10)")
+        let job = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\n")
+        let storage = try job.makeStorage()
+        let runner = JobRunner(job: job, storage: storage, observers: [])
+        let summary = await runner.run(totals: try Planner(job: job).check())
+        #expect(summary.uploaded == 1)
+        #expect(summary.failed == 1)
+        let failure = try #require(summary.failures.first)
+        #expect(failure.file == "\(src)/only\u{FFFD}.txt")
+        #expect(failure.message.contains("the name is not valid UTF-8"), "\(failure.message)")
+
+        // The command says so and exits 1.
+        let run = try runProcess(productsDirectory.appendingPathComponent("hoist").path,
+                                 ["run", "--force", fixture.directory.url.appendingPathComponent("job.yaml").path])
+        #expect(run.status == 1, "\(run.stdout)\(run.stderr)")
+        #expect(run.stderr.contains("not valid UTF-8"), "\(run.stderr)")
+    }
+
+    @Test func anUnreadableFolderInsideARootIsAFailure() throws {
+        let fixture = try JobFixture()
+        try fixture.file("ok.txt", 10)
+        try fixture.file("locked/secret.txt", 10)
+        let folder = fixture.directory.url
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\n")
+        for path in [folder.path, folder.appendingPathComponent("src").path] {
+            try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: path)
+        }
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: folder.appendingPathComponent("src/ok.txt").path)
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: folder.appendingPathComponent("job.yaml").path)
+        let locked = folder.appendingPathComponent("src/locked")
+        try FileManager.default.setAttributes([.posixPermissions: 0o000], ofItemAtPath: locked.path)
+        defer { try? FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: locked.path) }
+        // root reads every folder: run as nobody, as a cron job of an unprivileged user would.
+        let hoist = productsDirectory.appendingPathComponent("hoist").path
+        let arguments = ["run", folder.appendingPathComponent("job.yaml").path]
+        let run = getuid() == 0
+            ? try runProcess("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", hoist] + arguments,
+                             environment: ["HOME": folder.path, "PATH": "/usr/bin:/bin"])
+            : try runProcess(hoist, arguments)
+        #expect(run.status == 1, "\(run.stdout)\(run.stderr)")
+        #expect(run.stderr.contains("\(locked.path): invalidArgument: cannot list the folder: Permission denied"), "\(run.stderr)")
+        #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent("bucket/ok.txt").path))
+    }
+}
