@@ -50,6 +50,8 @@ public final class LuaRuntime: @unchecked Sendable {
     }
     /// The registry reference of the sandbox table every script environment reads through.
     private var sandbox: Int32 = 0
+    /// The registry reference of the function that makes a script's environment.
+    private var environmentMaker: Int32 = 0
 
     /// The Lua version this process linked, such as `"Lua 5.4"`.
     public static var version: String { "Lua " + LUA_VERSION_MAJOR + "." + LUA_VERSION_MINOR }
@@ -175,6 +177,40 @@ public final class LuaRuntime: @unchecked Sendable {
             """)
         lua_setfield(L, -2, "setmetatable")
         sandbox = luaL_ref(L, hoist_lua_registryindex())
+        // No script reaches the shared tables: the string metatable (whose __index is the real
+        // string library, used by every script's methods) and the sandbox behind each
+        // environment are hidden from getmetatable.
+        _ = hoist_luaL_dostring(L, "getmetatable('').__metatable = false")
+        // Each script's environment: copies of the library tables (two levels, as hoist.job), so
+        // a script that replaces string.upper or log.info changes them for itself only; its
+        // `load` gives chunks that environment unless told another.
+        _ = hoist_luaL_dostring(L, """
+            local pairs, type, select, setmetatable = pairs, type, select, setmetatable
+            return function(sandbox)
+              local load = sandbox.load
+              local function copy(t, depth)
+                local c = {}
+                for k, v in pairs(t) do
+                  if type(v) == "table" and depth < 2 then c[k] = copy(v, depth + 1) else c[k] = v end
+                end
+                return c
+              end
+              return function()
+                local env = {}
+                for k, v in pairs(sandbox) do
+                  if type(v) == "table" then env[k] = copy(v, 1) end
+                end
+                env.load = function(chunk, name, mode, ...)
+                  if select("#", ...) > 0 then return load(chunk, name, mode, (...)) end
+                  return load(chunk, name, mode, env)
+                end
+                return setmetatable(env, { __index = sandbox, __metatable = false })
+              end
+            end
+            """)
+        lua_rawgeti(L, hoist_lua_registryindex(), lua_Integer(sandbox))
+        _ = hoist_lua_pcall(L, 1, 1, 0)
+        environmentMaker = luaL_ref(L, hoist_lua_registryindex())
     }
 
     /// Adds a global every script sees (a host API table such as `log` or `json`).
@@ -217,12 +253,13 @@ public final class LuaRuntime: @unchecked Sendable {
         lua_pushcclosure(L, hoist_lua_traceback, 0)
         let status = loadChunk(source, name: name)
         if status != LUA_OK { throw popError(script: name) }
-        // The script's environment: its own globals, reading through to the sandbox.
-        lua_createtable(L, 0, 8)
-        lua_createtable(L, 0, 1)
-        lua_rawgeti(L, hoist_lua_registryindex(), lua_Integer(sandbox))
-        lua_setfield(L, -2, "__index")
-        _ = lua_setmetatable(L, -2)
+        // The script's environment: its own globals and its own copy of every library, reading
+        // through to the sandbox's base functions (see `environmentMaker`).
+        budget.pointee.relaxed = 1
+        lua_rawgeti(L, hoist_lua_registryindex(), lua_Integer(environmentMaker))
+        let made = hoist_lua_pcall(L, 0, 1, 0)
+        budget.pointee.relaxed = 0
+        if made != LUA_OK { throw popError(script: name) }
         lua_pushvalue(L, -1)
         let environment = luaL_ref(L, hoist_lua_registryindex())
         _ = lua_setupvalue(L, -2, 1)

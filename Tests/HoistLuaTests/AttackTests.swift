@@ -167,3 +167,43 @@ final class UncheckedBox<T>: @unchecked Sendable {
     let value: T
     init(_ value: T) { self.value = value }
 }
+
+/// One script must not change what another sees.
+@Suite struct IsolationAttackTests {
+    @Test func oneScriptCannotReplaceStringUpperOrLogForAnother() throws {
+        let lua = try LuaRuntime()
+        let said = UncheckedBox(NSMutableArray())
+        lua.setGlobal("log", .table(["info": .function(LuaFunction { arguments in
+            said.value.add(arguments.first?.string ?? "")
+            return []
+        })]))
+        _ = try lua.load("""
+            string.upper = function() return "pwned" end
+            log.info = function() end
+            pcall(function() getmetatable("").__index.upper = function() return "pwned" end end)
+            pcall(function() rawset(getmetatable(_ENV).__index, "tostring", function() return "pwned" end) end)
+            """, name: "evil.lua")
+        let victim = try lua.load("""
+            function probe()
+              log.info("still logged")
+              return string.upper("x"), ("y"):upper(), tostring(1), getmetatable("") == false
+            end
+            """, name: "victim.lua")
+        #expect(try lua.call(victim, "probe") == [.string("X"), .string("Y"), .string("1"), .boolean(true)])
+        #expect(said.value.contains("still logged"))
+    }
+
+    @Test func loadKeepsTheScriptsEnvironmentOrTheOneGiven() throws {
+        let lua = try LuaRuntime()
+        let script = try lua.load("""
+            answer = 42
+            function probe()
+              return load("return string.upper('x') .. answer")(), load("return x", "chunk", "t", { x = 5 })(),
+                     select(2, load("\\27Lua", "b", "b"))
+            end
+            """, name: "probe.lua")
+        let results = try #require(try lua.call(script, "probe"))
+        #expect(results.prefix(2) == [.string("X42"), .integer(5)])
+        #expect(results.last?.string?.contains("attempt to load a binary chunk") == true, "\(results)")
+    }
+}
