@@ -85,4 +85,5 @@ let brokenManifests: [(file: String, expected: String)] = [
     ("43-memory-limit-too-large.yaml", "43-memory-limit-too-large.yaml:6:16: size '1e300' is too large: at most 8 EiB (9223372036854775807 bytes)"),
     ("44-duration-too-long.yaml", "44-duration-too-long.yaml:6:14: duration '1e300s' is too long: at most 100 years"),
     ("45-deep-nesting.yaml", "45-deep-nesting.yaml:5:77: nested deeper than 64 levels: a manifest needs far fewer"),
+    ("46-header-injection.yaml", "46-header-injection.yaml:6:30: bad template 'text/plain\\r\\nX-Injected: yes': it contains the control character U+000D, which object names and header values cannot"),
 ]

@@ -53,4 +53,26 @@ import Testing
         #expect(run.stderr.contains("\(locked.path): invalidArgument: cannot list the folder: Permission denied"), "\(run.stderr)")
         #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent("bucket/ok.txt").path))
     }
+
+    @Test func aFileNameWithANewlineFailsThatFileOnly() async throws {
+        let fixture = try JobFixture()
+        try fixture.file("ok.txt", 10)
+        try fixture.file("evil\nX-Injected: yes.txt", 10)
+        let job = try fixture.job("""
+            storage: { url: 'file:bucket' }
+            files:
+              - root: src
+                metadata: { contentDisposition: 'attachment; filename="{name}"' }
+            """)
+        let totals = try Planner(job: job).check()
+        #expect(totals.files == 1)
+        let runner = JobRunner(job: job, storage: try job.makeStorage(), observers: [])
+        let summary = await runner.run(totals: totals)
+        #expect(summary.uploaded == 1 && summary.failed == 1)
+        let failure = try #require(summary.failures.first)
+        #expect(failure.file.hasSuffix("evil\nX-Injected: yes.txt"))
+        #expect(failure.message.contains("contains the control character U+000A: object names cannot"), "\(failure.message)")
+        let stored = try FileManager.default.contentsOfDirectory(atPath: fixture.directory.url.appendingPathComponent("bucket").path)
+        #expect(stored.filter { !$0.hasPrefix(".") } == ["ok.txt"])
+    }
 }

@@ -120,11 +120,17 @@ public struct Planner: Sequence {
             let context = Template.Context(relativePath: path, modified: file.modified, job: planner.job.manifest.name,
                                            now: planner.now, environment: planner.job.environment)
             do {
-                let destination = try normalizedObjectPath(try set.destination.render(context))
+                let destination = try normalizedObjectPath(try set.destination.render(context), checkingName: false)
                 var attributes = ObjectResource()
                 for settings in [set.metadata] + set.rules.filter({ $0.match.contains { $0.matches(path) } }).map(\.metadata) {
                     guard let settings else { continue }
                     try apply(settings, to: &attributes, context)
+                }
+                // A name or a header this one file makes impossible (from its own name): that file
+                // fails, the others go on.
+                if let problem = objectNameProblem(destination) ?? Self.headerProblem(attributes) {
+                    problems.append(WalkProblem(path: file.path, message: problem, isFailure: true))
+                    return nil
                 }
                 var item = PlanItem(file: file, destination: destination, attributes: attributes, decision: .upload, fileSetIndex: index)
                 planner.consultJournal(&item)
@@ -133,6 +139,18 @@ public struct Planner: Sequence {
                 self.error = PlanError(message: "\(file.path): \(error.message)")
                 return nil
             }
+        }
+
+        /// The first metadata value that cannot be an HTTP header (a control character), or nil.
+        static func headerProblem(_ attributes: ObjectResource) -> String? {
+            let fields: [(String, String?)] = [("contentType", attributes.contentType), ("cacheControl", attributes.cacheControl),
+                                               ("contentDisposition", attributes.contentDisposition),
+                                               ("contentEncoding", attributes.contentEncoding), ("contentLanguage", attributes.contentLanguage)]
+                + (attributes.metadata ?? [:]).sorted { $0.key < $1.key }.flatMap { [("customMetadata key", $0.key), ("customMetadata.\($0.key)", $0.value)] }
+            for (name, value) in fields {
+                if let value, let problem = headerValueProblem(value) { return "\(name) \(problem)" }
+            }
+            return nil
         }
 
         private func apply(_ settings: MetadataSettings, to attributes: inout ObjectResource, _ context: Template.Context) throws(ValueError) {

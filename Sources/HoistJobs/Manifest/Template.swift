@@ -21,6 +21,10 @@ public struct Template: Decodable, Sendable, Equatable, CustomStringConvertible 
 
     public init(parsing text: String) throws(ValueError) {
         self.text = text
+        // Templates become object names and header values: neither may hold a control character.
+        if let control = text.unicodeScalars.first(where: { $0.value < 0x20 || $0.value == 0x7f }) {
+            throw ValueError("bad template '\(text.debugDescription.dropFirst().dropLast())': it contains the control character U+\(String(format: "%04X", control.value)), which object names and header values cannot")
+        }
         var parts: [Part] = []
         var literal = ""
         var index = text.startIndex
@@ -153,7 +157,7 @@ public struct Template: Decodable, Sendable, Equatable, CustomStringConvertible 
 
 /// Joins a destination's segments and refuses to leave its prefix: empty and `.` segments
 /// are dropped, `..` is an error.
-public func normalizedObjectPath(_ path: String) throws(ValueError) -> String {
+public func normalizedObjectPath(_ path: String, checkingName: Bool = true) throws(ValueError) -> String {
     var segments: [Substring] = []
     for segment in path.split(separator: "/", omittingEmptySubsequences: true) where segment != "." {
         if segment == ".." { throw ValueError("destination '\(path)' contains '..': a destination cannot leave its prefix") }
@@ -161,15 +165,20 @@ public func normalizedObjectPath(_ path: String) throws(ValueError) -> String {
     }
     guard !segments.isEmpty else { throw ValueError("destination '\(path)' is empty") }
     let name = segments.joined(separator: "/")
-    // Cloud Storage's naming rules: no control characters (a NUL or a newline would also make two
-    // names one file in a local bucket), at most 1024 bytes of UTF-8.
+    if checkingName, let problem = objectNameProblem(name) { throw ValueError(problem) }
+    return name
+}
+
+/// Why `name` breaks Cloud Storage's naming rules, or nil: no control characters (a NUL or a
+/// newline would also make two names one file in a local bucket), at most 1024 bytes of UTF-8.
+public func objectNameProblem(_ name: String) -> String? {
     if let control = name.unicodeScalars.first(where: { $0.value < 0x20 || $0.value == 0x7f }) {
-        throw ValueError("destination '\(name.debugDescription.dropFirst().dropLast())' contains the control character U+\(String(format: "%04X", control.value)): object names cannot")
+        return "destination '\(name.debugDescription.dropFirst().dropLast())' contains the control character U+\(String(format: "%04X", control.value)): object names cannot"
     }
     guard name.utf8.count <= 1024 else {
-        throw ValueError("destination '\(name.prefix(60))...' is \(name.utf8.count) bytes long: object names are at most 1024 bytes")
+        return "destination '\(name.prefix(60))...' is \(name.utf8.count) bytes long: object names are at most 1024 bytes"
     }
-    return name
+    return nil
 }
 
 /// Why `value` cannot be sent as an HTTP header value or metadata (a control character, which
