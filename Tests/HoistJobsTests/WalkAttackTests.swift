@@ -76,3 +76,26 @@ import Testing
         #expect(stored.filter { !$0.hasPrefix(".") } == ["ok.txt"])
     }
 }
+
+/// Globs from a hostile manifest: bounded work whatever the pattern.
+@Suite struct GlobAttackTests {
+    @Test func backtrackingGlobMatchesInLinearTime() throws {
+        let glob = try Glob(parsing: String(repeating: "*a", count: 30) + "*b")
+        let started = Date()
+        #expect(!glob.matches(String(repeating: "a", count: 255)))
+        #expect(try Glob(parsing: "**/" + String(repeating: "*a", count: 10) + "*b").matches(String(repeating: "a/", count: 100) + "aaaaaaaaaaab"))
+        #expect(Date().timeIntervalSince(started) < 1)
+    }
+
+    @Test func braceBombsAreRefused() throws {
+        let started = Date()
+        #expect { try Glob(parsing: String(repeating: "{a,b}", count: 30)) } throws: {
+            "\($0)".contains("its braces make more than 256 patterns")
+        }
+        #expect { try Glob(parsing: String(repeating: "{", count: 5000) + String(repeating: "}", count: 5000)) } throws: {
+            "\($0)".contains("at most 1024 bytes and 32 braces")
+        }
+        #expect(Date().timeIntervalSince(started) < 1)
+        #expect(try Glob(parsing: "*.{jpg,png}").matches("a/b.png"))
+    }
+}
