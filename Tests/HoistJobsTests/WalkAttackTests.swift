@@ -99,3 +99,24 @@ import Testing
         #expect(try Glob(parsing: "*.{jpg,png}").matches("a/b.png"))
     }
 }
+
+/// A local bucket keeps its objects inside it.
+@Suite struct LocalBucketAttackTests {
+    @Test func aSymlinkInsideALocalBucketDoesNotTakeObjectsOutside() async throws {
+        let outside = try TemporaryDirectory()
+        let fixture = try JobFixture()
+        try fixture.file("evil/cron.txt", 10)
+        try fixture.file("fine.txt", 10)
+        let bucket = fixture.directory.url.appendingPathComponent("bucket")
+        try FileManager.default.createDirectory(at: bucket, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: bucket.appendingPathComponent("evil").path, withDestinationPath: outside.url.path)
+        let job = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\n")
+        let runner = JobRunner(job: job, storage: try job.makeStorage(), observers: [])
+        let summary = await runner.run(totals: try Planner(job: job).check())
+        #expect(summary.uploaded == 1 && summary.failed == 1)
+        #expect(summary.failures.first?.message.contains("is a symbolic link, and objects stay inside the local bucket") == true,
+                "\(summary.failures)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: outside.url.path).isEmpty)
+        #expect(FileManager.default.fileExists(atPath: bucket.appendingPathComponent("fine.txt").path))
+    }
+}

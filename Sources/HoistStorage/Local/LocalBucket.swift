@@ -140,6 +140,7 @@ public final class LocalBucket: StorageBackend {
             let object = objectURL(path)
             let meta = metaURL(path)
             try checkNoObjectAbove(path)
+            try checkNoLinkOnTheWay(path)
             do {
                 let fm = FileManager.default
                 try fm.createDirectory(at: object.deletingLastPathComponent(), withIntermediateDirectories: true)
@@ -162,6 +163,22 @@ public final class LocalBucket: StorageBackend {
                 throw Self.ioError(error, doing: "storing \(path)")
             }
             return resource
+        }
+    }
+
+    /// A symbolic link already inside the bucket (`DIR/a -> /etc`) must not take an object
+    /// outside it: refuse a path whose folders, or its metadata's, go through one.
+    private func checkNoLinkOnTheWay(_ path: String) throws {
+        for walk in [path, ".hoist/meta/" + path] {
+            var current = directory
+            for segment in walk.split(separator: "/").dropLast() {
+                current.appendPathComponent(String(segment))
+                var info = stat()
+                if lstat(current.path, &info) == 0, (info.st_mode & S_IFMT) == S_IFLNK {
+                    throw StorageErrorCode.invalidArgument.error(
+                        "Object \(path) cannot be stored: \(current.path) is a symbolic link, and objects stay inside the local bucket.")
+                }
+            }
         }
     }
 
