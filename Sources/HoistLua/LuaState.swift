@@ -412,14 +412,16 @@ public final class LuaRuntime: @unchecked Sendable {
         guard let L, let context else { return 0 }
         let callable = Unmanaged<Callable>.fromOpaque(context).takeUnretainedValue()
         let runtime = callable.runtime
+        // Lifted for the whole call, so no error message pushed here can fail for memory (sizes
+        // are checked against the limit instead).
+        runtime.budget.pointee.relaxed = 1
+        defer { runtime.budget.pointee.relaxed = 0 }
         var allowance = runtime.limits.memory > 0 ? runtime.limits.memory : .max
         let arguments = (0..<lua_gettop(L)).map { runtime.value(at: $0 + 1, in: L, allowance: &allowance) }
         guard allowance >= 0 else {
             lua_pushstring(L, "arguments too large: more than the memory limit of \(runtime.limits.memory) bytes")
             return -1
         }
-        runtime.budget.pointee.relaxed = 1
-        defer { runtime.budget.pointee.relaxed = 0 }
         do {
             let results = try callable.function.body(arguments)
             let cost = results.reduce(0) { $0 + LuaRuntime.cost(of: $1) }

@@ -173,6 +173,21 @@ import Testing
                 "\(hooks.log.all)")
     }
 
+    @Test func logLinesCannotForgeHoistsOutputOrDriveTheTerminal() async throws {
+        let hooks = try HookFixture()
+        try hooks.fixture.file("a.txt")
+        _ = try await hooks.run("""
+            function on_job_start(job)
+              log.info("ok\\nhoist: all files verified\\27]0;pwned\\7\\27[2J")
+              error("boom\\nhoist: forged")
+            end
+            """)
+        let logs = hooks.log.all
+        #expect(logs.contains { $0.hasSuffix("info: ok\\u{A}hoist: all files verified\\u{1B}]0;pwned\\u{7}\\u{1B}[2J") }, "\(logs)")
+        #expect(logs.contains { $0.hasSuffix(":3: boom (in on_job_start)") }, "\(logs)")
+        #expect(!logs.joined().contains("\u{1B}") && !logs.joined().contains("\n"))
+    }
+
     @Test func osGetenvHidesCredentialsUnlessTheJobOptsIn() async throws {
         let hooks = try HookFixture()
         try hooks.fixture.file("a.txt")

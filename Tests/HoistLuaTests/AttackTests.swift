@@ -102,6 +102,13 @@ import Testing
                           message: "time limit exceeded", within: 2)
     }
 
+    @Test func looping__closeWhileUnwindingIsStopped() throws {
+        try expectStopped("""
+            local guard <close> = setmetatable({}, { __close = function() while true do end end })
+            while true do end
+            """, limits: .init(instructions: 100_000, seconds: 30), message: "instruction budget exceeded")
+    }
+
     @Test func looping__gcFinalizerIsRefused() throws {
         try expectStopped("""
             setmetatable({}, { __gc = function() while true do end end })

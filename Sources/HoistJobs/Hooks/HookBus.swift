@@ -4,11 +4,32 @@ import HoistStorage
 import Synchronization
 
 /// A hook's words for the operator: `log.info("...")` and runtime errors.
+/// The message is one line of visible text: control characters a hook writes (newlines that
+/// would forge Hoist's own lines, terminal escape sequences) are shown escaped, as `\u{1B}`.
 public struct HookLogLine: Sendable {
     public enum Level: String, Sendable { case debug, info, warn, error }
     public let level: Level
     public let script: String
     public let message: String
+
+    public init(level: Level, script: String, message: String) {
+        self.level = level
+        self.script = Self.visible(script)
+        self.message = Self.visible(message)
+    }
+
+    static func visible(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\t") || (0x7f...0x9f).contains($0.value) }) else { return text }
+        var result = ""
+        for scalar in text.unicodeScalars {
+            if (scalar.value < 0x20 && scalar != "\t") || (0x7f...0x9f).contains(scalar.value) {
+                result += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+            } else {
+                result.unicodeScalars.append(scalar)
+            }
+        }
+        return result
+    }
 }
 
 /// A hook that cannot be used: a file that cannot be read, or a syntax error (`FILE:LINE: message`).
