@@ -120,3 +120,18 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: bucket.appendingPathComponent("fine.txt").path))
     }
 }
+
+@Suite struct FollowedLinkTests {
+    @Test func followSymlinksUploadsALinkToAFile() async throws {
+        let fixture = try JobFixture()
+        try fixture.file("real/one.txt", 10)
+        let src = fixture.directory.url.appendingPathComponent("src")
+        try FileManager.default.createSymbolicLink(atPath: src.appendingPathComponent("link.txt").path, withDestinationPath: "real/one.txt")
+        let job = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src, followSymlinks: true }]\n")
+        let runner = JobRunner(job: job, storage: try job.makeStorage(), observers: [])
+        let summary = await runner.run(totals: try Planner(job: job).check())
+        #expect(summary.uploaded == 2, "\(summary.failures)")
+        let stored = try Data(contentsOf: fixture.directory.url.appendingPathComponent("bucket/link.txt"))
+        #expect(stored == patternData(10))
+    }
+}

@@ -100,8 +100,11 @@ public struct FileWalker: Sequence, IteratorProtocol {
                 }
                 continue
             }
+            var target = path
             if (info.st_mode & S_IFMT) == S_IFLNK {
                 guard followSymlinks, stat(path, &info) == 0 else { continue }
+                // A followed link to a file is read through its target (uploads open regular files).
+                target = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
             }
             let identity = FileIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
             switch info.st_mode & S_IFMT {
@@ -113,7 +116,7 @@ public struct FileWalker: Sequence, IteratorProtocol {
                 push(path: path, relative: relative, identity: identity)
             case S_IFREG:
                 let modified = Date(timeIntervalSince1970: Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9)
-                return WalkedFile(path: path, relativePath: relative, size: Int64(info.st_size), modified: modified)
+                return WalkedFile(path: target, relativePath: relative, size: Int64(info.st_size), modified: modified)
             default:
                 continue
             }
