@@ -135,3 +135,34 @@ import Testing
         #expect(stored == patternData(10))
     }
 }
+
+/// A file's times come from whoever wrote the file.
+@Suite struct FileTimeAttackTests {
+    @Test func aFileDatedYear146BillionDoesNotCrashTemplatesOrHooks() async throws {
+        // ext4 clamps times to 1901-2446; tmpfs keeps any 64-bit time.
+        guard FileManager.default.isWritableFile(atPath: "/dev/shm") else { return }
+        let root = URL(fileURLWithPath: "/dev/shm/hoist-test-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        for (name, seconds) in [("future.txt", "2**62"), ("max.txt", "2**63 - 1"), ("past.txt", "-2**62")] {
+            _ = try python("import os; open('\(root.path)/\(name)', 'wb').write(b'x'); os.utime('\(root.path)/\(name)', (0, \(seconds)))")
+        }
+        let fixture = try JobFixture()
+        let job = try fixture.job("""
+            storage: { url: 'file:bucket' }
+            files: [{ root: \(root.path), destination: '{mtime:%Y}/{name}' }]
+            hooks:
+              - inline: |
+                  function before_upload(f) hoist.append_file("seen.txt", f.relpath .. " " .. f.mtime .. "\\n") end
+            """)
+        let bus = try HookBus(job: job, storage: try job.makeStorage()) { _ in }
+        let runner = JobRunner(job: job, storage: try job.makeStorage(), observers: [], hooks: bus)
+        let result = await runner.run(totals: try Planner(job: job).check())
+        #expect(result.uploaded == 3 && result.failed == 0, "\(result.failures)")
+        let stored = try FileManager.default.subpathsOfDirectory(atPath: fixture.directory.url.appendingPathComponent("bucket").path)
+            .filter { !$0.hasPrefix(".") && $0.hasSuffix(".txt") }.sorted()
+        #expect(stored == ["1/past.txt", "9999/future.txt", "9999/max.txt"])
+        let seen = try String(contentsOf: fixture.directory.url.appendingPathComponent("seen.txt"), encoding: .utf8)
+        #expect(seen.contains("max.txt 253402300799"), "\(seen)")
+    }
+}

@@ -115,7 +115,10 @@ public struct FileWalker: Sequence, IteratorProtocol {
                 }
                 push(path: path, relative: relative, identity: identity)
             case S_IFREG:
-                let modified = Date(timeIntervalSince1970: Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9)
+                // Some file systems (tmpfs, btrfs) keep any 64-bit time: clamp to years 1-9999, so
+                // templates, hooks and the journal always get a time they can represent.
+                let seconds = Swift.min(Swift.max(Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9, -62_135_596_800), 253_402_300_799)
+                let modified = Date(timeIntervalSince1970: seconds)
                 return WalkedFile(path: target, relativePath: relative, size: Int64(info.st_size), modified: modified)
             default:
                 continue
