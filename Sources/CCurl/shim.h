@@ -11,6 +11,7 @@ static inline CURLcode hoist_curl_easy_setopt_slist(CURL *h, CURLoption o, struc
 static inline CURLcode hoist_curl_easy_setopt_write(CURL *h, size_t (*f)(char *, size_t, size_t, void *)) { return curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, f); }
 static inline CURLcode hoist_curl_easy_setopt_read(CURL *h, size_t (*f)(char *, size_t, size_t, void *)) { return curl_easy_setopt(h, CURLOPT_READFUNCTION, f); }
 static inline CURLcode hoist_curl_easy_setopt_header(CURL *h, size_t (*f)(char *, size_t, size_t, void *)) { return curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, f); }
+static inline CURLcode hoist_curl_easy_setopt_seek(CURL *h, int (*f)(void *, curl_off_t, int)) { return curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, f); }
 static inline CURLcode hoist_curl_easy_setopt_xferinfo(CURL *h, int (*f)(void *, curl_off_t, curl_off_t, curl_off_t, curl_off_t)) { return curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, f); }
 static inline CURLcode hoist_curl_easy_getinfo_long(CURL *h, CURLINFO i, long *v) { return curl_easy_getinfo(h, i, v); }
 static inline CURLcode hoist_curl_easy_getinfo_off(CURL *h, CURLINFO i, curl_off_t *v) { return curl_easy_getinfo(h, i, v); }
@@ -21,6 +22,9 @@ static inline CURLMcode hoist_curl_multi_setopt_long(CURLM *m, CURLMoption o, lo
 static inline size_t hoist_curl_readfunc_pause(void) { return CURL_READFUNC_PAUSE; }
 static inline size_t hoist_curl_readfunc_abort(void) { return CURL_READFUNC_ABORT; }
 static inline size_t hoist_curl_writefunc_pause(void) { return CURL_WRITEFUNC_PAUSE; }
+/// The seek callback's answers, macros in curl.h.
+static inline int hoist_curl_seekfunc_ok(void) { return CURL_SEEKFUNC_OK; }
+static inline int hoist_curl_seekfunc_cantseek(void) { return CURL_SEEKFUNC_CANTSEEK; }
 
 /// The result code of a finished transfer's message (a union member in CURLMsg).
 static inline CURLcode hoist_curl_msg_result(const CURLMsg *m) { return m->data.result; }

@@ -56,11 +56,19 @@ extension Hoist {
             let reporter = CopyReporter(json: json, terminal: !json && isatty(STDERR_FILENO) != 0,
                                         files: plan.items.count, bytes: plan.totalBytes)
             let custom = makeMetadata()
+            do {
+                try await target.storage.backend.checkAccess()
+            } catch {
+                FileHandle.standardError.write(Data("hoist: \(describe(error))\n".utf8))
+                throw ExitCode(2)
+            }
+            let signals = TerminationSignals { reporter.cancelAll() }
+            defer { signals.cancel() }
             reporter.start()
             await withTaskGroup(of: Void.self) { group in
                 var next = plan.items.makeIterator()
                 func addNext() {
-                    guard let item = next.next() else { return }
+                    guard !reporter.isStopped, let item = next.next() else { return }
                     let ref = target.storage.reference(withPath: item.object)
                     let metadata = metadataFor(custom)
                     group.addTask { await reporter.upload(item, to: ref, metadata: metadata) }
@@ -69,6 +77,7 @@ extension Hoist {
                 for await _ in group { addNext() }
             }
             let failed = reporter.finish()
+            if reporter.isStopped { throw ExitCode(130) }
             if failed > 0 { throw ExitCode(1) }
         }
 

@@ -41,8 +41,27 @@ final class CopyReporter: Sendable {
     }
 
     /// Uploads one file, reporting its events; never throws (a failure is counted and shown).
+    /// Uploads in flight, so a signal can cancel them; once stopped, new ones are cancelled at once.
+    private let live = Mutex<(stopped: Bool, tasks: [ObjectIdentifier: StorageUploadTask])>((false, [:]))
+
+    /// Cancels every upload in flight and any started later: each abandons its session and
+    /// leaves no object.
+    func cancelAll() {
+        let tasks = live.withLock { live in
+            live.stopped = true
+            return Array(live.tasks.values)
+        }
+        for task in tasks { task.cancel() }
+    }
+
+    /// True once `cancelAll()` was called.
+    var isStopped: Bool { live.withLock { $0.stopped } }
+
     func upload(_ item: CopyPlan.Item, to ref: StorageReference, metadata: StorageMetadata) async {
         let task = ref.putFile(from: URL(fileURLWithPath: item.file), metadata: metadata)
+        let id = ObjectIdentifier(task)
+        if live.withLock({ live in live.tasks[id] = task; return live.stopped }) { task.cancel() }
+        defer { live.withLock { _ = $0.tasks.removeValue(forKey: id) } }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             for status in [StorageTaskStatus.resume, .progress, .pause] {
                 task.observe(status) { self.event(item, $0) }

@@ -6,14 +6,33 @@ import HoistJobs
 struct JobLock {
     private let descriptor: Int32
 
+    /// Another run holds the lock.
+    struct Busy: Error {
+        /// The process holding it, as it wrote itself there.
+        let holder: String
+    }
+
+    /// A lock file that cannot be made or opened: says which and why.
+    struct Unavailable: Error, CustomStringConvertible {
+        let description: String
+    }
+
     /// Takes the lock, waiting for it when `wait`, else failing at once when another run holds it.
-    init?(path: String, wait: Bool) {
-        try? FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+    /// - Throws: `Busy` when another run holds it; `Unavailable` when the lock file cannot be opened.
+    init(path: String, wait: Bool) throws {
+        let folder = (path as NSString).deletingLastPathComponent
+        try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else { return nil }
-        if flock(descriptor, LOCK_EX | (wait ? 0 : LOCK_NB)) != 0 {
+        guard descriptor >= 0 else {
+            throw Unavailable(description: "cannot open the lock file \(path): \(String(cString: strerror(errno))). "
+                + "Give this user write access to \(folder), or name another journal with --journal.")
+        }
+        while flock(descriptor, LOCK_EX | (wait ? 0 : LOCK_NB)) != 0 {
+            let reason = errno
+            if reason == EINTR { continue }
             close(descriptor)
-            return nil
+            if reason == EWOULDBLOCK { throw Busy(holder: Self.holder(path)) }
+            throw Unavailable(description: "cannot lock \(path): \(String(cString: strerror(reason))).")
         }
         _ = ftruncate(descriptor, 0)
         let pid = "\(getpid())\n"
@@ -37,7 +56,7 @@ enum Metrics {
             hoist_last_run_timestamp_seconds{job="\(job)"} \(now)
             # HELP hoist_last_run_success 1 when the last run uploaded everything it should.
             # TYPE hoist_last_run_success gauge
-            hoist_last_run_success{job="\(job)"} \(summary.failed == 0 && !summary.interrupted ? 1 : 0)
+            hoist_last_run_success{job="\(job)"} \(summary.failed == 0 && !summary.interrupted && summary.fatal == nil ? 1 : 0)
             # HELP hoist_last_run_duration_seconds How long the last run took.
             # TYPE hoist_last_run_duration_seconds gauge
             hoist_last_run_duration_seconds{job="\(job)"} \(String(format: "%.3f", summary.seconds))
@@ -52,6 +71,25 @@ enum Metrics {
             hoist_last_run_bytes{job="\(job)"} \(summary.bytes)
 
             """
+        try writeAtomically(text, to: path)
+    }
+
+    /// A run that could not start: success 0, so an earlier success does not stand.
+    static func writeFailure(job: String, to path: String) throws {
+        let job = job.replacingOccurrences(of: "\"", with: "")
+        let text = """
+            # HELP hoist_last_run_timestamp_seconds When the last run of the job ended.
+            # TYPE hoist_last_run_timestamp_seconds gauge
+            hoist_last_run_timestamp_seconds{job="\(job)"} \(Int(Date().timeIntervalSince1970))
+            # HELP hoist_last_run_success 1 when the last run uploaded everything it should.
+            # TYPE hoist_last_run_success gauge
+            hoist_last_run_success{job="\(job)"} 0
+
+            """
+        try writeAtomically(text, to: path)
+    }
+
+    private static func writeAtomically(_ text: String, to path: String) throws {
         let temporary = path + ".tmp.\(getpid())"
         try Data(text.utf8).write(to: URL(fileURLWithPath: temporary))
         guard rename(temporary, path) == 0 else {
@@ -124,7 +162,8 @@ extension Hoist {
                 let started = Date(timeIntervalSince1970: run.started).formatted(.iso8601)
                 let seconds = run.finished.map { String(format: "%.1f s", $0 - run.started) } ?? "-"
                 print("  \(started)  \(run.status.padding(toLength: 11, withPad: " ", startingAt: 0)) \(run.uploaded) uploaded, "
-                      + "\(run.skipped) skipped, \(run.failed) failed, \(ByteFormatter.string(run.bytes)), \(seconds)")
+                      + "\(run.skipped) skipped, \(run.failed) failed, \(ByteFormatter.string(run.bytes)), \(seconds)"
+                      + (run.error.map { ": \($0)" } ?? ""))
             }
             for file in journal.files(state: "uploading") {
                 print("pending: \(file.source) -> \(file.destination) (\(file.confirmedOffset) of \(file.size) bytes confirmed)")

@@ -4,6 +4,17 @@ import HoistJobs
 import HoistStorage
 import HoistYAML
 
+/// An error as a person reads it: the message of a storage error (never an `NSError` dump),
+/// the description of Hoist's own errors.
+func describe(_ error: any Error) -> String {
+    switch error {
+    case let error as YAMLError: return error.description
+    case let error as JournalError: return error.message
+    case let error as CustomStringConvertible where !(error is NSError): return error.description
+    default: return (error as NSError).localizedDescription
+    }
+}
+
 /// Loads a manifest for a command; a bad one prints its located error and exits 2.
 func loadJob(_ path: String) throws -> Job {
     do {
@@ -60,21 +71,30 @@ extension Hoist {
         func run() async throws {
             let job = try loadJob(self.job)
             let journalPath = job.journalPath(override: journalOptions.journal)
-            guard let lock = JobLock(path: journalPath + ".lock", wait: wait) else {
+            let lock: JobLock
+            do {
+                lock = try JobLock(path: journalPath + ".lock", wait: wait)
+            } catch let error as JobLock.Busy {
                 FileHandle.standardError.write(Data(
-                    "hoist: \(job.manifest.name) is already running (pid \(JobLock.holder(journalPath + ".lock"))); use --wait to wait for it\n".utf8))
+                    "hoist: \(job.manifest.name) is already running (pid \(error.holder)); use --wait to wait for it\n".utf8))
                 throw ExitCode(2)
+            } catch {
+                try failStart(job, "\(error)", journal: nil)
             }
-            let storage: Storage
-            let totals: (files: Int, bytes: Int64)
             let journal: Journal
             do {
                 journal = try Journal(path: journalPath)
-                storage = try job.makeStorage()
-                totals = try Planner(job: job, journal: journal, force: force).check()
+                try journal.markInterruptedRuns()
             } catch {
-                FileHandle.standardError.write(Data("hoist: \(self.job): \(error)\n".utf8))
-                throw ExitCode(2)
+                try failStart(job, describe(error), journal: nil)
+            }
+            let storage: Storage
+            do {
+                for note in try job.checkRoots() { FileHandle.standardError.write(Data("hoist: note: \(note)\n".utf8)) }
+                storage = try job.makeStorage()
+                try await storage.backend.checkAccess()
+            } catch {
+                try failStart(job, describe(error), journal: journal)
             }
             var observers: [any JobObserver] = []
             if json { observers.append(JSONEventLog(sink: .standardOutput)) }
@@ -94,14 +114,13 @@ extension Hoist {
                         FileHandle.standardError.write(Data("hoist: [\(line.script)] \(line.level.rawValue): \(line.message)\n".utf8))
                     }
                 } catch {
-                    FileHandle.standardError.write(Data("hoist: \(error)\n".utf8))
-                    throw ExitCode(2)
+                    try failStart(job, describe(error), journal: journal)
                 }
             }
             let runner = JobRunner(job: job, storage: storage, observers: observers, hooks: hooks, journal: journal, force: force,
                                    remoteCheck: remoteCheck)
             let signals = SignalHandlers(runner: runner)
-            let summary = await runner.run(totals: totals)
+            let summary = await runner.run()
             signals.cancel()
             withExtendedLifetime(lock) {}
             if let metricsFile {
@@ -115,8 +134,25 @@ extension Hoist {
                     FileHandle.standardError.write(Data("hoist: \(failure.file): \(failure.code.name): \(failure.message)\n".utf8))
                 }
             }
+            if let fatal = summary.fatal {
+                FileHandle.standardError.write(Data("hoist: \(job.manifest.name) stopped: \(fatal)\n".utf8))
+                throw ExitCode(2)
+            }
             if summary.interrupted { throw ExitCode(130) }
             if summary.failed > 0 { throw ExitCode(1) }
+        }
+
+        /// A run that could not start: one line saying why, the failure in the metrics file (so an
+        /// old success does not stand), a failed run in the journal (so `hoist status` shows it); exit 2.
+        private func failStart(_ job: Job, _ message: String, journal: Journal?) throws -> Never {
+            FileHandle.standardError.write(Data("hoist: \(message)\n".utf8))
+            if let metricsFile {
+                do { try Metrics.writeFailure(job: job.manifest.name, to: metricsFile) } catch {
+                    FileHandle.standardError.write(Data("hoist: \(error)\n".utf8))
+                }
+            }
+            try? journal?.recordFailedStart(job: job.manifest.name, reason: message)
+            throw ExitCode(2)
         }
     }
 
@@ -130,6 +166,9 @@ extension Hoist {
         @Argument(help: "Job manifests (YAML).")
         var jobs: [String]
 
+        @Flag(name: .long, help: "Check the manifest and its hooks only, not this machine (roots may be missing here).")
+        var syntaxOnly = false
+
         func validate() throws {
             guard !jobs.isEmpty else { throw ValidationError("Give at least one manifest.") }
         }
@@ -137,20 +176,33 @@ extension Hoist {
         func run() throws {
             var failed = false
             for path in jobs {
+                let job: Job
                 do {
-                    let job = try Job(file: path)
-                    do {
-                        try HookBus.check(job)
-                    } catch {
-                        FileHandle.standardError.write(Data("\(error)\n".utf8))
-                        failed = true
-                        continue
-                    }
-                    print("\(path): ok (job \(job.manifest.name), \(job.manifest.files.count) file set\(job.manifest.files.count == 1 ? "" : "s"))")
+                    job = try Job(file: path)
                 } catch let error as YAMLError {
                     FileHandle.standardError.write(Data((error.description + "\n").utf8))
                     failed = true
+                    continue
                 }
+                var valid = true
+                do {
+                    try HookBus.check(job)
+                } catch {
+                    FileHandle.standardError.write(Data("\(error)\n".utf8))
+                    valid = false
+                }
+                if !syntaxOnly {
+                    do {
+                        for note in try job.checkRoots() { FileHandle.standardError.write(Data("\(path): note: \(note)\n".utf8)) }
+                    } catch {
+                        FileHandle.standardError.write(Data("\(describe(error))\n".utf8))
+                        valid = false
+                    }
+                }
+                if valid {
+                    print("\(path): ok (job \(job.manifest.name), \(job.manifest.files.count) file set\(job.manifest.files.count == 1 ? "" : "s"))")
+                }
+                failed = failed || !valid
             }
             if failed { throw ExitCode(2) }
         }
@@ -179,6 +231,12 @@ extension Hoist {
 
         func run() throws {
             let job = try loadJob(self.job)
+            do {
+                for note in try job.checkRoots() { FileHandle.standardError.write(Data("hoist: note: \(note)\n".utf8)) }
+            } catch let error as YAMLError {
+                FileHandle.standardError.write(Data((error.description + "\n").utf8))
+                throw ExitCode(2)
+            }
             let journalPath = job.journalPath(override: journalOptions.journal)
             var journal: Journal?
             if FileManager.default.fileExists(atPath: journalPath) {
@@ -215,12 +273,6 @@ extension Hoist {
                 throw ExitCode(2)
             }
             for problem in iterator.problems { FileHandle.standardError.write(Data("hoist: warning: \(problem)\n".utf8)) }
-            do {
-                _ = try Planner(job: job, journal: journal, force: force).check()
-            } catch {
-                FileHandle.standardError.write(Data("hoist: \(error)\n".utf8))
-                throw ExitCode(2)
-            }
             let total = "\(job.manifest.name): \(uploads) to upload (\(ByteFormatter.string(bytes))), \(skips) to skip"
             print(json ? JSONLine.encode(["action": "total", "upload": uploads, "skip": skips, "bytes": bytes]) : total)
         }
@@ -244,6 +296,27 @@ struct BufferedOutput {
     mutating func flush() {
         FileHandle.standardOutput.write(buffer)
         buffer.removeAll(keepingCapacity: true)
+    }
+}
+
+/// SIGINT and SIGTERM call `stop` (on a queue of their own) instead of ending the process, so
+/// uploads in flight can be cancelled and leave nothing behind.
+final class TerminationSignals {
+    private let sources: [any DispatchSourceSignal]
+
+    init(stop: @escaping @Sendable () -> Void) {
+        let queue = DispatchQueue(label: "hoist.signals")
+        sources = [SIGINT, SIGTERM].map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+            source.setEventHandler(handler: stop)
+            source.resume()
+            return source
+        }
+    }
+
+    func cancel() {
+        for source in sources { source.cancel() }
     }
 }
 

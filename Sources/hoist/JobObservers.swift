@@ -27,8 +27,17 @@ final class JSONEventLog: JobObserver {
         handle.write(line)
     }
 
-    func jobStarted(_ job: Job, files: Int, bytes: Int64) {
-        emit(["event": "job_start", "job": job.manifest.name, "files": files, "bytes": bytes, "storage": job.manifest.storage.url])
+    func jobStarted(_ job: Job, files: Int?, bytes: Int64?) {
+        var fields: [String: any Sendable] = ["event": "job_start", "job": job.manifest.name, "storage": job.manifest.storage.url]
+        if let files, let bytes {
+            fields["files"] = files
+            fields["bytes"] = bytes
+        }
+        emit(fields)
+    }
+
+    func planCounted(files: Int, bytes: Int64) {
+        emit(["event": "plan_counted", "files": files, "bytes": bytes])
     }
 
     func fileSkipped(_ item: PlanItem, reason: String) {
@@ -83,8 +92,9 @@ func RFC3339Now() -> String { Date().formatted(Date.ISO8601FormatStyle(including
 /// files in flight, redrawn five times a second on standard error.
 final class ProgressDisplay: JobObserver {
     private struct State {
-        var files = 0
-        var bytes: Int64 = 0
+        /// Files and bytes to upload; nil while the walk is still counting them.
+        var files: Int?
+        var bytes: Int64?
         var doneFiles = 0
         var doneBytes: Int64 = 0
         var inFlight: [String: Int64] = [:]
@@ -93,7 +103,14 @@ final class ProgressDisplay: JobObserver {
     }
     private let state = Mutex(State())
 
-    func jobStarted(_ job: Job, files: Int, bytes: Int64) {
+    func planCounted(files: Int, bytes: Int64) {
+        state.withLock {
+            $0.files = files
+            $0.bytes = bytes
+        }
+    }
+
+    func jobStarted(_ job: Job, files: Int?, bytes: Int64?) {
         let ticker = Task { [weak self] in
             while !Task.isCancelled {
                 self?.draw()
@@ -133,10 +150,13 @@ final class ProgressDisplay: JobObserver {
             let bytes = s.doneBytes + s.inFlight.values.reduce(0, +)
             let seconds = max(0.001, Date().timeIntervalSince(s.started))
             let rate = Double(bytes) / seconds
-            let eta = rate > 0 ? Int(Double(max(0, s.bytes - bytes)) / rate) : 0
             let current = s.inFlight.keys.sorted().prefix(2).joined(separator: ", ")
-            return "\(s.doneFiles)/\(s.files) files  \(ByteFormatter.string(bytes))/\(ByteFormatter.string(s.bytes))  "
-                + "\(ByteFormatter.string(Int64(rate)))/s  ETA \(eta) s  \(current)"
+            guard let files = s.files, let total = s.bytes else {
+                return "\(s.doneFiles) files  \(ByteFormatter.string(bytes)) (counting...)  \(ByteFormatter.string(Int64(rate)))/s  \(current)"
+            }
+            let eta = rate > 0 ? "ETA \(Int(Double(max(0, total - bytes)) / rate)) s" : ""
+            return "\(s.doneFiles)/\(files) files  \(ByteFormatter.string(bytes))/\(ByteFormatter.string(total))  "
+                + "\(ByteFormatter.string(Int64(rate)))/s  \(eta)  \(current)"
         }
         let width = 160
         FileHandle.standardError.write(Data("\r\u{1B}[K\(line.prefix(width))".utf8))

@@ -18,7 +18,8 @@ import Testing
         let jobs = try FileManager.default.contentsOfDirectory(atPath: packageRoot.appendingPathComponent("jobs").path)
             .filter { $0.hasSuffix(".yaml") }.sorted().map { packageRoot.appendingPathComponent("jobs/\($0)").path }
         #expect(jobs.count >= 4)
-        let run = try runProcess(hoist, ["validate"] + jobs)
+        // They describe other machines' folders (/var/photos...): check them, not this machine.
+        let run = try runProcess(hoist, ["validate", "--syntax-only"] + jobs)
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout.split(separator: "\n").count == jobs.count)
         // And against the JSON Schema editors use.

@@ -16,6 +16,7 @@ final class CountingBackend: StorageBackend {
         CountingSession(inner: try await inner.startUpload(to: path, attributes: attributes, size: size), owner: self)
     }
     func resumeUpload(id: String) async throws -> any UploadSession { try await inner.resumeUpload(id: id) }
+    func delete(_ path: String, generation: Int64?) async throws { try await inner.delete(path, generation: generation) }
     func metadata(of path: String) async throws -> ObjectResource { try await inner.metadata(of: path) }
     func downloadURL(for path: String) async throws -> URL { try await inner.downloadURL(for: path) }
 
@@ -38,7 +39,10 @@ final class CountingBackend: StorageBackend {
 /// Records what observers hear.
 final class RecordingObserver: JobObserver {
     let events = Mutex<[String]>([])
-    func jobStarted(_ job: Job, files: Int, bytes: Int64) { events.withLock { $0.append("start \(files) \(bytes)") } }
+    func jobStarted(_ job: Job, files: Int?, bytes: Int64?) {
+        events.withLock { $0.append("start \(files.map(String.init) ?? "?") \(bytes.map(String.init) ?? "?")") }
+    }
+    func planCounted(files: Int, bytes: Int64) { events.withLock { $0.append("counted \(files) \(bytes)") } }
     func fileSkipped(_ item: PlanItem, reason: String) { events.withLock { $0.append("skip \(item.file.relativePath)") } }
     func fileEvent(_ item: PlanItem, _ snapshot: StorageTaskSnapshot) {
         if snapshot.status == .success || snapshot.status == .failure {
@@ -54,7 +58,7 @@ final class SendClock: JobObserver {
     var sendingSeconds: Double? {
         times.withLock { times in times.first.flatMap { first in times.last.map { $0.timeIntervalSince(first) } } }
     }
-    func jobStarted(_ job: Job, files: Int, bytes: Int64) {}
+    func jobStarted(_ job: Job, files: Int?, bytes: Int64?) {}
     func fileSkipped(_ item: PlanItem, reason: String) {}
     func jobFinished(_ summary: JobSummary) {}
     func fileEvent(_ item: PlanItem, _ snapshot: StorageTaskSnapshot) {

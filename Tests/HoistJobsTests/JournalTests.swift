@@ -100,7 +100,7 @@ import Testing
         try Data(repeating: 0x41, count: 4096).write(to: URL(fileURLWithPath: journal))
         let broken = try run(["run", manifest])
         #expect(broken.status == 2)
-        #expect(broken.stderr.contains("\(journal) is not a usable Hoist journal"))
+        #expect(broken.stderr.contains("the journal \(journal) is damaged"), "\(broken.stderr)")
         #expect(broken.stderr.contains("To start over, move it aside (mv \(journal) \(journal).bad)"))
         try FileManager.default.moveItem(atPath: journal, toPath: journal + ".bad")
         #expect(try run(["run", manifest]).status == 0)

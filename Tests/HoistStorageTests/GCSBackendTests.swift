@@ -225,19 +225,6 @@ import Testing
         }
     }
 
-    @Test(arguments: [(100_000, "POST"), (5 << 20, "PUT")])
-    func corruptedByteIsNonMatchingChecksum(size: Int, method: String) async throws {
-        let bucket = try await FakeGCS.makeBucket()
-        let proxy = try FaultProxy(upstreamPort: try FakeGCS.port(), ["--corrupt-at", "\(size / 2 + 200):\(method)"])
-        let storage = gcsStorage(bucket: bucket, port: proxy.port) { $0.multipartThreshold = 1 << 20 }
-        await #expect { try await storage.reference(withPath: "corrupt.bin").putDataAsync(patternData(size)) } throws: { error in
-            let error = error as NSError
-            return error.code == StorageErrorCode.nonMatchingChecksum.rawValue
-                && error.localizedDescription.contains("The object was deleted")
-        }
-        #expect(try await !FakeGCS.exists(bucket: bucket, object: "corrupt.bin"))
-    }
-
     @Test func emulatorHostFromTheEnvironment() throws {
         for (value, base) in [("127.0.0.1:4443", "http://127.0.0.1:4443"), ("http://localhost:9/", "http://localhost:9"),
                               ("https://emu.test:1", "https://emu.test:1")] {

@@ -28,7 +28,9 @@ import Testing
         let task = bucket.storage.reference(withPath: "x").putFile(from: URL(fileURLWithPath: "/no/such/file-\(UUID())"))
         let recorder = EventRecorder(task)
         let last = await recorder.finished()
-        #expect(recorder.statuses == [.resume, .failure])
+        // The task starts as putFile returns and this failure comes at once: the `.resume` may
+        // fire before the recorder observes it (as in the SDK), but nothing else may come.
+        #expect(recorder.statuses == [.resume, .failure] || recorder.statuses == [.failure], "\(recorder.statuses)")
         #expect(errorCode(last) == .objectNotFound)
         #expect(last.metadata == nil)
         #expect((last.error as? NSError)?.localizedDescription.contains("does not exist") == true)

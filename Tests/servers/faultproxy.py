@@ -7,16 +7,22 @@ closes. Faults, each for a limited number of matching requests:
 
   --fail STATUS:COUNT[:METHOD]   answer STATUS instead of forwarding (with --retry-after SECONDS)
   --cut-after BYTES:COUNT[:METHOD]  forward BYTES of the body, then drop both connections
-  --corrupt-at BYTES[:METHOD]    flip one bit of the body byte at that offset (once)
+  --corrupt-at BYTES[:METHOD[:COUNT]]  flip one bit of the body byte at that offset (once, or COUNT times)
   --stall SECONDS:COUNT[:METHOD] wait before forwarding
   --require-bearer TOKEN         answer 401 unless "Authorization: Bearer TOKEN"
+  --reset COUNT[:METHOD]         read the request, then reset the connection (TCP RST), no answer
+  --keep-alive                   keep the client's connection open after injected answers, so the
+                                 next request arrives on a reused connection (as a pool reuses it)
 
 It prints "ready PORT" once listening, and logs one JSON line per request to --log.
 """
 import argparse
 import asyncio
 import json
+import socket
+import struct
 import sys
+import time
 
 
 class Rule:
@@ -45,6 +51,12 @@ async def read_head(reader):
     return method, target, headers
 
 
+def corrupt_rule(spec):
+    """BYTES[:METHOD[:COUNT]] as a Rule's VALUE:COUNT:METHOD."""
+    parts = spec.split(":")
+    return f"{parts[0]}:{parts[2] if len(parts) > 2 else 1}:{parts[1] if len(parts) > 1 else ''}"
+
+
 def header(headers, name):
     for key, value in headers:
         if key.lower() == name.lower():
@@ -58,30 +70,35 @@ class Proxy:
         self.upstream_host, self.upstream_port = args.upstream.rsplit(":", 1)
         self.fails = [Rule(spec) for spec in args.fail]
         self.cuts = [Rule(spec, "PUT") for spec in args.cut_after]
-        self.corrupts = [Rule(spec.partition(":")[0] + ":1:" + spec.partition(":")[2]) for spec in args.corrupt_at]
+        self.corrupts = [Rule(corrupt_rule(spec)) for spec in args.corrupt_at]
         self.stalls = [Rule(spec) for spec in args.stall]
+        self.resets = [Rule("reset:" + spec) for spec in args.reset]
         self.log = open(args.log, "a", buffering=1) if args.log else None
         self.port = None
 
     def record(self, **fields):
+        fields["time"] = time.monotonic()
         if self.log:
             self.log.write(json.dumps(fields) + "\n")
 
     async def handle(self, reader, writer):
         try:
-            await self.serve(reader, writer)
+            reused = False
+            # serve() answers True when the connection stays open for another request.
+            while await self.serve(reader, writer, reused):
+                reused = True
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
             writer.close()
 
-    async def serve(self, reader, writer):
+    async def serve(self, reader, writer, reused):
         method, target, headers = await read_head(reader)
         length = int(header(headers, "Content-Length") or 0)
         auth = header(headers, "Authorization")
         self.record(method=method, target=target, contentRange=header(headers, "Content-Range"),
                     contentType=header(headers, "Content-Type"), length=length,
-                    bearer=(auth or "").startswith("Bearer "))
+                    bearer=(auth or "").startswith("Bearer "), reused=reused)
 
         if self.args.require_bearer and auth != "Bearer " + self.args.require_bearer:
             await reader.readexactly(length)
@@ -91,6 +108,14 @@ class Proxy:
                 await reader.readexactly(length)
                 extra = [("Retry-After", self.args.retry_after)] if self.args.retry_after else []
                 return await self.answer(writer, int(rule.value), {"error": {"code": int(rule.value), "message": "injected"}}, extra)
+        for rule in self.resets:
+            if rule.take(method):
+                await reader.readexactly(length)
+                self.record(event="reset", method=method, target=target, reused=reused)
+                sock = writer.get_extra_info("socket")
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                writer.transport.abort()
+                return False
         for rule in self.stalls:
             if rule.take(method):
                 await asyncio.sleep(float(rule.value))
@@ -149,11 +174,14 @@ class Proxy:
         await writer.drain()
 
     async def answer(self, writer, status, payload, extra=()):
+        """Writes an injected answer; True when the connection stays open (--keep-alive)."""
         body = json.dumps(payload).encode()
+        keep = bool(self.args.keep_alive)
         lines = [f"HTTP/1.1 {status} Injected", "Content-Type: application/json", f"Content-Length: {len(body)}",
-                 "Connection: close"] + [f"{k}: {v}" for k, v in extra]
+                 "Connection: " + ("keep-alive" if keep else "close")] + [f"{k}: {v}" for k, v in extra]
         writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
         await writer.drain()
+        return keep
 
 
 async def main():
@@ -166,6 +194,8 @@ async def main():
     parser.add_argument("--corrupt-at", action="append", default=[])
     parser.add_argument("--stall", action="append", default=[])
     parser.add_argument("--require-bearer", default=None)
+    parser.add_argument("--reset", action="append", default=[])
+    parser.add_argument("--keep-alive", action="store_true")
     parser.add_argument("--log", default=None)
     args = parser.parse_args()
     proxy = Proxy(args)

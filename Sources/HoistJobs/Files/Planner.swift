@@ -58,11 +58,12 @@ public struct Planner: Sequence {
     /// now: unchanged since a finished upload (skip), or unfinished (its session, to resume).
     /// The runner asks again after `before_upload` changed an item, so the journal is looked up
     /// under the same destination it is recorded under.
-    public func consultJournal(_ item: inout PlanItem) {
+    /// - Throws: the journal's error when it cannot be read.
+    public func consultJournal(_ item: inout PlanItem) throws {
         item.decision = .upload
         item.resumeSession = nil
         guard let journal, !force,
-              let record = journal.record(source: item.file.path, destination: item.destination),
+              let record = try journal.record(source: item.file.path, destination: item.destination),
               record.size == item.file.size, abs(record.mtime - item.file.modified.timeIntervalSince1970) < 0.001,
               record.attributes == Journal.attributesText(item.attributes) else { return }
         if record.state == "done", job.manifest.upload.skipUnchanged {
@@ -79,13 +80,37 @@ public struct Planner: Sequence {
         let planner: Planner
         var setIndex = 0
         var walker: FileWalker?
-        /// The first error met (a template that cannot be filled); iteration stops there.
+        /// The first error met (a template that cannot be filled, two files with one
+        /// destination); iteration stops there.
         public private(set) var error: PlanError?
         public private(set) var problems: [WalkProblem] = []
+        /// A hash of each destination planned so far (8 bytes a file): a second file with the
+        /// same destination stops the plan, naming both.
+        private var destinations = Set<Int>()
+        /// The metadata last compared with the journal, as its text: files of one set share it.
+        private var lastAttributes: (ObjectResource, String)?
+        /// Files and bytes to upload so far.
+        public private(set) var uploadCount = 0
+        public private(set) var uploadBytes: Int64 = 0
 
         init(planner: Planner) { self.planner = planner }
 
         public mutating func next() -> PlanItem? {
+            guard let item = nextPlanned() else { return nil }
+            if !item.destination.isEmpty, !destinations.insert(item.destination.hashValue).inserted,
+               let first = planner.firstSource(for: item.destination, before: item.file.path) {
+                error = PlanError(message: "\(first) and \(item.file.path) both go to '\(item.destination)': change the destination template")
+                return nil
+            }
+            if item.decision == .upload {
+                uploadCount += 1
+                uploadBytes += item.file.size
+            }
+            return item
+        }
+
+        /// The next file's plan item, without the check for a shared destination.
+        mutating func nextPlanned() -> PlanItem? {
             let sets = planner.job.manifest.files
             while setIndex < sets.count, error == nil {
                 if walker == nil {
@@ -133,10 +158,22 @@ public struct Planner: Sequence {
                     return nil
                 }
                 var item = PlanItem(file: file, destination: destination, attributes: attributes, decision: .upload, fileSetIndex: index)
-                planner.consultJournal(&item)
+                if let journal = planner.journal, !planner.force,
+                   let record = try journal.record(source: file.path, destination: destination),
+                   record.size == file.size, abs(record.mtime - file.modified.timeIntervalSince1970) < 0.001,
+                   record.attributes == attributesText(attributes) {
+                    if record.state == "done", planner.job.manifest.upload.skipUnchanged {
+                        item.decision = Planner.unchanged
+                    } else if record.state == "uploading", let session = record.session {
+                        item.resumeSession = session
+                    }
+                }
                 return item
-            } catch {
+            } catch let error as ValueError {
                 self.error = PlanError(message: "\(file.path): \(error.message)")
+                return nil
+            } catch {
+                self.error = PlanError(message: "\(error)")
                 return nil
             }
         }
@@ -151,6 +188,14 @@ public struct Planner: Sequence {
                 if let value, let problem = headerValueProblem(value) { return "\(name) \(problem)" }
             }
             return nil
+        }
+
+        /// The journal's text of `attributes`, computed once for a run of equal ones.
+        private mutating func attributesText(_ attributes: ObjectResource) -> String {
+            if let (last, text) = lastAttributes, last == attributes { return text }
+            let text = Journal.attributesText(attributes)
+            lastAttributes = (attributes, text)
+            return text
         }
 
         private func apply(_ settings: MetadataSettings, to attributes: inout ObjectResource, _ context: Template.Context) throws(ValueError) {
@@ -168,31 +213,23 @@ public struct Planner: Sequence {
     }
 
     /// Walks the whole plan once to find what would stop the job: a template that cannot be
-    /// filled, or two files with one destination. Returns the counts for progress totals.
+    /// filled, or two files with one destination. Returns the files and bytes to upload.
     /// Memory: one 64-bit hash per destination.
     public func check() throws -> (files: Int, bytes: Int64) {
-        var seen = Set<Int>()
-        var suspects = Set<String>()
-        var files = 0
-        var bytes: Int64 = 0
         var iterator = makeIterator()
-        while let item = iterator.next() {
-            guard item.decision == .upload else { continue }
-            if !seen.insert(item.destination.hashValue).inserted { suspects.insert(item.destination) }
-            files += 1
-            bytes += item.file.size
-        }
+        while iterator.next() != nil {}
         if let error = iterator.error { throw error }
-        if !suspects.isEmpty {
-            // A hash seen twice: find whether two files really share a destination.
-            var sources: [String: [String]] = [:]
-            for item in self where item.decision == .upload && suspects.contains(item.destination) {
-                sources[item.destination, default: []].append(item.file.path)
-                if let both = sources[item.destination], both.count == 2 {
-                    throw PlanError(message: "\(both[0]) and \(both[1]) both go to '\(item.destination)': change the destination template")
-                }
-            }
+        return (iterator.uploadCount, iterator.uploadBytes)
+    }
+
+    /// The first file planned to `destination`, walking again from the start (only when a
+    /// destination's hash was seen twice: rare).
+    func firstSource(for destination: String, before path: String) -> String? {
+        var iterator = Planner(job: job, now: now, journal: nil, force: true).makeIterator()
+        while let item = iterator.nextPlanned() {
+            if item.file.path == path { return nil }   // a hash collision, not the same destination
+            if item.destination == destination { return item.file.path }
         }
-        return (files, bytes)
+        return nil
     }
 }

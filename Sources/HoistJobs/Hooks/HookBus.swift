@@ -271,11 +271,17 @@ public final class HookBus: JobObserver, @unchecked Sendable {
         return (last, failure)
     }
 
-    public func jobStarted(_ job: Job, files: Int, bytes: Int64) {
-        deliver("on_job_start", .table([
+    /// `files` and `bytes` are in the table only when counted before the run (a run walks once).
+    public func jobStarted(_ job: Job, files: Int?, bytes: Int64?) {
+        var table: [String: LuaValue] = [
             "name": .string(job.manifest.name), "run_id": .string(runID), "started": .integer(Int64(started.timeIntervalSince1970)),
-            "files": .integer(Int64(files)), "bytes": .integer(bytes), "storage": .string(job.manifest.storage.url),
-        ]))
+            "storage": .string(job.manifest.storage.url),
+        ]
+        if let files, let bytes {
+            table["files"] = .integer(Int64(files))
+            table["bytes"] = .integer(bytes)
+        }
+        deliver("on_job_start", .table(table))
     }
 
     public func fileSkipped(_ item: PlanItem, reason: String) {}

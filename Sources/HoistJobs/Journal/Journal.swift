@@ -48,6 +48,8 @@ public final class Journal: Sendable {
         /// `running`, `ok`, `failed`, `interrupted` (a run still `running` with no process died).
         public var status: String
         public var pid: Int32
+        /// Why a run that could not start or stopped early failed.
+        public var error: String?
     }
 
     /// The default journal of a job.
@@ -57,13 +59,19 @@ public final class Journal: Sendable {
         return state + "/hoist/\(job).sqlite"
     }
 
-    /// Opens (creating when missing) and migrates a journal.
-    /// - Throws: `JournalError` naming the file and the way back when it is not a usable journal.
+    /// Opens (creating when missing), checks (`PRAGMA quick_check`) and migrates a journal.
+    /// - Throws: `JournalError` naming the file, what is wrong (damaged, not writable, disk
+    ///   full) and the way back.
     public init(path: String) throws {
         self.path = path
+        let folder = (path as NSString).deletingLastPathComponent
         do {
-            try FileManager.default.createDirectory(
-                atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        } catch {
+            throw JournalError(message: "cannot create the journal's folder \(folder): \(error.localizedDescription). "
+                + "Create it with write access for this user, or name another journal with --journal.")
+        }
+        do {
             var configuration = Configuration()
             configuration.prepareDatabase { db in
                 // WAL survives a killed process; NORMAL syncs at checkpoints, not every commit.
@@ -71,15 +79,45 @@ public final class Journal: Sendable {
             }
             configuration.busyMode = .timeout(10)
             database = try DatabaseQueue(path: path, configuration: configuration)
-            try database.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA journal_mode = WAL") }
+            try database.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA journal_mode = WAL")
+                let check = try String.fetchAll(db, sql: "PRAGMA quick_check")
+                if check != ["ok"] {
+                    throw DatabaseError(resultCode: .SQLITE_CORRUPT, message: check.prefix(3).joined(separator: "; "))
+                }
+            }
             try Self.migrator.migrate(database)
         } catch {
-            throw JournalError(message: "\(path) is not a usable Hoist journal (\(Self.reason(error))). "
-                + "To start over, move it aside (mv \(path) \(path).bad): the next run uploads again every file it cannot prove unchanged.")
+            throw JournalError(opening: path, error)
         }
     }
 
-    private static func reason(_ error: any Error) -> String {
+    /// Marks runs still `running` as `interrupted`: called by the run that holds the job's lock,
+    /// so no process of theirs is alive (they were killed, or their machine went down).
+    public func markInterruptedRuns() throws {
+        try write { db in
+            try db.execute(sql: "UPDATE run SET status = 'interrupted', finished = COALESCE(finished, ?) WHERE status = 'running'",
+                           arguments: [Date().timeIntervalSince1970])
+        }
+    }
+
+    /// Records a run that could not start (a missing root, no credentials, a missing bucket...).
+    public func recordFailedStart(job: String, reason: String) throws {
+        let now = Date().timeIntervalSince1970
+        try save(RunRecord(id: UUID().uuidString.lowercased(), job: job, started: now, finished: now, uploaded: 0, skipped: 0,
+                           failed: 0, cancelled: 0, bytes: 0, status: "failed", pid: getpid(), error: reason))
+    }
+
+    /// Writes, turning SQLite's errors into `JournalError`s that say what to do.
+    private func write(_ updates: (Database) throws -> Void) throws {
+        do {
+            try database.write(updates)
+        } catch {
+            throw JournalError(writing: path, error)
+        }
+    }
+
+    fileprivate static func reason(_ error: any Error) -> String {
         if let error = error as? DatabaseError { return error.message ?? "\(error.resultCode)" }
         return "\(error)"
     }
@@ -118,6 +156,9 @@ public final class Journal: Sendable {
                 t.column("pid", .integer).notNull()
             }
         }
+        migrator.registerMigration("v2: why a run failed") { db in
+            try db.alter(table: "run") { t in t.add(column: "error", .text) }
+        }
         return migrator
     }
 
@@ -128,29 +169,34 @@ public final class Journal: Sendable {
         return (try? encoder.encode(attributes)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
     }
 
-    public func record(source: String, destination: String) -> FileRecord? {
-        try? database.read { db in try FileRecord.fetchOne(db, key: ["source": source, "destination": destination]) }
-    }
-
-    /// Writes a file's row.
-    public func save(_ record: FileRecord) {
+    /// What the journal knows of a file, or nil. One statement, prepared once and reused: a
+    /// plan looks up every file of the tree.
+    public func record(source: String, destination: String) throws -> FileRecord? {
         do {
-            try database.write { db in try record.save(db) }
+            return try database.inDatabase { db in
+                let statement = try db.cachedStatement(sql: "SELECT * FROM file WHERE source = ? AND destination = ?")
+                return try FileRecord.fetchOne(statement, arguments: [source, destination])
+            }
         } catch {
-            FileHandle.standardError.write(Data("hoist: journal \(path): \(Self.reason(error))\n".utf8))
+            throw JournalError(reading: path, error)
         }
     }
 
+    /// Writes a file's row.
+    public func save(_ record: FileRecord) throws {
+        try write { db in try record.save(db) }
+    }
+
     /// Updates the session and confirmed offset of a file in flight.
-    public func saveProgress(source: String, destination: String, session: String?, offset: Int64) {
-        _ = try? database.write { db in
+    public func saveProgress(source: String, destination: String, session: String?, offset: Int64) throws {
+        try write { db in
             try db.execute(sql: "UPDATE file SET session = ?, confirmedOffset = ?, updated = ? WHERE source = ? AND destination = ?",
                            arguments: [session, offset, Date().timeIntervalSince1970, source, destination])
         }
     }
 
-    public func save(_ run: RunRecord) {
-        _ = try? database.write { db in try run.save(db) }
+    public func save(_ run: RunRecord) throws {
+        try write { db in try run.save(db) }
     }
 
     /// The last `limit` runs, newest first.
@@ -173,8 +219,44 @@ public final class Journal: Sendable {
     }
 }
 
-/// A journal that cannot be used: names the file and the way back.
+/// A journal that cannot be used: names the file, what is wrong, and the way back.
 public struct JournalError: Error, CustomStringConvertible, Sendable {
     public let message: String
     public var description: String { message }
+
+    public init(message: String) { self.message = message }
+
+    init(opening path: String, _ error: any Error) {
+        let folder = (path as NSString).deletingLastPathComponent
+        switch (error as? DatabaseError)?.resultCode.primaryResultCode {
+        case .SQLITE_CORRUPT?, .SQLITE_NOTADB?:
+            message = "the journal \(path) is damaged (\(Journal.reason(error))). To start over, move it aside "
+                + "(mv \(path) \(path).bad): the next run uploads again every file it cannot prove unchanged."
+        case .SQLITE_READONLY?, .SQLITE_CANTOPEN?, .SQLITE_PERM?, .SQLITE_AUTH?:
+            message = "the journal \(path) cannot be opened for writing (\(Journal.reason(error))). "
+                + "Give this user write access to \(folder) and the journal, or name another with --journal."
+        case .SQLITE_FULL?:
+            message = "the disk holding the journal \(path) is full: free space there, or name another journal with --journal."
+        default:
+            message = "\(path) is not a usable Hoist journal (\(Journal.reason(error))). "
+                + "To start over, move it aside (mv \(path) \(path).bad): the next run uploads again every file it cannot prove unchanged."
+        }
+    }
+
+    init(reading path: String, _ error: any Error) {
+        message = "cannot read the journal \(path): \(Journal.reason(error)). If it is damaged, move it aside "
+            + "(mv \(path) \(path).bad) and run again."
+    }
+
+    init(writing path: String, _ error: any Error) {
+        switch (error as? DatabaseError)?.resultCode.primaryResultCode {
+        case .SQLITE_FULL?:
+            message = "cannot write the journal \(path): the disk is full. Free space there; the next run goes on from what was recorded."
+        case .SQLITE_CORRUPT?, .SQLITE_NOTADB?:
+            message = "cannot write the journal \(path): it is damaged (\(Journal.reason(error))). Move it aside "
+                + "(mv \(path) \(path).bad) and run again."
+        default:
+            message = "cannot write the journal \(path): \(Journal.reason(error))."
+        }
+    }
 }

@@ -12,17 +12,30 @@ final class JournalRecorder: JobObserver {
     private struct State {
         var run: Journal.RunRecord?
         var lastSaved: [String: Date] = [:]
+        var failure: JournalError?
     }
     private let state = Mutex(State())
 
+    /// The first write that failed; the runner stops the job on it.
+    var failure: JournalError? { state.withLock { $0.failure } }
+
+    private func attempt(_ write: () throws -> Void) {
+        do {
+            try write()
+        } catch {
+            let failure = error as? JournalError ?? JournalError(message: "cannot write the journal \(journal.path): \(error)")
+            state.withLock { if $0.failure == nil { $0.failure = failure } }
+        }
+    }
+
     init(journal: Journal) { self.journal = journal }
 
-    func jobStarted(_ job: Job, files: Int, bytes: Int64) {
+    func jobStarted(_ job: Job, files: Int?, bytes: Int64?) {
         let run = Journal.RunRecord(id: runID, job: job.manifest.name, started: Date().timeIntervalSince1970, finished: nil,
                                     uploaded: 0, skipped: 0, failed: 0, cancelled: 0, bytes: 0, status: "running",
-                                    pid: getpid())
+                                    pid: getpid(), error: nil)
         state.withLock { $0.run = run }
-        journal.save(run)
+        attempt { try journal.save(run) }
     }
 
     func fileSkipped(_ item: PlanItem, reason: String) {}
@@ -35,7 +48,7 @@ final class JournalRecorder: JobObserver {
             let isNew = state.withLock { $0.lastSaved[key] == nil }
             guard isNew else { return }
             state.withLock { $0.lastSaved[key] = .distantPast }
-            journal.save(record(item, state: "uploading", session: task?.sessionID ?? item.resumeSession))
+            attempt { try journal.save(record(item, state: "uploading", session: task?.sessionID ?? item.resumeSession)) }
         case .progress:
             let now = Date()
             let due = state.withLock { state -> Bool in
@@ -44,8 +57,10 @@ final class JournalRecorder: JobObserver {
                 return true
             }
             guard due, let session = task?.sessionID else { return }
-            journal.saveProgress(source: item.file.path, destination: item.destination, session: session,
-                                 offset: snapshot.progress?.completedUnitCount ?? 0)
+            attempt {
+                try journal.saveProgress(source: item.file.path, destination: item.destination, session: session,
+                                         offset: snapshot.progress?.completedUnitCount ?? 0)
+            }
         case .success:
             state.withLock { _ = $0.lastSaved.removeValue(forKey: key) }
             var done = record(item, state: "done", session: nil)
@@ -53,12 +68,12 @@ final class JournalRecorder: JobObserver {
             done.md5Hash = snapshot.metadata?.md5Hash
             done.crc32c = snapshot.metadata?.resource.crc32c
             done.generation = snapshot.metadata?.generation
-            journal.save(done)
+            attempt { try journal.save(done) }
         case .failure:
             state.withLock { _ = $0.lastSaved.removeValue(forKey: key) }
             var failed = record(item, state: "failed", session: nil)
             failed.error = snapshot.error.map { "\(StorageErrorCode(of: $0).name): \($0.localizedDescription)" }
-            journal.save(failed)
+            attempt { try journal.save(failed) }
         default:
             break
         }
@@ -72,8 +87,9 @@ final class JournalRecorder: JobObserver {
         run.failed = summary.failed
         run.cancelled = summary.cancelled
         run.bytes = summary.bytes
-        run.status = summary.interrupted ? "interrupted" : (summary.failed > 0 ? "failed" : "ok")
-        journal.save(run)
+        run.status = summary.interrupted ? "interrupted" : (summary.failed > 0 || summary.fatal != nil ? "failed" : "ok")
+        run.error = summary.fatal
+        attempt { try journal.save(run) }
     }
 
     private func record(_ item: PlanItem, state: String, session: String?) -> Journal.FileRecord {

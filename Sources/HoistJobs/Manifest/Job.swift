@@ -11,6 +11,8 @@ public struct Job: Sendable {
     /// The folder holding the manifest, absolute.
     public let directory: URL
     public let environment: [String: String]
+    /// The manifest's text, to locate problems found after reading it (a missing root).
+    private let text: String
 
     /// Reads and checks a manifest.
     /// - Throws: `YAMLError` (`FILE:LINE:COL: message` with the line and a caret) for anything wrong in it.
@@ -26,6 +28,7 @@ public struct Job: Sendable {
 
     public init(text: String, file: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
         manifest = try YAMLDecoder(environment: environment).decode(JobManifest.self, from: text, file: file)
+        self.text = text
         self.file = file
         directory = URL(fileURLWithPath: file).standardizedFileURL.deletingLastPathComponent()
         self.environment = environment
@@ -34,6 +37,55 @@ public struct Job: Sendable {
     /// A file set's root, absolute.
     public func root(of set: FileSet) -> String {
         resolve(set.root)
+    }
+
+    /// Checks that every file set's root is a folder Hoist can read, so that a mount that went
+    /// away, a typo or a permission change stops the job instead of uploading nothing "successfully".
+    /// - Returns: notes for optional file sets whose root is missing (they are skipped).
+    /// - Throws: `YAMLError` at the `root:` of the first file set whose root is missing (and not
+    ///   `optional: true`) or not a readable folder.
+    @discardableResult
+    public func checkRoots() throws -> [String] {
+        var notes: [String] = []
+        for (index, set) in manifest.files.enumerated() {
+            let root = root(of: set)
+            var status = stat()
+            let problem: String
+            if stat(root, &status) != 0 {
+                if set.optional {
+                    notes.append("\(root) does not exist; file set \(index + 1) is optional and was skipped")
+                    continue
+                }
+                problem = "root \(root) does not exist (\(String(cString: strerror(errno)))). A mount that went away? "
+                    + "Fix the path, or mark the file set `optional: true` to run without it"
+            } else if (status.st_mode & S_IFMT) != S_IFDIR {
+                problem = "root \(root) is not a folder"
+            } else if access(root, R_OK | X_OK) != 0 {
+                problem = "root \(root) cannot be read (\(String(cString: strerror(errno)))): give the job's user read access"
+            } else {
+                continue
+            }
+            throw locatedError(problem, at: ["files", index, "root"])
+        }
+        return notes
+    }
+
+    /// An error at the manifest node that `path` (keys and indices) leads to, or as near as it gets.
+    func locatedError(_ message: String, at path: [any Sendable]) -> YAMLError {
+        var node = try? YAMLDecoder(environment: environment).compose(text, file: file)
+        var mark = node?.mark ?? YAMLMark(line: 1, column: 1)
+        for step in path {
+            switch (node?.kind, step) {
+            case (.mapping, let key as String): node = node?[key]
+            case (.sequence(let items), let index as Int) where items.indices.contains(index): node = items[index]
+            default: node = nil
+            }
+            guard let found = node else { break }
+            mark = found.mark
+        }
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        let line = mark.line >= 1 && mark.line <= lines.count ? String(lines[mark.line - 1]) : nil
+        return YAMLError(file: file, mark: mark, message: message, sourceLine: line)
     }
 
     /// A path from the manifest, made absolute against the manifest's folder.

@@ -105,9 +105,12 @@ public struct FileSet: Decodable, Sendable {
     public var maxSize: ByteSize?
     /// Skip files modified more recently than this (still being written).
     public var minAge: TimeSpan?
+    /// A missing root is no error: the set is skipped with a note (default false: a missing or
+    /// unreadable root stops the job with exit 2, so a mount that went away never looks like success).
+    public var optional: Bool
 
     enum CodingKeys: String, CodingKey {
-        case root, include, exclude, destination, metadata, rules, hidden, followSymlinks, minSize, maxSize, minAge
+        case root, include, exclude, destination, metadata, rules, hidden, followSymlinks, minSize, maxSize, minAge, optional
     }
 
     public init(from decoder: any Decoder) throws {
@@ -123,6 +126,7 @@ public struct FileSet: Decodable, Sendable {
         minSize = try c.decodeIfPresent(ByteSize.self, forKey: .minSize)
         maxSize = try c.decodeIfPresent(ByteSize.self, forKey: .maxSize)
         minAge = try c.decodeIfPresent(TimeSpan.self, forKey: .minAge)
+        optional = try c.decodeIfPresent(Bool.self, forKey: .optional) ?? false
         if let minSize, let maxSize, minSize > maxSize {
             throw DecodingError.dataCorruptedError(forKey: .maxSize, in: c,
                 debugDescription: "maxSize (\(maxSize.bytes) B) is smaller than minSize (\(minSize.bytes) B)")

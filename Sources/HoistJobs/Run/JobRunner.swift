@@ -5,10 +5,18 @@ import Synchronization
 /// Hears what a job does. Per-file events arrive on the storage's serial callback queue, in
 /// the order they happened; the others on the runner's task.
 public protocol JobObserver: Sendable {
-    func jobStarted(_ job: Job, files: Int, bytes: Int64)
+    /// The run starts. `files` and `bytes` (to upload) are nil while they are being counted: a
+    /// run walks the tree once, uploading as it goes, and `planCounted` tells them at the end of the walk.
+    func jobStarted(_ job: Job, files: Int?, bytes: Int64?)
+    /// The walk is over: the run uploads this many files and bytes in all (unless it stops early).
+    func planCounted(files: Int, bytes: Int64)
     func fileSkipped(_ item: PlanItem, reason: String)
     func fileEvent(_ item: PlanItem, _ snapshot: StorageTaskSnapshot)
     func jobFinished(_ summary: JobSummary)
+}
+
+extension JobObserver {
+    public func planCounted(files: Int, bytes: Int64) {}
 }
 
 /// How a run ended.
@@ -31,6 +39,9 @@ public struct JobSummary: Sendable {
     public var interrupted = false
     /// The first failures (at most 100), for the report.
     public var failures: [Failure] = []
+    /// Why the whole job stopped, when no further file could succeed (credentials refused, the
+    /// bucket gone, the journal not writable): the run exits 2.
+    public var fatal: String?
 
     public init(job: String) { self.job = job }
 
@@ -54,6 +65,7 @@ public final class JobRunner: Sendable {
     private let observers: [any JobObserver]
     private let hooks: HookBus?
     private let journal: Journal?
+    private let recorder: JournalRecorder?
     private let force: Bool
     private let remoteCheck: Bool
     /// Files larger than this use the large-file lane.
@@ -80,7 +92,8 @@ public final class JobRunner: Sendable {
         self.journal = journal
         self.force = force
         self.remoteCheck = remoteCheck || job.manifest.upload.remoteCheck
-        self.observers = (journal.map { [JournalRecorder(journal: $0)] } ?? []) + (hooks.map { [$0] } ?? []) + observers
+        recorder = journal.map { JournalRecorder(journal: $0) }
+        self.observers = (recorder.map { [$0] } ?? []) + (hooks.map { [$0] } ?? []) + observers
         self.hooks = hooks
         hooks?.attach(pause: { [weak self] in self?.pauseAll() }, resume: { [weak self] in self?.resumeAll() })
     }
@@ -90,13 +103,16 @@ public final class JobRunner: Sendable {
         case failure(StorageErrorCode, String)
     }
 
-    /// Runs the job to its end. `totals` are the plan's counts (from `Planner.check()`).
-    public func run(totals: (files: Int, bytes: Int64)) async -> JobSummary {
+    /// Runs the job to its end, walking its tree once: files are planned, checked against the
+    /// journal and uploaded as they are found. `totals`, when known (`Planner.check()`), are given
+    /// to observers at the start; else they hear them when the walk ends. A plan error (a
+    /// template that cannot be filled, two files with one destination) stops the run there.
+    public func run(totals: (files: Int, bytes: Int64)? = nil) async -> JobSummary {
         let started = Date()
         let settings = job.manifest.upload
         let concurrency = settings.concurrency
         let largeSlots = max(1, concurrency - 1)
-        for observer in observers { observer.jobStarted(job, files: totals.files, bytes: totals.bytes) }
+        for observer in observers { observer.jobStarted(job, files: totals?.files, bytes: totals?.bytes) }
         var summary = JobSummary(job: job.manifest.name)
 
         await withTaskGroup(of: (PlanItem, Bool, Outcome).self) { group in
@@ -137,6 +153,9 @@ public final class JobRunner: Sendable {
                     if exhausted || deferred.count >= 256 { break }
                     guard var item = iterator.next() else {
                         exhausted = true
+                        if totals == nil, iterator.error == nil {
+                            for observer in observers { observer.planCounted(files: iterator.uploadCount, bytes: iterator.uploadBytes) }
+                        }
                         continue
                     }
                     if remoteCheck, item.decision == Planner.unchanged, await !storedAsJournaled(item) {
@@ -154,7 +173,10 @@ public final class JobRunner: Sendable {
                             continue
                         }
                         if item.destination != planned.destination || item.attributes != planned.attributes {
-                            planner.consultJournal(&item)
+                            do { try planner.consultJournal(&item) } catch {
+                                fail(item, "\(error)")
+                                continue
+                            }
                         }
                     }
                     if rewrites, item.decision == .upload || item.decision == Planner.unchanged {
@@ -190,10 +212,20 @@ public final class JobRunner: Sendable {
                     if summary.failures.count < 100 {
                         summary.failures.append(.init(file: item.file.path, destination: item.destination, code: code, message: message))
                     }
-                    if settings.failFast || summary.failed >= (settings.maxErrors ?? .max) {
+                    if Self.fatalCodes.contains(code), summary.fatal == nil {
+                        summary.fatal = message
+                        stopStarting()
+                        cancelInFlight()
+                    } else if settings.failFast || summary.failed >= (settings.maxErrors ?? .max) {
                         stopStarting()
                         if settings.failFast { cancelInFlight() }
                     }
+                }
+                if summary.fatal == nil, let failure = recorder?.failure {
+                    // Without a journal, done work would be forgotten and failures unrecorded: stop.
+                    summary.fatal = failure.message
+                    stopStarting()
+                    cancelInFlight()
                 }
             }
             // Files and folders inside a root that the walk could not read are failures, not skips.
@@ -206,6 +238,7 @@ public final class JobRunner: Sendable {
             if let error = iterator.error {
                 summary.failed += 1
                 summary.failures.append(.init(file: job.file, destination: "", code: .invalidArgument, message: error.message))
+                summary.fatal = summary.fatal ?? error.message
             }
         }
         summary.interrupted = state.withLock { $0.interrupted }
@@ -214,6 +247,9 @@ public final class JobRunner: Sendable {
         await hooks?.drain()
         return summary
     }
+
+    /// Failures that no other file of the job can escape: the run stops at once.
+    static let fatalCodes: Set<StorageErrorCode> = [.unauthenticated, .bucketNotFound, .projectNotFound]
 
     private func upload(_ item: PlanItem) async -> Outcome {
         let metadata = StorageMetadata(item.attributes)
@@ -249,7 +285,7 @@ public final class JobRunner: Sendable {
 
     /// Whether the server still holds the object as the journal recorded it (size and MD5).
     private func storedAsJournaled(_ item: PlanItem) async -> Bool {
-        guard let record = journal?.record(source: item.file.path, destination: item.destination),
+        guard let record = (try? journal?.record(source: item.file.path, destination: item.destination)) ?? nil,
               let stored = try? await storage.reference(withPath: item.destination).getMetadata()
         else { return false }
         return stored.size == record.size && stored.md5Hash != nil && stored.md5Hash == record.md5Hash

@@ -80,6 +80,10 @@ public final class StorageUploadTask: StorageObservableTask, @unchecked Sendable
 
     // MARK: - The transfer
 
+    /// How many times a task uploads its file again from zero after the stored object did not
+    /// match it (a corrupted transfer, a truncated or stale object from an earlier run).
+    static let checksumRestarts = 2
+
     private func run() async {
         var session: (any UploadSession)?
         do {
@@ -89,19 +93,23 @@ public final class StorageUploadTask: StorageObservableTask, @unchecked Sendable
             let policy = reference.storage.uploadRetryPolicy
             let deadline = Date().addingTimeInterval(policy.budget)
             var failures = 0
+            var restarts = 0
             var offset: Int64 = 0
+            var resumable = resumeID
             while true {
                 do {
                     try await control.checkpoint()
+                    if session == nil, let id = resumable {
+                        // A session an earlier process started: continue from what the server holds.
+                        resumable = nil
+                        if let resumed = try? await backend.resumeUpload(id: id), let confirmed = try? await resumed.confirmedOffset() {
+                            session = resumed
+                            sessionID = resumed.id
+                            offset = confirmed
+                        }
+                    }
                     if let current = session {
                         if failures > 0 { offset = try await current.confirmedOffset() }
-                    } else if let resumeID, failures == 0, offset == 0,
-                              let resumed = try? await backend.resumeUpload(id: resumeID),
-                              let confirmed = try? await resumed.confirmedOffset() {
-                        // A session an earlier process started: continue from what the server holds.
-                        session = resumed
-                        sessionID = resumed.id
-                        offset = confirmed
                     } else {
                         let started = try await backend.startUpload(to: path, attributes: attributes, size: source.size)
                         session = started
@@ -116,9 +124,24 @@ public final class StorageUploadTask: StorageObservableTask, @unchecked Sendable
                         failures = confirmed > offset ? 0 : failures + 1
                         offset = confirmed
                     case .finished(let resource):
+                        if let change = source.changeSinceOpened() {
+                            session = nil   // stored and finished: nothing to abandon, the object is taken back
+                            try? await backend.delete(path, generation: resource.generation)
+                            throw StorageErrorCode.invalidArgument.error(
+                                "\(change); the object was not kept. Upload it again once it is complete.",
+                                userInfo: ["file": source.filePath ?? "", "object": path])
+                        }
                         succeed(resource)
                         return
                     }
+                } catch where StorageErrorCode(of: error) == .nonMatchingChecksum && restarts < Self.checksumRestarts
+                    && !control.isCancelled
+                {
+                    // The backend removed what did not match; send the whole file again.
+                    restarts += 1
+                    session = nil
+                    failures = 0
+                    offset = 0
                 } catch where RetryPolicy.isTransient(error) && !control.isCancelled {
                     failures += 1
                     let delay = policy.delay(attempt: failures, retryAfter: RetryPolicy.retryAfter(error))

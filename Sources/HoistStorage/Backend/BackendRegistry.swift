@@ -46,6 +46,7 @@ struct UnsupportedBackend: StorageBackend {
         throw error
     }
     func resumeUpload(id: String) async throws -> any UploadSession { throw error }
+    func delete(_ path: String, generation: Int64?) async throws { throw error }
     func metadata(of path: String) async throws -> ObjectResource { throw error }
     func downloadURL(for path: String) async throws -> URL { throw error }
 }

@@ -16,29 +16,42 @@ public final class ByteSource: Sendable {
     public init(data: Data) {
         storage = .memory(data)
         size = Int64(data.count)
+        opened = nil
     }
 
     /// The file at `path`, as it is now.
     /// - Throws: `objectNotFound` when it does not exist, `unauthorized` when it cannot be
     ///   read, `invalidArgument` when it is not a regular file.
     public init(filePath path: String) throws {
-        let attributes: [FileAttributeKey: Any]
-        do {
-            attributes = try FileManager.default.attributesOfItem(atPath: path)
-        } catch {
+        guard let status = FileStatus(path) else {
             throw StorageErrorCode.objectNotFound.error(
                 "File \(path) does not exist.", userInfo: ["file": path])
         }
-        guard attributes[.type] as? FileAttributeType == .typeRegular else {
+        guard status.isRegular else {
             throw StorageErrorCode.invalidArgument.error("\(path) is not a regular file.", userInfo: ["file": path])
         }
-        guard FileManager.default.isReadableFile(atPath: path), let handle = FileHandle(forReadingAtPath: path) else {
+        guard access(path, R_OK) == 0 else {
             throw StorageErrorCode.unauthorized.error(
                 "Permission denied reading file \(path).", userInfo: ["file": path])
         }
-        try? handle.close()
         storage = .file(path: path)
-        size = (attributes[.size] as? NSNumber)?.int64Value ?? 0
+        size = status.size
+        opened = status
+    }
+
+    /// The file's size and modification time when the source was made; nil for bytes in memory.
+    private let opened: FileStatus?
+
+    /// Why the file is no longer the one this source was made from (its size or modification
+    /// time differ, or it is gone), or nil when it is unchanged (and for bytes in memory).
+    public func changeSinceOpened() -> String? {
+        guard let path = filePath, let opened else { return nil }
+        guard let now = FileStatus(path) else { return "\(path) was removed while it was uploaded" }
+        if now.size != opened.size {
+            return "\(path) changed while it was uploaded: its size went from \(opened.size) to \(now.size) bytes"
+        }
+        if (now.modified, now.modifiedNanoseconds) != (opened.modified, opened.modifiedNanoseconds) { return "\(path) changed while it was uploaded: it was modified" }
+        return nil
     }
 
     /// The local file's path, for a file source.
@@ -113,5 +126,23 @@ public final class ByteSource: Sendable {
             offset += Int64(piece.count)
             return piece
         }
+    }
+}
+
+/// What `stat(2)` says of a path: enough to tell a regular file, its size, and whether it changed.
+struct FileStatus: Sendable, Equatable {
+    let isRegular: Bool
+    let size: Int64
+    /// Seconds and nanoseconds of the last modification.
+    let modified: Int64
+    let modifiedNanoseconds: Int
+
+    init?(_ path: String) {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return nil }
+        isRegular = (status.st_mode & S_IFMT) == S_IFREG
+        size = Int64(status.st_size)
+        modified = Int64(status.st_mtim.tv_sec)
+        modifiedNanoseconds = Int(status.st_mtim.tv_nsec)
     }
 }

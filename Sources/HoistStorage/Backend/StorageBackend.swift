@@ -18,6 +18,15 @@ public protocol StorageBackend: Sendable {
     /// - Throws: `objectNotFound` when the session is gone (finished, abandoned or expired).
     func resumeUpload(id: String) async throws -> any UploadSession
 
+    /// Deletes the object at `path` if it is still the given generation (any generation when nil).
+    /// Missing objects and other generations are left alone, silently. Used to take back an
+    /// object that must not stay (its file changed while it was read).
+    func delete(_ path: String, generation: Int64?) async throws
+
+    /// Checks, before the first byte moves, that uploads can work at all: credentials found,
+    /// host reached, bucket there. Fails within seconds, naming the cause and the fix.
+    func checkAccess() async throws
+
     /// The stored object's metadata. - Throws: `objectNotFound` when there is none.
     func metadata(of path: String) async throws -> ObjectResource
 
@@ -30,6 +39,11 @@ public protocol StorageBackend: Sendable {
 }
 
 extension StorageBackend {
+    /// Checks, before the first byte moves, that uploads can work at all: credentials found,
+    /// host reached, bucket there (GCS: one request). By default, nothing to check.
+    /// - Throws: a storage error whose message names the cause and the fix.
+    public func checkAccess() async throws {}
+
     public func downloadURL(for path: String, stored: ObjectResource) async throws -> URL {
         try await downloadURL(for: path)
     }
@@ -43,7 +57,9 @@ public protocol UploadSession: Sendable {
     func confirmedOffset() async throws -> Int64
 
     /// Sends `source` from `offset` (which must be the confirmed offset) to the end, or as far
-    /// as the backend takes in one go. Calls `control.checkpoint()` between pieces, so a pause
+    /// as the backend takes in one go. `.finished` is returned only for an object whose size
+    /// and checksums equal the whole of `source`, including bytes an earlier process sent: on
+    /// a mismatch the backend removes what it stored and throws `nonMatchingChecksum`. Calls `control.checkpoint()` between pieces, so a pause
     /// stops the I/O and a cancel ends it (throwing `cancelled`); reports the bytes the server
     /// holds through `progress`.
     /// - Returns: `.finished` with the stored object's metadata, or `.partial` with the new

@@ -82,6 +82,51 @@ public final class GCSBackend: StorageBackend {
         return GCSResumableSession(backend: self, id: id, path: nil, size: nil, contentType: nil)
     }
 
+    /// One bucket `GET`, with short timeouts: no credentials, an unreachable host, refused
+    /// credentials or a missing bucket each fail at once with what to do. A 403 passes: an
+    /// upload-only account may not read the bucket, yet its credentials work.
+    public func checkAccess() async throws {
+        let endpoint = configuration.endpoint
+        if configuration.credentials is NoCredentials, endpoint == "https://storage.googleapis.com" {
+            throw StorageErrorCode.unauthenticated.error(
+                "No credentials for gs://\(bucket): set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file "
+                    + "(or storage.credentials in the job), or GOOGLE_OAUTH_ACCESS_TOKEN to a token; for an emulator, "
+                    + "set STORAGE_EMULATOR_HOST.", userInfo: ["bucket": bucket])
+        }
+        var request = HTTPRequest(method: "GET", url: "\(endpoint)/storage/v1/b/\(Self.encode(bucket))?fields=name")
+        request.connectTimeout = 5
+        request.stallTimeout = 8
+        let response: HTTPResponse
+        do {
+            response = try await send(request)
+        } catch let error as NSError where error.domain == StorageErrorDomain && error.userInfo[StorageErrorRetryableKey] != nil {
+            throw StorageErrorCode.unknown.error(
+                "Cannot reach Cloud Storage at \(endpoint) (\(error.localizedDescription)). Check the network, a proxy, "
+                    + "or STORAGE_EMULATOR_HOST.", userInfo: ["bucket": bucket])
+        }
+        switch response.status {
+        case 200, 403:
+            return
+        case 401:
+            throw StorageErrorCode.unauthenticated.error(
+                "Cloud Storage refused the credentials (401) for gs://\(bucket): check the key file or token, and that it has not expired.",
+                userInfo: [StorageErrorResponseCodeKey: 401, StorageErrorResponseBodyKey: response.bodyText, "bucket": bucket])
+        case 404:
+            throw StorageErrorCode.bucketNotFound.error(
+                "Bucket \(bucket) does not exist at \(endpoint): check storage.url (gs://BUCKET).",
+                userInfo: [StorageErrorResponseCodeKey: 404, "bucket": bucket])
+        default:
+            throw failure(response, object: nil, bucketLevel: true)
+        }
+    }
+
+    public func delete(_ path: String, generation: Int64?) async throws {
+        var url = objectURL(path)
+        if let generation { url += "?ifGenerationMatch=\(generation)" }
+        let response = try await send(HTTPRequest(method: "DELETE", url: url))
+        guard [200, 204, 404, 412].contains(response.status) else { throw failure(response, object: path, bucketLevel: false) }
+    }
+
     public func metadata(of path: String) async throws -> ObjectResource {
         let response = try await send(HTTPRequest(method: "GET", url: objectURL(path)))
         guard response.status == 200 else { throw failure(response, object: path, bucketLevel: false) }
@@ -218,19 +263,25 @@ public final class GCSBackend: StorageBackend {
 
     private static let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
-    /// Checks the server's checksums against what was sent; on a mismatch, deletes the object
-    /// (this generation only) and throws `nonMatchingChecksum`.
-    func verify(_ resource: ObjectResource, against frontier: ChecksumFrontier, path: String) async throws -> ObjectResource {
+    /// Checks the stored object against the whole local source: its size, its CRC32C and (where
+    /// the server gives one) its MD5 must equal the source's. Bytes this process never sent (a
+    /// session resumed after a restart, or one the server finished on a status query) are read
+    /// back from the source. On a mismatch, deletes the object (this generation only) and throws
+    /// `nonMatchingChecksum`, which the task answers by uploading again from zero.
+    func verify(_ resource: ObjectResource, against frontier: ChecksumFrontier, source: ByteSource, path: String)
+        async throws -> ObjectResource
+    {
+        try frontier.catchUp(to: source.size, from: source)
         let sent = frontier.digests
+        let sizeMismatch = resource.size != source.size
+        let crcMismatch = resource.crc32c != sent.crc32c
         let md5Mismatch = resource.md5Hash.map { $0 != sent.md5 } ?? false
-        let crcMismatch = resource.crc32c.map { $0 != sent.crc32c } ?? false
-        guard md5Mismatch || crcMismatch else { return resource }
-        var url = objectURL(path)
-        if let generation = resource.generation { url += "?ifGenerationMatch=\(generation)" }
-        _ = try? await send(HTTPRequest(method: "DELETE", url: url))
+        guard sizeMismatch || crcMismatch || md5Mismatch else { return resource }
+        try? await delete(path, generation: resource.generation)
         throw StorageErrorCode.nonMatchingChecksum.error(
-            "Uploaded object \(path) has checksum md5 \(resource.md5Hash ?? "-") crc32c \(resource.crc32c ?? "-") on the server, "
-                + "but md5 \(sent.md5) crc32c \(sent.crc32c) was sent. The object was deleted; retry the upload.",
+            "Uploaded object \(path) has \(resource.size.map(String.init) ?? "no") bytes, md5 \(resource.md5Hash ?? "-") "
+                + "crc32c \(resource.crc32c ?? "-") on the server, but the local file has \(source.size) bytes, md5 \(sent.md5) "
+                + "crc32c \(sent.crc32c). The object was deleted; retry the upload.",
             userInfo: ["bucket": bucket, "object": path, "serverMD5": resource.md5Hash ?? "", "serverCRC32C": resource.crc32c ?? "",
                        "localMD5": sent.md5, "localCRC32C": sent.crc32c])
     }

@@ -41,7 +41,8 @@ struct GCSMultipartSession: UploadSession {
         guard response.status == 200 || response.status == 201 else {
             throw backend.failure(response, object: resource.name, bucketLevel: true)
         }
-        let stored = try await backend.verify(backend.decodeResource(response), against: frontier, path: resource.name ?? "")
+        let stored = try await backend.verify(
+            backend.decodeResource(response), against: frontier, source: source, path: resource.name ?? "")
         return .finished(stored)
     }
 

@@ -54,7 +54,9 @@ final class GCSResumableSession: UploadSession {
         // Bytes the server holds that this process never read (a resume after a restart).
         try frontier.catchUp(to: offset, from: source)
         if let completed {
-            return .finished(try await backend.verify(completed, against: frontier, path: path))
+            // The server says the object is finished (perhaps truncated: some servers finalize a
+            // session on a status query): it must equal the whole local file.
+            return .finished(try await backend.verify(completed, against: frontier, source: source, path: path))
         }
         let size = source.size
         var length = size - offset
@@ -81,7 +83,7 @@ final class GCSResumableSession: UploadSession {
         switch response.status {
         case 200, 201:
             let stored = try backend.decodeResource(response)
-            return .finished(try await backend.verify(stored, against: frontier, path: stored.name ?? path))
+            return .finished(try await backend.verify(stored, against: frontier, source: source, path: stored.name ?? path))
         case 308:
             return .partial(Self.confirmedBytes(response.header("Range")))
         default:

@@ -167,6 +167,10 @@ private final class Transfer: @unchecked Sendable {
                 try set(CURLOPT_UPLOAD_BUFFERSIZE, 512 << 10)
                 try check(hoist_curl_easy_setopt_read(handle, Transfer.readCallback))
                 try check(hoist_curl_easy_setopt_pointer(handle, CURLOPT_READDATA, context.toOpaque()))
+                // A reused connection that turns out dead makes curl send the request again on a
+                // new one: the body must rewind.
+                try check(hoist_curl_easy_setopt_seek(handle, Transfer.seekCallback))
+                try check(hoist_curl_easy_setopt_pointer(handle, CURLOPT_SEEKDATA, context.toOpaque()))
             }
         }
         var list: UnsafeMutablePointer<curl_slist>?
@@ -228,7 +232,7 @@ private final class Transfer: @unchecked Sendable {
     private static let transientCodes: Set<CURLcode> = [
         CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_OPERATION_TIMEDOUT, CURLE_SEND_ERROR,
         CURLE_RECV_ERROR, CURLE_GOT_NOTHING, CURLE_PARTIAL_FILE, CURLE_SSL_CONNECT_ERROR, CURLE_HTTP2,
-        CURLE_HTTP2_STREAM, CURLE_WEIRD_SERVER_REPLY, CURLE_READ_ERROR,
+        CURLE_HTTP2_STREAM, CURLE_WEIRD_SERVER_REPLY, CURLE_READ_ERROR, CURLE_SEND_FAIL_REWIND,
     ]
 
     private func check(_ code: CURLcode) throws {
@@ -246,6 +250,11 @@ private final class Transfer: @unchecked Sendable {
     private static let readCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = {
         buffer, size, count, context in
         from(context).read(into: UnsafeMutableRawBufferPointer(start: buffer, count: size * count))
+    }
+
+    private static let seekCallback: @convention(c) (UnsafeMutableRawPointer?, curl_off_t, Int32) -> Int32 = {
+        context, offset, origin in
+        from(context).seek(to: Int64(offset), origin: origin)
     }
 
     private static let headerCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = {
@@ -289,6 +298,22 @@ private final class Transfer: @unchecked Sendable {
         let name = line[..<colon].lowercased()
         let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
         responseHeaders[name] = value
+    }
+
+    /// Moves the body back (or forward) to `offset` from its start, for a request sent again.
+    private func seek(to offset: Int64, origin: Int32) -> Int32 {
+        guard origin == SEEK_SET, offset >= 0, offset <= request.bodyLength else { return hoist_curl_seekfunc_cantseek() }
+        var index = 0
+        var start: Int64 = 0
+        while index < request.body.count, start + request.body[index].length <= offset {
+            start += request.body[index].length
+            index += 1
+        }
+        if fileDescriptor >= 0 { close(fileDescriptor) }
+        fileDescriptor = -1
+        partIndex = index
+        partOffset = offset - start
+        return hoist_curl_seekfunc_ok()
     }
 
     /// Fills curl's buffer from the body parts; pauses while the control says so.

@@ -69,6 +69,28 @@ public final class LocalBucket: StorageBackend {
         return try commitLock.withLock { _ in try storedMetadata(of: path) }
     }
 
+    /// The bucket's folder exists (or can be made) and this user can write to it.
+    public func checkAccess() async throws {
+        try prepareBucket()
+        guard access(uploadsDirectory.path, W_OK) == 0 else {
+            throw StorageErrorCode.unauthorized.error(
+                "Cannot write to the bucket folder \(directory.path): give this user write access.", userInfo: ["bucket": bucket])
+        }
+    }
+
+    public func delete(_ path: String, generation: Int64?) async throws {
+        try validate(path)
+        try commitLock.withLock { _ in
+            guard let stored = try? storedMetadata(of: path), generation == nil || stored.generation == generation else { return }
+            do {
+                try FileManager.default.removeItem(at: objectURL(path))
+                try? FileManager.default.removeItem(at: metaURL(path))
+            } catch {
+                throw Self.ioError(error, doing: "deleting \(path)")
+            }
+        }
+    }
+
     public func downloadURL(for path: String) async throws -> URL {
         _ = try await metadata(of: path)
         return objectURL(path)

@@ -11,6 +11,9 @@ actor LocalUploadSession: UploadSession {
     private var checksums = Checksums()
     private var written: Int64 = 0
     private var finished = false
+    /// The bytes an earlier process wrote, with their checksums: compared with the local file
+    /// before this process adds to them.
+    private var earlier: (length: Int64, md5: String, crc32c: String)?
 
     /// Bytes copied per piece: the most a pause or cancel waits for.
     static let pieceSize = 1 << 20
@@ -35,6 +38,7 @@ actor LocalUploadSession: UploadSession {
                 piece = try reader.read(upTo: Self.pieceSize)
             }
             written = reader.offset
+            earlier = (written, checksums.md5Base64(), checksums.crc32cBase64())
         }
     }
 
@@ -51,6 +55,10 @@ actor LocalUploadSession: UploadSession {
         guard source.size == descriptor.size else {
             throw StorageErrorCode.invalidArgument.error(
                 "The source has \(source.size) bytes; session \(id) was started for \(descriptor.size).")
+        }
+        if let earlier {
+            self.earlier = nil
+            try checkEarlierBytes(earlier, against: source)
         }
         let reader = try source.reader(from: offset)
         let output: FileHandle
@@ -95,8 +103,32 @@ actor LocalUploadSession: UploadSession {
     }
 
     func abandon() async {
+        discard()
+    }
+
+    private func discard() {
         guard !finished else { return }
         try? FileManager.default.removeItem(at: partFile)
         try? FileManager.default.removeItem(at: descriptorFile)
+    }
+
+    /// The part file's bytes from an earlier process must be the local file's first bytes; when
+    /// they are not (the file changed between runs), the session is discarded and the upload
+    /// starts again from zero.
+    private func checkEarlierBytes(_ earlier: (length: Int64, md5: String, crc32c: String), against source: ByteSource) throws {
+        var local = Checksums()
+        let reader = try source.reader(from: 0)
+        while reader.offset < earlier.length {
+            let piece = try reader.read(upTo: min(Self.pieceSize, Int(earlier.length - reader.offset)))
+            if piece.isEmpty { break }
+            local.update(piece)
+        }
+        guard reader.offset != earlier.length || local.md5Base64() != earlier.md5 || local.crc32cBase64() != earlier.crc32c
+        else { return }
+        discard()
+        throw StorageErrorCode.nonMatchingChecksum.error(
+            "The \(earlier.length) bytes an earlier run stored for \(descriptor.path) differ from the local file; "
+                + "the session was discarded; retry the upload.",
+            userInfo: ["object": descriptor.path, "session": id])
     }
 }

@@ -1,0 +1,54 @@
+import Foundation
+import HoistJobs
+import HoistTestSupport
+import Testing
+
+/// A run walks its tree once: it uploads as it plans, counts as it goes, and stops at a plan
+/// error where it finds it.
+@Suite struct OnePassTests {
+    let hoist = productsDirectory.appendingPathComponent("hoist").path
+
+    func events(_ stdout: String) -> [[String: Any]] {
+        stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+    }
+
+    @Test func totalsArriveWhenTheWalkEnds() throws {
+        let fixture = try JobFixture()
+        for index in 0..<30 { try fixture.file("d\(index % 3)/f\(index).txt", 100 + index) }
+        try fixture.file("skip.tmp", 5)
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src, exclude: '**/*.tmp' }]\n")
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        let run = try runProcess(hoist, ["run", "--json", manifest])
+        #expect(run.status == 0, "\(run.stderr)")
+        let all = events(run.stdout)
+        let start = try #require(all.first { $0["event"] as? String == "job_start" })
+        #expect(start["files"] == nil)   // not counted yet: there is no second walk to count them
+        let counted = try #require(all.first { $0["event"] as? String == "plan_counted" })
+        #expect(counted["files"] as? Int == 30)
+        #expect(counted["bytes"] as? Int == (0..<30).reduce(0) { $0 + 100 + $1 })
+        let end = try #require(all.last)
+        #expect(end["event"] as? String == "job_end")
+        #expect(end["uploaded"] as? Int == 30)
+    }
+
+    @Test func twoFilesForOneDestinationStopTheRunWhereFound() throws {
+        let fixture = try JobFixture()
+        try fixture.file("a/pic.jpg", 10)
+        try fixture.file("b/pic.jpg", 20)
+        try fixture.file("c/other.jpg", 30)
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src, destination: 'all/{name}' }]\n")
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        let src = fixture.directory.url.appendingPathComponent("src").path
+        let message = "\(src)/a/pic.jpg and \(src)/b/pic.jpg both go to 'all/pic.jpg': change the destination template"
+        let plan = try runProcess(hoist, ["plan", manifest])
+        #expect(plan.status == 2)
+        #expect(plan.stderr.contains(message), "\(plan.stderr)")
+        let run = try runProcess(hoist, ["run", manifest])
+        #expect(run.status == 2)
+        #expect(run.stderr.contains("stopped: \(message)"), "\(run.stderr)")
+        // Nothing after the collision was uploaded, and the second file did not overwrite the first.
+        let bucket = fixture.directory.url.appendingPathComponent("bucket")
+        #expect(try Data(contentsOf: bucket.appendingPathComponent("all/pic.jpg")) == patternData(10))
+        #expect(!FileManager.default.fileExists(atPath: bucket.appendingPathComponent("all/other.jpg").path))
+    }
+}

@@ -1,0 +1,187 @@
+import Foundation
+import HoistTestSupport
+import Synchronization
+import Testing
+@testable import HoistStorage
+
+/// "Done" means the stored object equals the whole local file: every path to success compares
+/// size and checksums with the file, and a mismatch is repaired by uploading again from zero.
+@Suite struct VerificationTests {
+    /// fake-gcs-server finalizes a truncated object when asked for a session's status: the
+    /// object it answers with must be refused, deleted, and the file sent again whole.
+    @Test func truncatedObjectFromAStatusQueryIsUploadedAgain() async throws {
+        let bucket = try await FakeGCS.makeBucket()
+        let cutAt = 3 << 20
+        let proxy = try FaultProxy(upstreamPort: try FakeGCS.port(), ["--cut-after", "\(cutAt):1:PUT"])
+        let storage = gcsStorage(bucket: bucket, port: proxy.port) { $0.multipartThreshold = 1 << 20 }
+        let directory = try TemporaryDirectory()
+        let data = patternData(8 << 20 + 5)
+        let file = try directory.write("cut.bin", data)
+        let stored = try await storage.reference(withPath: "cut.bin").putFileAsync(from: file)
+        #expect(stored.size == Int64(data.count))
+        #expect(stored.md5Hash == md5Base64(data))
+        #expect(try await FakeGCS.download(bucket: bucket, object: "cut.bin") == data)
+        // The status query finalized a short object; it was deleted and a new session sent everything.
+        let methods = proxy.requests.compactMap { $0["method"] as? String }
+        #expect(methods.filter { $0 == "POST" }.count == 2, "\(methods)")
+        #expect(methods.contains("DELETE"))
+    }
+
+    /// A session resumed from an earlier process whose server already finished it with other
+    /// bytes (here: the session's object is complete but the local file changed since).
+    @Test func resumedSessionFinishedWithOtherBytesIsReplaced() async throws {
+        let bucket = try await FakeGCS.makeBucket()
+        let storage = gcsStorage(bucket: bucket, port: try FakeGCS.port()) { $0.multipartThreshold = 1 << 20 }
+        let backend = try #require(storage.backend as? GCSBackend)
+        let old = patternData(2 << 20, seed: 1)
+        // An earlier "process" sent the old version completely but never journaled it.
+        let session = try await backend.startUpload(to: "r.bin", attributes: ObjectResource(), size: Int64(old.count))
+        _ = try await session.send(from: ByteSource(data: old), at: 0, control: TransferControl(limiter: nil)) { _ in }
+
+        let directory = try TemporaryDirectory()
+        let new = patternData(2 << 20, seed: 2)
+        let file = try directory.write("r.bin", new)
+        let task = storage.reference(withPath: "r.bin").putFile(from: file, metadata: nil, resumingSession: session.id)
+        let last = await EventRecorder(task).finished()
+        #expect(last.status == .success, "\(String(describing: last.error))")
+        #expect(last.metadata?.md5Hash == md5Base64(new))
+        #expect(try await FakeGCS.download(bucket: bucket, object: "r.bin") == new)
+    }
+
+    @Test(arguments: [(100_000, "POST"), (5 << 20, "PUT")])
+    func corruptedTransferIsSentAgainFromZero(size: Int, method: String) async throws {
+        let bucket = try await FakeGCS.makeBucket()
+        let proxy = try FaultProxy(upstreamPort: try FakeGCS.port(), ["--corrupt-at", "\(size / 2 + 200):\(method)"])
+        let storage = gcsStorage(bucket: bucket, port: proxy.port) { $0.multipartThreshold = 1 << 20 }
+        let data = patternData(size)
+        let stored = try await storage.reference(withPath: "flip.bin").putDataAsync(data)
+        #expect(stored.md5Hash == md5Base64(data))
+        #expect(try await FakeGCS.download(bucket: bucket, object: "flip.bin") == data)
+        #expect(proxy.requests.contains { $0["method"] as? String == "DELETE" })
+    }
+
+    @Test(arguments: [(100_000, "POST"), (5 << 20, "PUT")])
+    func corruptedEveryTimeFailsWithNonMatchingChecksumAndLeavesNothing(size: Int, method: String) async throws {
+        let bucket = try await FakeGCS.makeBucket()
+        let proxy = try FaultProxy(upstreamPort: try FakeGCS.port(), ["--corrupt-at", "\(size / 2 + 200):\(method):100"])
+        let storage = gcsStorage(bucket: bucket, port: proxy.port) { $0.multipartThreshold = 1 << 20 }
+        await #expect { try await storage.reference(withPath: "corrupt.bin").putDataAsync(patternData(size)) } throws: { error in
+            let error = error as NSError
+            return error.code == StorageErrorCode.nonMatchingChecksum.rawValue
+                && error.localizedDescription.contains("The object was deleted")
+        }
+        #expect(try await !FakeGCS.exists(bucket: bucket, object: "corrupt.bin"))
+        // The first try and two uploads again from zero.
+        let sends = proxy.requests.filter { $0["method"] as? String == method && ($0["length"] as? Int ?? 0) >= size }
+        #expect(sends.count == 1 + StorageUploadTask.checksumRestarts)
+    }
+
+    /// libcurl sends a request again on a new connection when a reused one turns out dead: the
+    /// body must rewind (seen with Google's storage-testbench: 503, 429, then a reset).
+    @Test func resetOnAReusedConnectionIsRetried() async throws {
+        let bucket = try await FakeGCS.makeBucket()
+        let proxy = try FaultProxy(upstreamPort: try FakeGCS.port(), [
+            "--keep-alive", "--fail", "503:1:POST", "--fail", "429:1:POST", "--reset", "1:POST", "--retry-after", "0",
+        ])
+        let storage = gcsStorage(bucket: bucket, port: proxy.port)
+        let data = patternData(4096)
+        let stored = try await storage.reference(withPath: "reset.bin").putDataAsync(data)
+        #expect(stored.md5Hash == md5Base64(data))
+        #expect(try await FakeGCS.download(bucket: bucket, object: "reset.bin") == data)
+        let log = proxy.log
+        let reset = try #require(log.firstIndex { $0["event"] as? String == "reset" && $0["reused"] as? Bool == true })
+        // curl itself sent the request again at once on a new connection (rewinding the body),
+        // rather than failing it into the task's backoff, which waits seconds.
+        let resent = try #require(log[(reset + 1)...].first { $0["method"] as? String == "POST" && $0["event"] == nil })
+        let gap = (resent["time"] as? Double ?? 0) - (log[reset]["time"] as? Double ?? 0)
+        #expect(gap < 1, "\(gap) s between the reset and the next try")
+    }
+
+    /// Resets and transient statuses before any byte of a resumable upload reached the server:
+    /// on fake-gcs-server, whose status query then finalizes an empty object, which the task
+    /// must refuse and replace. Each ends in a byte-exact object.
+    @Test(arguments: [["--reset", "1:PUT"], ["--fail", "408:1:PUT"], ["--fail", "503:1:PUT"], ["--fail", "429:1:PUT"]])
+    func resumableUploadSurvivesAFaultBeforeAnyByte(fault: [String]) async throws {
+        let bucket = try await FakeGCS.makeBucket()
+        let proxy = try FaultProxy(upstreamPort: try FakeGCS.port(), ["--keep-alive", "--retry-after", "0"] + fault)
+        let storage = gcsStorage(bucket: bucket, port: proxy.port) { $0.multipartThreshold = 1 << 20 }
+        let data = patternData(3 << 20 + 11)
+        let stored = try await storage.reference(withPath: "before.bin").putDataAsync(data)
+        #expect(stored.md5Hash == md5Base64(data))
+        #expect(try await FakeGCS.download(bucket: bucket, object: "before.bin") == data)
+    }
+
+    /// A connection broken after some bytes: on gcp-storage-emulator, which keeps what it got and
+    /// tells the truth when asked, the upload goes on from its offset and ends byte-exact.
+    @Test(arguments: [1 << 20, 2 << 20 + 7])
+    func resumableUploadSurvivesACutAfterSomeBytes(cutAt: Int) async throws {
+        let port = try StorageEmulator.port()
+        let proxy = try FaultProxy(upstreamPort: port, ["--cut-after", "\(cutAt):1:PUT"])
+        let storage = gcsStorage(bucket: StorageEmulator.bucket, port: proxy.port) { $0.multipartThreshold = 1 << 20 }
+        let data = patternData(3 << 20 + 11)
+        let object = "survive-\(UUID().uuidString).bin"
+        let stored = try await storage.reference(withPath: object).putDataAsync(data)
+        #expect(stored.md5Hash == md5Base64(data))
+        #expect(try await FakeGCS.download(bucket: StorageEmulator.bucket, object: object, port: port) == data)
+    }
+
+    /// A local upload session of `written` (1 MiB), as an earlier run left it, and the local file
+    /// `name` as it is now; returns the task that resumes the session.
+    private func resumeHalfWrittenLocalSession(_ fixture: LocalBucketFixture, name: String, written: Data, now: Data)
+        async throws -> StorageUploadTask
+    {
+        let backend = try #require(fixture.storage.backend as? LocalBucket)
+        let session = try await backend.startUpload(to: name, attributes: ObjectResource(), size: Int64(now.count))
+        try written.prefix(1 << 20).write(to: backend.uploadsDirectory.appendingPathComponent("\(session.id).part"))
+        let file = try fixture.directory.write(name, now)
+        return fixture.storage.reference(withPath: name).putFile(from: file, metadata: nil, resumingSession: session.id)
+    }
+
+    /// The local bucket: a session an earlier run left half written, then the file changed.
+    @Test func localResumeOfAChangedFileStartsAgain() async throws {
+        let fixture = try LocalBucketFixture()
+        let new = patternData(3 << 20, seed: 4)
+        let task = try await resumeHalfWrittenLocalSession(fixture, name: "l.bin", written: patternData(3 << 20, seed: 3), now: new)
+        let last = await EventRecorder(task).finished()
+        #expect(last.status == .success, "\(String(describing: last.error))")
+        #expect(try fixture.storedBytes("l.bin") == new)
+        #expect(last.metadata?.md5Hash == md5Base64(new))
+        #expect(!fixture.allFiles().contains { $0.hasSuffix(".part") })
+    }
+
+    /// The local bucket: the same, with a file that did not change, continues from the part.
+    @Test func localResumeOfTheSameFileContinues() async throws {
+        let fixture = try LocalBucketFixture()
+        let data = patternData(3 << 20, seed: 5)
+        let task = try await resumeHalfWrittenLocalSession(fixture, name: "same.bin", written: data, now: data)
+        let recorder = EventRecorder(task)
+        let last = await recorder.finished()
+        #expect(last.status == .success, "\(String(describing: last.error))")
+        #expect(try fixture.storedBytes("same.bin") == data)
+        // Progress started from the part's 1 MiB: the session was continued, not restarted.
+        let first = recorder.events.first { $0.status == .progress }?.completed ?? 0
+        #expect(first > 1 << 20)
+    }
+
+    /// A file that grows while it is read is not kept: the task fails with a message naming it.
+    @Test func fileChangedWhileUploadingIsNotKept() async throws {
+        let fixture = try LocalBucketFixture()
+        fixture.storage.bandwidthLimiter = BandwidthLimiter(bytesPerSecond: 4 << 20)   // ~1 s: time to change the file
+        let file = try fixture.directory.write("grow.log", patternData(4 << 20))
+        let task = fixture.storage.reference(withPath: "grow.log").putFile(from: file)
+        let appended = Mutex(false)
+        let recorder = EventRecorder(task) { snapshot in
+            guard snapshot.status == .progress, !appended.withLock({ let was = $0; $0 = true; return was }) else { return }
+            let handle = try! FileHandle(forWritingTo: file)
+            handle.seekToEndOfFile()
+            handle.write(Data("one more line\n".utf8))
+            try? handle.close()
+        }
+        let last = await recorder.finished()
+        #expect(last.status == .failure)
+        #expect(errorCode(last) == .invalidArgument)
+        let message = (last.error as NSError?)?.localizedDescription ?? ""
+        #expect(message.contains("grow.log changed while it was uploaded"), "\(message)")
+        #expect(!fixture.allFiles().contains("grow.log"))
+    }
+}
