@@ -166,3 +166,26 @@ import Testing
         #expect(seen.contains("max.txt 253402300799"), "\(seen)")
     }
 }
+
+/// `hoist cp` sees what `hoist run` sees.
+@Suite struct CopyWalkAttackTests {
+    @Test func cpRefusesAFolderWithANameThatIsNotUTF8() throws {
+        let directory = try TemporaryDirectory()
+        try directory.write("src/ok.txt", Data("hi".utf8))
+        _ = try python("open(b'\(directory.path)/src/only\\xff.txt', 'wb').write(b'x')")
+        let run = try runProcess(productsDirectory.appendingPathComponent("hoist").path,
+                                 ["cp", "--storage", "file://\(directory.path)/bucket", "\(directory.path)/src", "/"])
+        #expect(run.status == 2, "\(run.stdout)\(run.stderr)")
+        #expect(run.stderr.contains("only\u{FFFD}.txt: the name is not valid UTF-8"), "\(run.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: "\(directory.path)/bucket/src/ok.txt"))
+    }
+
+    @Test func cpRefusesAnObjectNameWithANewline() throws {
+        let directory = try TemporaryDirectory()
+        try directory.write("src/line\nbreak.txt", Data("hi".utf8))
+        let run = try runProcess(productsDirectory.appendingPathComponent("hoist").path,
+                                 ["cp", "--storage", "file://\(directory.path)/bucket", "\(directory.path)/src", "/"])
+        #expect(run.status == 2, "\(run.stdout)\(run.stderr)")
+        #expect(run.stderr.contains("contains the control character U+000A"), "\(run.stderr)")
+    }
+}
