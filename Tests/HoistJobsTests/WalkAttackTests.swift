@@ -189,3 +189,47 @@ import Testing
         #expect(run.stderr.contains("contains the control character U+000A"), "\(run.stderr)")
     }
 }
+
+/// Someone who can write in a root must not make a root-run job upload another file.
+@Suite struct SymlinkSwapAttackTests {
+    /// Records the first progress of one file and runs `action` once.
+    final class OnFirstProgress: JobObserver, @unchecked Sendable {
+        let name: String
+        let action: @Sendable () -> Void
+        private var done = false
+        private let lock = NSLock()
+        init(_ name: String, _ action: @escaping @Sendable () -> Void) {
+            self.name = name
+            self.action = action
+        }
+        func jobStarted(_ job: Job, files: Int?, bytes: Int64?) {}
+        func fileSkipped(_ item: PlanItem, reason: String) {}
+        func fileEvent(_ item: PlanItem, _ snapshot: StorageTaskSnapshot) {
+            guard item.file.relativePath == name, snapshot.status == .progress else { return }
+            let run = lock.withLock { () -> Bool in defer { done = true }; return !done }
+            if run { action() }
+        }
+        func jobFinished(_ summary: JobSummary) {}
+    }
+
+    @Test func aFileSwappedForASymlinkAfterTheWalkIsNotUploaded() async throws {
+        let outside = try TemporaryDirectory()
+        let secret = try outside.write("shadow", Data("root:$6$secret".utf8))
+        let fixture = try JobFixture()
+        try fixture.file("big1.bin", 9 << 20)
+        try fixture.file("big2.bin", 9 << 20)
+        let big2 = fixture.directory.url.appendingPathComponent("src/big2.bin").path
+        // Two slots: one for large files, so big2 is found, then waits while big1 goes up.
+        let job = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { concurrency: 2, bandwidth: 12MB/s }\n")
+        let swap = OnFirstProgress("big1.bin") {
+            try? FileManager.default.removeItem(atPath: big2)
+            try? FileManager.default.createSymbolicLink(atPath: big2, withDestinationPath: secret.path)
+        }
+        let runner = JobRunner(job: job, storage: try job.makeStorage(), observers: [swap])
+        let summary = await runner.run()
+        #expect(summary.uploaded == 1 && summary.failed == 1, "\(summary.failures)")
+        #expect(summary.failures.first?.message.contains("became a symbolic link") == true, "\(summary.failures)")
+        let stored = fixture.directory.url.appendingPathComponent("bucket/big2.bin")
+        #expect((try? Data(contentsOf: stored)) != Data("root:$6$secret".utf8))
+    }
+}

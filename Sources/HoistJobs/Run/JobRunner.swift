@@ -252,6 +252,7 @@ public final class JobRunner: Sendable {
     static let fatalCodes: Set<StorageErrorCode> = [.unauthenticated, .bucketNotFound, .projectNotFound]
 
     private func upload(_ item: PlanItem) async -> Outcome {
+        if let problem = Self.swappedSinceWalk(item, job: job) { return .failure(.invalidArgument, problem) }
         let metadata = StorageMetadata(item.attributes)
         let ref = storage.reference(withPath: item.destination)
         let url = URL(fileURLWithPath: item.file.path)
@@ -281,6 +282,19 @@ public final class JobRunner: Sendable {
         if last.status == .success { return .success(last.metadata?.size ?? item.file.size) }
         let error = last.error.map { $0 as NSError }
         return .failure(error.map { StorageErrorCode(of: $0) } ?? .unknown, error?.localizedDescription ?? "failed")
+    }
+
+    /// Why a file must not be read now: someone who can write in a root replaced it (or a folder
+    /// above it) with a symbolic link after the walk found it, to have a root-run job upload
+    /// another file (`/etc/shadow`). Nil when it is still reached without a link the job did not
+    /// ask to follow.
+    static func swappedSinceWalk(_ item: PlanItem, job: Job) -> String? {
+        let set = job.manifest.files[item.fileSetIndex]
+        guard !set.followSymlinks else { return nil }
+        let root = URL(fileURLWithPath: job.root(of: set)).resolvingSymlinksInPath().path
+        let real = URL(fileURLWithPath: item.file.path).resolvingSymlinksInPath().path
+        guard real != (root == "/" ? "" : root) + "/" + item.file.relativePath else { return nil }
+        return "\(item.file.path) became a symbolic link (or a folder above it did) after the walk found it: not uploaded"
     }
 
     /// Whether the server still holds the object as the journal recorded it (size and MD5).
