@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <limits.h>
 #include <time.h>
+#include <string.h>
 
 static inline int hoist_lua_pcall(lua_State *L, int nargs, int nresults, int msgh) { return lua_pcall(L, nargs, nresults, msgh); }
 static inline void hoist_lua_pop(lua_State *L, int n) { lua_pop(L, n); }
@@ -103,7 +104,7 @@ static inline void hoist_lua_stop(lua_State *L, hoist_lua_budget *budget, const 
         budget->where[0] = 0;
         for (int level = 0; lua_getstack(L, level, &here); level++) {
             lua_getinfo(L, "Sl", &here);
-            if (here.currentline > 0) {
+            if (here.currentline > 0 && strcmp(here.source, "=(hoist)") != 0) {   /* the script's line, not the host's */
                 snprintf(budget->where, sizeof budget->where, "%s:%d: ", here.short_src, here.currentline);
                 break;
             }
@@ -204,5 +205,11 @@ static inline void hoist_lua_push_swift_function(lua_State *L, hoist_lua_swift_f
 
 static inline int hoist_lua_isinteger(lua_State *L, int i) { return lua_isinteger(L, i); }
 static inline int hoist_luaL_dostring(lua_State *L, const char *code) { return luaL_dostring(L, code); }
+/// Runs host code (the sandbox's Lua parts) as chunk "=(hoist)": a budget error in it names the
+/// script line that called it.
+static inline int hoist_lua_dohost(lua_State *L, const char *code) {
+    int status = luaL_loadbufferx(L, code, strlen(code), "=(hoist)", "t");
+    return status != LUA_OK ? status : lua_pcall(L, 0, LUA_MULTRET, 0);
+}
 static inline void hoist_lua_collect(lua_State *L) { lua_gc(L, LUA_GCCOLLECT); }
 #endif

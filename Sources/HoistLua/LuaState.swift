@@ -114,6 +114,28 @@ public final class LuaRuntime: @unchecked Sendable {
         _ = hoist_lua_getglobal(L, "string")
         hoist_pm_install(L)
         hoist_lua_pop(L, 1)
+        // table.move loops in C without allocating (`table.move({}, 1, 1e15, 2)` ran for days):
+        // the same in Lua, where the instruction budget counts each element.
+        _ = hoist_lua_dohost(L, """
+            local type, error, tointeger, tonumber = type, error, math.tointeger, tonumber
+            table.move = function(a1, f, e, t, a2)
+              if a2 == nil then a2 = a1 end
+              if type(a1) ~= "table" then error("bad argument #1 to 'move' (table expected, got " .. type(a1) .. ")", 2) end
+              if type(a2) ~= "table" then error("bad argument #5 to 'move' (table expected, got " .. type(a2) .. ")", 2) end
+              f, e, t = tointeger(tonumber(f)), tointeger(tonumber(e)), tointeger(tonumber(t))
+              if f == nil or e == nil or t == nil then
+                error("bad argument to 'move' (number has no integer representation)", 2)
+              end
+              if e >= f then
+                if t > e or t <= f or a1 ~= a2 then
+                  for i = 0, e - f do a2[t + i] = a1[f + i] end
+                else
+                  for i = e - f, 0, -1 do a2[t + i] = a1[f + i] end
+                end
+              end
+              return a2
+            end
+            """)
         lua_createtable(L, 0, 32)
         let base = ["assert", "error", "ipairs", "next", "pairs", "pcall", "rawequal", "rawget", "rawlen", "rawset",
                     "select", "setmetatable", "getmetatable", "tonumber", "tostring", "type", "xpcall", "_VERSION", "print"]
@@ -144,14 +166,14 @@ public final class LuaRuntime: @unchecked Sendable {
         lua_setfield(L, -2, "os")
         // load: text chunks only (a binary chunk can break the VM), unless allowed.
         let mode = allow.contains("load_binary") ? "bt" : "t"
-        _ = hoist_luaL_dostring(L, """
+        _ = hoist_lua_dohost(L, """
             local load = load
             return function(chunk, name, mode, env) return load(chunk, name, "\(mode)", env) end
             """)
         lua_setfield(L, -2, "load")
         // xpcall: Lua runs a message handler with hooks off when the error comes from the count
         // hook, so past the budget (or after a stop) the script's handler is not called at all.
-        _ = hoist_luaL_dostring(L, """
+        _ = hoist_lua_dohost(L, """
             local xpcall = xpcall
             return function(stopped)
               return function(f, handler, ...)
@@ -166,7 +188,7 @@ public final class LuaRuntime: @unchecked Sendable {
         _ = hoist_lua_pcall(L, 1, 1, 0)
         lua_setfield(L, -2, "xpcall")
         // setmetatable: no __gc (finalizers run with hooks off, so a looping one never stops).
-        _ = hoist_luaL_dostring(L, """
+        _ = hoist_lua_dohost(L, """
             local setmetatable, type, rawget, error = setmetatable, type, rawget, error
             return function(t, mt)
               if type(mt) == "table" and rawget(mt, "__gc") ~= nil then
@@ -180,11 +202,11 @@ public final class LuaRuntime: @unchecked Sendable {
         // No script reaches the shared tables: the string metatable (whose __index is the real
         // string library, used by every script's methods) and the sandbox behind each
         // environment are hidden from getmetatable.
-        _ = hoist_luaL_dostring(L, "getmetatable('').__metatable = false")
+        _ = hoist_lua_dohost(L, "getmetatable('').__metatable = false")
         // Each script's environment: copies of the library tables (two levels, as hoist.job), so
         // a script that replaces string.upper or log.info changes them for itself only; its
         // `load` gives chunks that environment unless told another.
-        _ = hoist_luaL_dostring(L, """
+        _ = hoist_lua_dohost(L, """
             local pairs, type, select, setmetatable = pairs, type, select, setmetatable
             return function(sandbox)
               local load = sandbox.load

@@ -83,6 +83,21 @@ import Testing
             """, limits: .init(instructions: 10_000_000, memory: 64 << 20, seconds: 60), message: "instruction budget exceeded")
     }
 
+    @Test func tableMoveOverAHugeEmptyRangeIsCounted() throws {
+        try expectStopped("table.move({}, 1, 1e15, 2)", limits: .init(instructions: 1_000_000, seconds: 60),
+                          message: "instruction budget exceeded")
+        let lua = try LuaRuntime()
+        let script = try lua.load("""
+            function probe()
+              local a = table.move({1, 2, 3, 4, 5}, 2, 4, 1)
+              local b = table.move({1, 2, 3}, 1, 3, 3)
+              local c = table.move({1, 2, 3}, 1, 3, 1, {})
+              return table.concat(a, ","), table.concat(b, ","), table.concat(c, ",")
+            end
+            """, name: "probe.lua")
+        #expect(try lua.call(script, "probe") == [.string("2,3,4,4,5"), .string("1,2,1,2,3"), .string("1,2,3")])
+    }
+
     @Test func patternsStillWork() throws {
         let lua = try LuaRuntime()
         let script = try lua.load("""
