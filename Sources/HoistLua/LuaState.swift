@@ -135,6 +135,34 @@ public final class LuaRuntime: @unchecked Sendable {
               end
               return a2
             end
+            -- insert and remove shift #t elements in C, and #t of a sparse table can be 2^50.
+            local select = select
+            table.insert = function(t, ...)
+              if type(t) ~= "table" then error("bad argument #1 to 'insert' (table expected, got " .. type(t) .. ")", 2) end
+              local e = #t + 1
+              local n = select("#", ...)
+              if n == 1 then t[e] = ...; return end
+              if n ~= 2 then error("wrong number of arguments to 'insert'", 2) end
+              local pos, value = ...
+              pos = tointeger(tonumber(pos))
+              if pos == nil then error("bad argument #2 to 'insert' (number has no integer representation)", 2) end
+              if pos < 1 or pos > e then error("bad argument #2 to 'insert' (position out of bounds)", 2) end
+              for i = e, pos + 1, -1 do t[i] = t[i - 1] end
+              t[pos] = value
+            end
+            table.remove = function(t, pos)
+              if type(t) ~= "table" then error("bad argument #1 to 'remove' (table expected, got " .. type(t) .. ")", 2) end
+              local size = #t
+              if pos == nil then pos = size else
+                pos = tointeger(tonumber(pos))
+                if pos == nil then error("bad argument #2 to 'remove' (number has no integer representation)", 2) end
+              end
+              if pos ~= size and (pos < 1 or pos > size + 1) then error("bad argument #2 to 'remove' (position out of bounds)", 2) end
+              local value = t[pos]
+              while pos < size do t[pos] = t[pos + 1]; pos = pos + 1 end
+              t[pos] = nil
+              return value
+            end
             """)
         lua_createtable(L, 0, 32)
         let base = ["assert", "error", "ipairs", "next", "pairs", "pcall", "rawequal", "rawget", "rawlen", "rawset",

@@ -98,6 +98,30 @@ import Testing
         #expect(try lua.call(script, "probe") == [.string("2,3,4,4,5"), .string("1,2,1,2,3"), .string("1,2,3")])
     }
 
+    @Test func tableInsertAndRemoveOnASparseTableAreCounted() throws {
+        // #t of this empty table is 2^50: insert and remove once shifted that many in C.
+        let sparse = "local t = setmetatable({}, { __len = function() return 1 << 50 end })\n"
+        try expectStopped(sparse + "table.insert(t, 1, 'x')", limits: .init(instructions: 1_000_000, seconds: 60),
+                          message: "instruction budget exceeded")
+        try expectStopped(sparse + "table.remove(t, 1)", limits: .init(instructions: 1_000_000, seconds: 60),
+                          message: "instruction budget exceeded")
+        let lua = try LuaRuntime()
+        let script = try lua.load("""
+            function probe()
+              local t = {1, 2, 3}
+              table.insert(t, 4) table.insert(t, 1, 0)
+              local removed = table.remove(t, 2)
+              local last = table.remove(t)
+              local empty = {}
+              return table.concat(t, ","), removed, last, table.remove(empty), #empty, select(2, pcall(table.insert, t, 9, 1))
+            end
+            """, name: "probe.lua")
+        let results = try #require(try lua.call(script, "probe"))
+        #expect(results.prefix(3) == [.string("0,2,3"), .integer(1), .integer(4)])
+        #expect(results.count == 6 && results[4] == .integer(0), "\(results)")
+        #expect(results.last?.string?.contains("position out of bounds") == true, "\(results)")
+    }
+
     @Test func patternsStillWork() throws {
         let lua = try LuaRuntime()
         let script = try lua.load("""
