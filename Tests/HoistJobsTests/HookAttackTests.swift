@@ -1,5 +1,5 @@
 import Foundation
-import HoistJobs
+@testable import HoistJobs
 import HoistStorage
 import HoistTestSupport
 import Synchronization
@@ -363,5 +363,16 @@ import Testing
         #expect(process.terminationStatus == 130, "\(text)")
         #expect(text.contains("(interrupted)"), "\(text)")
         #expect(!FileManager.default.fileExists(atPath: fixture.directory.url.appendingPathComponent("bucket/a.txt").path))
+    }
+}
+
+/// What hooks are shown must not hand them a capability.
+@Suite struct HookSnapshotAttackTests {
+    @Test func errorMessagesShownToHooksCarryNoUploadSessionURL() {
+        let message = "Timeout was reached: https://storage.googleapis.com/upload/storage/v1/b/b/o?uploadType=resumable&upload_id=ABCsecret (retried)"
+        let shown = redactingQueries(message)
+        #expect(!shown.contains("ABCsecret"))
+        #expect(shown == "Timeout was reached: https://storage.googleapis.com/upload/storage/v1/b/b/o?… (retried)")
+        #expect(redactingQueries("no URL? here") == "no URL? here")
     }
 }

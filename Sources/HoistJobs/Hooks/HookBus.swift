@@ -430,7 +430,7 @@ public final class HookBus: JobObserver, @unchecked Sendable {
         if let error = snapshot.error.map({ $0 as NSError }) {
             let code = StorageErrorCode(of: error)
             table["error"] = .table(["code": .string(code.name), "rawValue": .integer(Int64(code.rawValue)),
-                                     "message": .string(error.localizedDescription)])
+                                     "message": .string(redactingQueries(error.localizedDescription))])
         }
         return table
     }
@@ -455,6 +455,32 @@ public final class HookBus: JobObserver, @unchecked Sendable {
         fields["customMetadata"] = .table((resource.metadata ?? [:]).mapValues { .string($0) })
         return .table(fields)
     }
+}
+
+/// `text` with the query of every URL in it cut (`https://host/path?…`): a resumable upload's
+/// session URL carries `upload_id`, which lets whoever holds it write the object, and error
+/// messages name the URL that failed. Hooks see messages without it.
+func redactingQueries(_ text: String) -> String {
+    guard text.contains("://"), text.contains("?") else { return text }
+    var result = ""
+    var inURL = false
+    var cutting = false
+    var index = text.startIndex
+    while index < text.endIndex {
+        let character = text[index]
+        if character.isWhitespace || character == "\"" || character == "'" || character == ")" {
+            inURL = false
+            cutting = false
+        } else if !inURL, text[index...].hasPrefix("http://") || text[index...].hasPrefix("https://") {
+            inURL = true
+        } else if inURL, character == "?", !cutting {
+            cutting = true
+            result += "?…"
+        }
+        if !cutting { result.append(character) }
+        index = text.index(after: index)
+    }
+    return result
 }
 
 /// Runs async work from a thread that may block (the hooks' queue) and returns its value, or nil.
