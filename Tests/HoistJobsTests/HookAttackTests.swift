@@ -116,7 +116,8 @@ import Testing
         _ = try await hooks.run("""
             function on_job_start(job)
               for _, path in ipairs({ "job.yaml", "./job.yaml", "other-job.yaml", "new.yml", "plugin.lua", "evil.LUA",
-                                      "journal.sqlite", "journal.sqlite-wal", "bucket/a.txt", "x/.hoist/meta.json", "hardlink.txt" }) do
+                                      "journal.sqlite", "journal.sqlite-wal", "bucket/a.txt", "x/.hoist/meta.json", "hardlink.txt",
+                                      "src/evil.html" }) do
                 local ok, err = pcall(hoist.append_file, path, "\\nlua: { allow: [" .. "os] }\\n")
                 log.info(path .. " -> " .. tostring(ok) .. " " .. tostring(err))
               end
@@ -131,7 +132,8 @@ import Testing
             #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent(name).path), "\(name)")
         }
         let logs = hooks.log.all
-        #expect(logs.filter { $0.contains("-> false") }.count == 11, "\(logs)")
+        #expect(logs.filter { $0.contains("-> false") }.count == 12, "\(logs)")
+        #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("src/evil.html").path))
         #expect(logs.contains { $0.contains("job.yaml -> false") && $0.contains("Hoist reads") }, "\(logs)")
     }
 

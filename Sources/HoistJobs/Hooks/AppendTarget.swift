@@ -5,7 +5,7 @@ import Foundation
 ///
 /// Refused: absolute paths and `..`; any symbolic link on the way (folders are opened one by one
 /// with `O_NOFOLLOW`); a file with more than one hard link; the manifest, its hook scripts, the
-/// journal and its lock, the local bucket; and any name ending in `.yaml`, `.yml`, `.lua`,
+/// journal and its lock, the local bucket, the roots of its file sets; and any name ending in `.yaml`, `.yml`, `.lua`,
 /// `.sqlite*`, `.db` or `.lock`, or inside a `.hoist` folder, so a hook cannot hand the next
 /// run new settings or new code.
 struct AppendTarget: Sendable {
@@ -31,6 +31,13 @@ struct AppendTarget: Sendable {
             if rest.hasPrefix("//") { rest = String(rest.dropFirst(2)) }
             folders.append(real(job.resolve(rest.removingPercentEncoding ?? rest)))
         }
+        // A file set's root inside the job's folder: what a hook wrote there would be uploaded by
+        // the next run (a page added to a site). A root at or above the job's folder cannot be
+        // kept out this way; the docs say so.
+        for set in job.manifest.files {
+            let root = real(job.root(of: set))
+            if root.hasPrefix(directory + "/") { folders.append(root) }
+        }
         protectedFolders = folders
     }
 
@@ -51,7 +58,9 @@ struct AppendTarget: Sendable {
             throw refuse("is a kind of file Hoist reads (manifests, scripts, journals): hooks cannot write it")
         }
         if protected.contains(absolute) { throw refuse("is read by Hoist (the manifest, a hook, the journal): hooks cannot write it") }
-        if protectedFolders.contains(where: { absolute.hasPrefix($0 + "/") }) { throw refuse("is inside the job's bucket") }
+        if protectedFolders.contains(where: { absolute.hasPrefix($0 + "/") }) {
+            throw refuse("is inside the job's bucket or a folder it uploads: hooks cannot add what the next run would upload")
+        }
 
         var folder = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard folder >= 0 else { throw refuse("cannot be written: \(String(cString: strerror(errno)))") }
