@@ -3,6 +3,7 @@
 
 POST /big?bytes=N        answers 200 with N bytes of "x" (sent in 1 MiB pieces)
 POST /drip               answers 200 and then sends one byte every 2 s, forever
+POST /headers            answers 200 and then sends headers, forever
 POST /redirect?to=URL    answers 302 with Location: URL
 anything else            answers 200 "ok"
 """
@@ -41,6 +42,12 @@ class Handler(BaseHTTPRequestHandler):
                     self.wfile.write(b"x")
                     self.wfile.flush()
                     time.sleep(2)
+            elif url.path == "/headers":
+                self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+                n = 0
+                while True:
+                    self.wfile.write(b"X-Flood-%d: %s\r\n" % (n, b"y" * 1000))
+                    n += 1
             elif url.path == "/redirect":
                 self.send_response(302)
                 self.send_header("Location", query["to"][0])

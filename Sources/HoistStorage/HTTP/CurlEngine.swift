@@ -118,6 +118,7 @@ private final class Transfer: @unchecked Sendable {
     private var responseHeaders: [String: String] = [:]
     private var responseBody = Data()
     private var responseTooLarge = false
+    private var headerBytes = 0
     private var partIndex = 0
     private var partOffset: Int64 = 0
     private var fileDescriptor: Int32 = -1
@@ -260,7 +261,14 @@ private final class Transfer: @unchecked Sendable {
     private static let headerCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = {
         buffer, size, count, context in
         let line = String(decoding: UnsafeRawBufferPointer(start: buffer, count: size * count), as: UTF8.self)
-        from(context).header(line)
+        let transfer = from(context)
+        // Headers count toward the answer's limit: a server sending endless headers stops there.
+        transfer.headerBytes += size * count
+        if let limit = transfer.request.maxResponseBytes, transfer.headerBytes > limit {
+            transfer.responseTooLarge = true
+            return 0
+        }
+        transfer.header(line)
         return size * count
     }
 
