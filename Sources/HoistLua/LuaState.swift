@@ -18,11 +18,15 @@ public final class LuaRuntime: @unchecked Sendable {
     public struct Limits: Sendable {
         /// VM instructions one call (a script's top level, or one hook call) may run.
         public var instructions: Int
-        /// Bytes all the runtime's scripts may hold together.
+        /// Bytes all the runtime's scripts may hold together; values host functions hand to
+        /// Lua, and Lua values handed to host functions, count against it too.
         public var memory: Int
-        public init(instructions: Int = 10_000_000, memory: Int = 64 << 20) {
+        /// Seconds of wall clock one call may take, whatever it does (0: no limit).
+        public var seconds: Double
+        public init(instructions: Int = 10_000_000, memory: Int = 64 << 20, seconds: Double = 10) {
             self.instructions = instructions
             self.memory = memory
+            self.seconds = seconds
         }
     }
 
@@ -46,6 +50,8 @@ public final class LuaRuntime: @unchecked Sendable {
     }
     /// The registry reference of the sandbox table every script environment reads through.
     private var sandbox: Int32 = 0
+    /// The registry reference of the function that makes a script's environment.
+    private var environmentMaker: Int32 = 0
 
     /// The Lua version this process linked, such as `"Lua 5.4"`.
     public static var version: String { "Lua " + LUA_VERSION_MAJOR + "." + LUA_VERSION_MINOR }
@@ -83,8 +89,81 @@ public final class LuaRuntime: @unchecked Sendable {
     /// Bytes the runtime holds now.
     public var memoryInUse: Int { budget.pointee.used }
 
+    /// Stops the call running now, from any thread, and every later call: each fails with
+    /// `stopped: the job is stopping`. For signals: no hook can hold a stopping job.
+    public func cancel() { hoist_lua_cancel(budget) }
+
+    /// Whether `cancel()` was called.
+    public var isCancelled: Bool { hoist_lua_is_cancelled(budget) != 0 }
+
+    /// Seconds left to the running call (for host functions that wait, such as `http.post`).
+    public var secondsLeft: Double? {
+        let deadline = budget.pointee.deadline
+        guard budget.pointee.armed != 0, deadline > 0 else { return nil }
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return max(0, deadline - (Double(now.tv_sec) + Double(now.tv_nsec) / 1e9))
+    }
+
+    /// Nesting deeper than this is refused when values cross between Swift and Lua.
+    public static let maxDepth = 64
+
     private func buildSandbox(allow: Set<String>) {
         let L = state
+        // Pattern matching that pays for its work (patterns.h), for every string, methods included.
+        _ = hoist_lua_getglobal(L, "string")
+        hoist_pm_install(L)
+        hoist_lua_pop(L, 1)
+        // table.move loops in C without allocating (`table.move({}, 1, 1e15, 2)` ran for days):
+        // the same in Lua, where the instruction budget counts each element.
+        _ = hoist_lua_dohost(L, """
+            local type, error, tointeger, tonumber = type, error, math.tointeger, tonumber
+            table.move = function(a1, f, e, t, a2)
+              if a2 == nil then a2 = a1 end
+              if type(a1) ~= "table" then error("bad argument #1 to 'move' (table expected, got " .. type(a1) .. ")", 2) end
+              if type(a2) ~= "table" then error("bad argument #5 to 'move' (table expected, got " .. type(a2) .. ")", 2) end
+              f, e, t = tointeger(tonumber(f)), tointeger(tonumber(e)), tointeger(tonumber(t))
+              if f == nil or e == nil or t == nil then
+                error("bad argument to 'move' (number has no integer representation)", 2)
+              end
+              if e >= f then
+                if t > e or t <= f or a1 ~= a2 then
+                  for i = 0, e - f do a2[t + i] = a1[f + i] end
+                else
+                  for i = e - f, 0, -1 do a2[t + i] = a1[f + i] end
+                end
+              end
+              return a2
+            end
+            -- insert and remove shift #t elements in C, and #t of a sparse table can be 2^50.
+            local select = select
+            table.insert = function(t, ...)
+              if type(t) ~= "table" then error("bad argument #1 to 'insert' (table expected, got " .. type(t) .. ")", 2) end
+              local e = #t + 1
+              local n = select("#", ...)
+              if n == 1 then t[e] = ...; return end
+              if n ~= 2 then error("wrong number of arguments to 'insert'", 2) end
+              local pos, value = ...
+              pos = tointeger(tonumber(pos))
+              if pos == nil then error("bad argument #2 to 'insert' (number has no integer representation)", 2) end
+              if pos < 1 or pos > e then error("bad argument #2 to 'insert' (position out of bounds)", 2) end
+              for i = e, pos + 1, -1 do t[i] = t[i - 1] end
+              t[pos] = value
+            end
+            table.remove = function(t, pos)
+              if type(t) ~= "table" then error("bad argument #1 to 'remove' (table expected, got " .. type(t) .. ")", 2) end
+              local size = #t
+              if pos == nil then pos = size else
+                pos = tointeger(tonumber(pos))
+                if pos == nil then error("bad argument #2 to 'remove' (number has no integer representation)", 2) end
+              end
+              if pos ~= size and (pos < 1 or pos > size + 1) then error("bad argument #2 to 'remove' (position out of bounds)", 2) end
+              local value = t[pos]
+              while pos < size do t[pos] = t[pos + 1]; pos = pos + 1 end
+              t[pos] = nil
+              return value
+            end
+            """)
         lua_createtable(L, 0, 32)
         let base = ["assert", "error", "ipairs", "next", "pairs", "pcall", "rawequal", "rawget", "rawlen", "rawset",
                     "select", "setmetatable", "getmetatable", "tonumber", "tostring", "type", "xpcall", "_VERSION", "print"]
@@ -115,12 +194,73 @@ public final class LuaRuntime: @unchecked Sendable {
         lua_setfield(L, -2, "os")
         // load: text chunks only (a binary chunk can break the VM), unless allowed.
         let mode = allow.contains("load_binary") ? "bt" : "t"
-        _ = hoist_luaL_dostring(L, """
+        _ = hoist_lua_dohost(L, """
             local load = load
             return function(chunk, name, mode, env) return load(chunk, name, "\(mode)", env) end
             """)
         lua_setfield(L, -2, "load")
+        // xpcall: Lua runs a message handler with hooks off when the error comes from the count
+        // hook, so past the budget (or after a stop) the script's handler is not called at all.
+        _ = hoist_lua_dohost(L, """
+            local xpcall = xpcall
+            return function(stopped)
+              return function(f, handler, ...)
+                return xpcall(f, function(message)
+                  if stopped() then return message end
+                  return handler(message)
+                end, ...)
+              end
+            end
+            """)
+        hoist_lua_pushcfunction(L, hoist_lua_stopped)
+        _ = hoist_lua_pcall(L, 1, 1, 0)
+        lua_setfield(L, -2, "xpcall")
+        // setmetatable: no __gc (finalizers run with hooks off, so a looping one never stops).
+        _ = hoist_lua_dohost(L, """
+            local setmetatable, type, rawget, error = setmetatable, type, rawget, error
+            return function(t, mt)
+              if type(mt) == "table" and rawget(mt, "__gc") ~= nil then
+                error("__gc metamethods are not allowed in hooks", 2)
+              end
+              return setmetatable(t, mt)
+            end
+            """)
+        lua_setfield(L, -2, "setmetatable")
         sandbox = luaL_ref(L, hoist_lua_registryindex())
+        // No script reaches the shared tables: the string metatable (whose __index is the real
+        // string library, used by every script's methods) and the sandbox behind each
+        // environment are hidden from getmetatable.
+        _ = hoist_lua_dohost(L, "getmetatable('').__metatable = false")
+        // Each script's environment: copies of the library tables (two levels, as hoist.job), so
+        // a script that replaces string.upper or log.info changes them for itself only; its
+        // `load` gives chunks that environment unless told another.
+        _ = hoist_lua_dohost(L, """
+            local pairs, type, select, setmetatable = pairs, type, select, setmetatable
+            return function(sandbox)
+              local load = sandbox.load
+              local function copy(t, depth)
+                local c = {}
+                for k, v in pairs(t) do
+                  if type(v) == "table" and depth < 2 then c[k] = copy(v, depth + 1) else c[k] = v end
+                end
+                return c
+              end
+              return function()
+                local env = {}
+                for k, v in pairs(sandbox) do
+                  if type(v) == "table" then env[k] = copy(v, 1) end
+                end
+                env.load = function(chunk, name, mode, ...)
+                  if select("#", ...) > 0 then return load(chunk, name, mode, (...)) end
+                  return load(chunk, name, mode, env)
+                end
+                return setmetatable(env, { __index = sandbox, __metatable = false })
+              end
+            end
+            """)
+        lua_rawgeti(L, hoist_lua_registryindex(), lua_Integer(sandbox))
+        _ = hoist_lua_pcall(L, 1, 1, 0)
+        environmentMaker = luaL_ref(L, hoist_lua_registryindex())
     }
 
     /// Adds a global every script sees (a host API table such as `log` or `json`).
@@ -163,12 +303,13 @@ public final class LuaRuntime: @unchecked Sendable {
         lua_pushcclosure(L, hoist_lua_traceback, 0)
         let status = loadChunk(source, name: name)
         if status != LUA_OK { throw popError(script: name) }
-        // The script's environment: its own globals, reading through to the sandbox.
-        lua_createtable(L, 0, 8)
-        lua_createtable(L, 0, 1)
-        lua_rawgeti(L, hoist_lua_registryindex(), lua_Integer(sandbox))
-        lua_setfield(L, -2, "__index")
-        _ = lua_setmetatable(L, -2)
+        // The script's environment: its own globals and its own copy of every library, reading
+        // through to the sandbox's base functions (see `environmentMaker`).
+        budget.pointee.relaxed = 1
+        lua_rawgeti(L, hoist_lua_registryindex(), lua_Integer(environmentMaker))
+        let made = hoist_lua_pcall(L, 0, 1, 0)
+        budget.pointee.relaxed = 0
+        if made != LUA_OK { throw popError(script: name) }
         lua_pushvalue(L, -1)
         let environment = luaL_ref(L, hoist_lua_registryindex())
         _ = lua_setupvalue(L, -2, 1)
@@ -192,7 +333,13 @@ public final class LuaRuntime: @unchecked Sendable {
         budget.pointee.relaxed = 0
         try protectedCall(arguments: Int32(arguments.count), results: LUA_MULTRET, handler: top + 1, script: script.name)
         let count = lua_gettop(L) - (top + 2)
-        return (0..<count).map { value(at: top + 3 + $0) }
+        var allowance = limits.memory > 0 ? limits.memory : .max
+        let results = (0..<count).map { value(at: top + 3 + $0, allowance: &allowance) }
+        guard allowance >= 0 else {
+            throw LuaError(script: script.name, line: nil, message: "\(function) returned more than the memory limit of \(limits.memory) bytes",
+                           traceback: "")
+        }
+        return results
     }
 
     /// Whether the script defines a global function of that name.
@@ -217,11 +364,10 @@ public final class LuaRuntime: @unchecked Sendable {
     }
 
     private func protectedCall(arguments: Int32, results: Int32, handler: Int32, script: String) throws {
-        budget.pointee.exceeded = 0
-        budget.pointee.stopped = 0
-        hoist_lua_set_budget(state, Int32(clamping: limits.instructions))
+        if isCancelled { throw LuaError(script: script, line: nil, message: "stopped: the job is stopping", traceback: "") }
+        hoist_lua_arm(state, Int64(limits.instructions), limits.seconds)
         let status = hoist_lua_pcall(state, arguments, results, handler)
-        hoist_lua_set_budget(state, 0)
+        hoist_lua_disarm(state)
         if status != LUA_OK {
             let error = popError(script: script)
             if budget.pointee.exceeded != 0 { hoist_lua_collect(state) }
@@ -252,8 +398,12 @@ public final class LuaRuntime: @unchecked Sendable {
 
     // MARK: - Values
 
-    private func push(_ value: LuaValue, in thread: OpaquePointer? = nil) {
+    /// Pushes a value; false (with nothing pushed) when it nests deeper than `maxDepth` or
+    /// the C stack cannot grow. Memory is the caller's concern (see `cost(of:)`).
+    @discardableResult
+    private func push(_ value: LuaValue, in thread: OpaquePointer? = nil, depth: Int = 0) -> Bool {
         let L = thread ?? state
+        guard depth <= Self.maxDepth, lua_checkstack(L, 3) != 0 else { return false }
         switch value {
         case .nil: lua_pushnil(L)
         case .boolean(let flag): lua_pushboolean(L, flag ? 1 : 0)
@@ -267,15 +417,21 @@ public final class LuaRuntime: @unchecked Sendable {
                 } ?? lua_pushstring(L, "")
             }
         case .array(let items):
-            lua_createtable(L, Int32(items.count), 0)
+            lua_createtable(L, Int32(clamping: items.count), 0)
             for (index, item) in items.enumerated() {
-                push(item, in: L)
+                guard push(item, in: L, depth: depth + 1) else {
+                    hoist_lua_pop(L, 1)
+                    return false
+                }
                 lua_rawseti(L, -2, lua_Integer(index + 1))
             }
         case .table(let fields):
-            lua_createtable(L, 0, Int32(fields.count))
+            lua_createtable(L, 0, Int32(clamping: fields.count))
             for (key, item) in fields {
-                push(item, in: L)
+                guard push(item, in: L, depth: depth + 1) else {
+                    hoist_lua_pop(L, 1)
+                    return false
+                }
                 lua_setfield(L, -2, key)
             }
         case .function(let function):
@@ -283,19 +439,55 @@ public final class LuaRuntime: @unchecked Sendable {
             functions[ObjectIdentifier(function)] = retained
             hoist_lua_push_swift_function(L, LuaRuntime.callSwift, retained.toOpaque())
         }
+        return true
     }
 
+    /// About how many bytes a value takes on either side (a little more than Lua's own count).
+    static func cost(of value: LuaValue) -> Int {
+        switch value {
+        case .string(let text): 48 + text.utf8.count
+        case .array(let items): items.reduce(64) { $0 + 16 + cost(of: $1) }
+        case .table(let fields): fields.reduce(64) { $0 + 40 + $1.key.utf8.count + cost(of: $1.value) }
+        default: 16
+        }
+    }
+
+    /// Bytes Lua may still take before the memory limit.
+    private var memoryLeft: Int { limits.memory > 0 ? max(0, limits.memory - budget.pointee.used) : .max }
+
     /// The trampoline's Swift side: arguments in, results pushed, errors reported as -1.
+    /// Arguments are read within the memory limit (a table shared many times over counts each
+    /// time), and results are pushed only if they fit what is left of it.
     private static let callSwift: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?) -> Int32 = { L, context in
         guard let L, let context else { return 0 }
         let callable = Unmanaged<Callable>.fromOpaque(context).takeUnretainedValue()
         let runtime = callable.runtime
-        let arguments = (0..<lua_gettop(L)).map { runtime.value(at: $0 + 1, in: L) }
+        // Lifted for the whole call, so no error message pushed here can fail for memory (sizes
+        // are checked against the limit instead).
         runtime.budget.pointee.relaxed = 1
         defer { runtime.budget.pointee.relaxed = 0 }
+        var allowance = runtime.limits.memory > 0 ? runtime.limits.memory : .max
+        let arguments = (0..<lua_gettop(L)).map { runtime.value(at: $0 + 1, in: L, allowance: &allowance) }
+        guard allowance >= 0 else {
+            lua_pushstring(L, "arguments too large: more than the memory limit of \(runtime.limits.memory) bytes")
+            return -1
+        }
         do {
             let results = try callable.function.body(arguments)
-            for result in results { runtime.push(result, in: L) }
+            let cost = results.reduce(0) { $0 + LuaRuntime.cost(of: $1) }
+            guard cost <= runtime.memoryLeft else {
+                lua_pushstring(L, "result too large: \(cost) bytes would pass the memory limit of \(runtime.limits.memory) bytes")
+                return -1
+            }
+            guard lua_checkstack(L, Int32(clamping: results.count + 3)) != 0 else {
+                lua_pushstring(L, "too many results")
+                return -1
+            }
+            for (index, result) in results.enumerated() where !runtime.push(result, in: L) {
+                hoist_lua_pop(L, Int32(index))
+                lua_pushstring(L, "result nested deeper than \(maxDepth) levels")
+                return -1
+            }
             return Int32(results.count)
         } catch {
             lua_pushstring(L, "\(error)")
@@ -303,8 +495,13 @@ public final class LuaRuntime: @unchecked Sendable {
         }
     }
 
-    private func value(at index: Int32, in L: OpaquePointer? = nil, depth: Int = 0) -> LuaValue {
+    /// The value at `index` as a `LuaValue`. Each value read takes its cost from `allowance`;
+    /// once that goes below zero, reading stops (the caller reports it). Tables nested deeper
+    /// than `maxDepth` read as nil.
+    private func value(at index: Int32, in L: OpaquePointer? = nil, depth: Int = 0, allowance: inout Int) -> LuaValue {
         let L = L ?? state
+        guard allowance >= 0 else { return .nil }
+        allowance -= 16
         switch lua_type(L, index) {
         case LUA_TBOOLEAN: return .boolean(lua_toboolean(L, index) != 0)
         case LUA_TNUMBER:
@@ -312,19 +509,29 @@ public final class LuaRuntime: @unchecked Sendable {
         case LUA_TSTRING:
             var length = 0
             guard let pointer = lua_tolstring(L, index, &length) else { return .string("") }
+            allowance -= 32 + length
+            guard allowance >= 0 else { return .nil }
             return .string(String(decoding: UnsafeRawBufferPointer(start: pointer, count: length), as: UTF8.self))
         case LUA_TTABLE:
-            guard depth < 32 else { return .nil }
+            guard depth < Self.maxDepth, lua_checkstack(L, 4) != 0 else { return .nil }
+            allowance -= 48
             let absolute = lua_absindex(L, index)
             var array: [Int64: LuaValue] = [:]
             var fields: [String: LuaValue] = [:]
             lua_pushnil(L)
             while lua_next(L, absolute) != 0 {
-                let item = value(at: -1, in: L, depth: depth + 1)
+                let item = value(at: -1, in: L, depth: depth + 1, allowance: &allowance)
+                if allowance < 0 {
+                    hoist_lua_pop(L, 2)
+                    return .nil
+                }
                 if lua_type(L, -2) == LUA_TNUMBER, hoist_lua_isinteger(L, -2) != 0 {
                     array[Int64(hoist_lua_tointeger(L, -2))] = item
                 } else if lua_type(L, -2) == LUA_TSTRING {
-                    fields[String(cString: hoist_lua_tostring(L, -2))] = item
+                    var length = 0
+                    let key = lua_tolstring(L, -2, &length)!
+                    allowance -= 32 + length
+                    fields[String(decoding: UnsafeRawBufferPointer(start: key, count: length), as: UTF8.self)] = item
                 }
                 hoist_lua_pop(L, 1)
             }
@@ -336,6 +543,7 @@ public final class LuaRuntime: @unchecked Sendable {
         default: return .nil
         }
     }
+
 }
 
 /// A script loaded into a runtime: its name and its environment.

@@ -6,6 +6,8 @@ struct YAMLComposer {
     private var events: [YAMLEvent] = []
     private var position = 0
     private var anchors: [String: YAMLNode] = [:]
+    /// Sequences and mappings nested deeper than this are an error (not a crash of the stack).
+    static let maxDepth = 64
 
     init(source: YAMLSource, environment: [String: String]) {
         self.source = source
@@ -30,7 +32,7 @@ struct YAMLComposer {
             position += 1
             if case .documentStart = event.kind {
                 if case .documentEnd = events[position].kind { return nil }
-                return try node(isKey: false)
+                return try node(isKey: false, depth: 0)
             }
         }
         return nil
@@ -41,8 +43,15 @@ struct YAMLComposer {
         return events[position]
     }
 
-    private mutating func node(isKey: Bool) throws -> YAMLNode {
+    private mutating func node(isKey: Bool, depth: Int) throws -> YAMLNode {
         let event = next()
+        switch event.kind {
+        case .sequenceStart, .mappingStart:
+            guard depth < Self.maxDepth else {
+                throw source.error("nested deeper than \(Self.maxDepth) levels: a manifest needs far fewer", at: event.start)
+            }
+        default: break
+        }
         switch event.kind {
         case .scalar(let value, let anchor, let tag, let plain):
             let text = isKey ? value : try substitute(value, at: event.start, plain: plain)
@@ -54,7 +63,7 @@ struct YAMLComposer {
             return target
         case .sequenceStart(let anchor, let tag):
             var items: [YAMLNode] = []
-            while !isEnd() { items.append(try node(isKey: false)) }
+            while !isEnd() { items.append(try node(isKey: false, depth: depth + 1)) }
             _ = next()
             return remember(YAMLNode(.sequence(items), mark: event.start, tag: tag), anchor)
         case .mappingStart(let anchor, let tag):
@@ -62,8 +71,8 @@ struct YAMLComposer {
             var merged: [(key: YAMLNode, value: YAMLNode)] = []
             var seen: [String: YAMLMark] = [:]
             while !isEnd() {
-                let key = try node(isKey: true)
-                let value = try node(isKey: false)
+                let key = try node(isKey: true, depth: depth + 1)
+                let value = try node(isKey: false, depth: depth + 1)
                 if key.scalar == "<<", case .scalar(_, true) = key.kind {
                     merged += try mergePairs(value)
                     continue

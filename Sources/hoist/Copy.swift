@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HoistJobs
 import HoistStorage
 
 extension Hoist {
@@ -146,13 +147,15 @@ struct CopyPlan {
                 }
                 let root = URL(fileURLWithPath: source).standardizedFileURL
                 let base = destination.path + root.lastPathComponent + "/"
-                let walker = fm.enumerator(at: root, includingPropertiesForKeys: [.isRegularFileKey, .fileSizeKey])
+                // The job walker: a name that is not UTF-8 or a folder that cannot be listed is an
+                // error, never a file silently left out.
+                var walker = FileWalker(root: root.path, hidden: true)
                 var found: [Item] = []
-                while let url = walker?.nextObject() as? URL {
-                    let values = try? url.resourceValues(forKeys: [.isRegularFileKey, .fileSizeKey])
-                    guard values?.isRegularFile == true else { continue }
-                    let relative = String(url.standardizedFileURL.path.dropFirst(root.path.count + 1))
-                    found.append(Item(file: url.path, object: base + relative, size: Int64(values?.fileSize ?? 0)))
+                while let file = walker.next() {
+                    found.append(Item(file: file.path, object: base + file.relativePath, size: file.size))
+                }
+                if let problem = walker.problems.first(where: \.isFailure) {
+                    throw ValidationError("\(problem). Nothing was uploaded.")
                 }
                 items += found.sorted { $0.object < $1.object }
             } else {
@@ -164,6 +167,9 @@ struct CopyPlan {
                 let size = (try? fm.attributesOfItem(atPath: source)[.size] as? NSNumber)?.int64Value ?? 0
                 items.append(Item(file: source, object: object, size: size))
             }
+        }
+        if let problem = items.lazy.compactMap({ objectNameProblem($0.object) }).first {
+            throw ValidationError("\(problem). Nothing was uploaded.")
         }
     }
 }

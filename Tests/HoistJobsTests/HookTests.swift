@@ -21,7 +21,7 @@ struct HookFixture {
 
     /// Runs a job whose hooks are `lua` (inline) plus `files` (paths relative to the job).
     func run(_ lua: String, files: [String] = [], extra: String = "", environment: [String: String] = ["HOME": "/root"],
-             during: (@Sendable (JobRunner) async -> Void)? = nil) async throws -> JobSummary {
+             journal: Journal? = nil, during: (@Sendable (JobRunner) async -> Void)? = nil) async throws -> JobSummary {
         var hooks = files.map { "  - \($0)\n" }.joined()
         if !lua.isEmpty {
             hooks += "  - inline: |\n" + lua.split(separator: "\n", omittingEmptySubsequences: false).map { "      \($0)" }.joined(separator: "\n") + "\n"
@@ -30,7 +30,7 @@ struct HookFixture {
         let storage = try job.makeStorage()
         let log = self.log
         let bus = try HookBus(job: job, storage: storage) { line in log.append("[\(line.script)] \(line.level.rawValue): \(line.message)") }
-        let runner = JobRunner(job: job, storage: storage, observers: [], hooks: bus)
+        let runner = JobRunner(job: job, storage: storage, observers: [], hooks: bus, journal: journal)
         let totals = try Planner(job: job).check()
         async let summary = runner.run(totals: totals)
         if let during { await during(runner) }

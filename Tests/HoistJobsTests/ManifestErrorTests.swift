@@ -80,4 +80,10 @@ let brokenManifests: [(file: String, expected: String)] = [
     ("38-rule-without-metadata.yaml", "38-rule-without-metadata.yaml:7:9: missing required key 'metadata' in files[0].rules[0]"),
     ("39-merge-scalar.yaml", "39-merge-scalar.yaml:6:9: a merge key ('<<') takes a mapping or a list of mappings, not a scalar"),
     ("40-empty-document.yaml", "40-empty-document.yaml:1:1: missing required key 'version'"),
+    ("41-size-too-large.yaml", "41-size-too-large.yaml:6:14: size '10000000000TiB' is too large: at most 8 EiB (9223372036854775807 bytes)"),
+    ("42-rate-too-large.yaml", "42-rate-too-large.yaml:6:14: rate '1e30B/s' is too large: at most 8 EiB/s"),
+    ("43-memory-limit-too-large.yaml", "43-memory-limit-too-large.yaml:6:16: size '1e300' is too large: at most 8 EiB (9223372036854775807 bytes)"),
+    ("44-duration-too-long.yaml", "44-duration-too-long.yaml:6:14: duration '1e300s' is too long: at most 100 years"),
+    ("45-deep-nesting.yaml", "45-deep-nesting.yaml:5:77: nested deeper than 64 levels: a manifest needs far fewer"),
+    ("46-header-injection.yaml", "46-header-injection.yaml:6:30: bad template 'text/plain\\r\\nX-Injected: yes': it contains the control character U+000D, which object names and header values cannot"),
 ]

@@ -10,6 +10,17 @@ public struct WalkedFile: Sendable {
     public let modified: Date
 }
 
+/// Something the walk could not see: a folder that cannot be listed, a name that is not UTF-8.
+public struct WalkProblem: Sendable, CustomStringConvertible {
+    /// The path (with U+FFFD for bytes that are not UTF-8).
+    public let path: String
+    public let message: String
+    /// A file or folder inside the root that the job cannot upload: the run counts it as failed.
+    /// (A missing root, or a link loop that was skipped on purpose, is not.)
+    public let isFailure: Bool
+    public var description: String { "\(path): \(message)" }
+}
+
 /// Walks a folder tree depth-first in sorted order, one file at a time: memory holds the
 /// folders on the current path, never the whole tree. Names starting with `.` are skipped
 /// unless `hidden`; symbolic links are skipped unless `followSymlinks`, and then a link back
@@ -32,8 +43,8 @@ public struct FileWalker: Sequence, IteratorProtocol {
     private var ancestors: Set<FileIdentity> = []
     private let hidden: Bool
     private let followSymlinks: Bool
-    /// Folders that could not be read, with why; the walk goes on without them.
-    public private(set) var problems: [String] = []
+    /// What could not be read, with why; the walk goes on without them.
+    public private(set) var problems: [WalkProblem] = []
 
     public init(root: String, hidden: Bool = false, followSymlinks: Bool = false) {
         self.hidden = hidden
@@ -42,11 +53,17 @@ public struct FileWalker: Sequence, IteratorProtocol {
         if stat(root, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
             push(path: root, relative: "", identity: FileIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino)))
         } else {
-            problems.append("\(root): not a readable folder")
+            problems.append(WalkProblem(path: root, message: "not a readable folder", isFailure: false))
         }
     }
 
     private mutating func push(path: String, relative: String, identity: FileIdentity) {
+        // FileManager lists as root would, whatever the folder's mode: ask the kernel first.
+        guard access(path, R_OK | X_OK) == 0 else {
+            problems.append(WalkProblem(path: path, message: "cannot list the folder: \(String(cString: strerror(errno))); its files are not uploaded",
+                                        isFailure: true))
+            return
+        }
         do {
             var names = try FileManager.default.contentsOfDirectory(atPath: path)
             if !hidden { names.removeAll { $0.hasPrefix(".") } }
@@ -54,7 +71,7 @@ public struct FileWalker: Sequence, IteratorProtocol {
             stack.append(Frame(path: path, relative: relative, names: names, identity: identity))
             ancestors.insert(identity)
         } catch {
-            problems.append("\(path): cannot list the folder")
+            problems.append(WalkProblem(path: path, message: "cannot list the folder; its files are not uploaded", isFailure: true))
         }
     }
 
@@ -71,21 +88,38 @@ public struct FileWalker: Sequence, IteratorProtocol {
             let path = frame.path + "/" + name
             let relative = frame.relative.isEmpty ? name : frame.relative + "/" + name
             var info = stat()
-            guard lstat(path, &info) == 0 else { continue }
+            guard lstat(path, &info) == 0 else {
+                // Linux names are bytes; FileManager shows bytes that are not UTF-8 as U+FFFD, so
+                // such a file cannot be opened by its name: fail it loudly rather than skip it.
+                let why = errno
+                if name.unicodeScalars.contains("\u{FFFD}") {
+                    problems.append(WalkProblem(path: path, message: "the name is not valid UTF-8 (shown with U+FFFD): Hoist cannot upload it; rename it",
+                                                isFailure: true))
+                } else if why != ENOENT {
+                    problems.append(WalkProblem(path: path, message: "cannot be read: \(String(cString: strerror(why)))", isFailure: true))
+                }
+                continue
+            }
+            var target = path
             if (info.st_mode & S_IFMT) == S_IFLNK {
                 guard followSymlinks, stat(path, &info) == 0 else { continue }
+                // A followed link to a file is read through its target (uploads open regular files).
+                target = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
             }
             let identity = FileIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
             switch info.st_mode & S_IFMT {
             case S_IFDIR:
                 if ancestors.contains(identity) {
-                    problems.append("\(path): a link back to a folder above it (loop), skipped")
+                    problems.append(WalkProblem(path: path, message: "a link back to a folder above it (loop), skipped", isFailure: false))
                     continue
                 }
                 push(path: path, relative: relative, identity: identity)
             case S_IFREG:
-                let modified = Date(timeIntervalSince1970: Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9)
-                return WalkedFile(path: path, relativePath: relative, size: Int64(info.st_size), modified: modified)
+                // Some file systems (tmpfs, btrfs) keep any 64-bit time: clamp to years 1-9999, so
+                // templates, hooks and the journal always get a time they can represent.
+                let seconds = Swift.min(Swift.max(Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9, -62_135_596_800), 253_402_300_799)
+                let modified = Date(timeIntervalSince1970: seconds)
+                return WalkedFile(path: target, relativePath: relative, size: Int64(info.st_size), modified: modified)
             default:
                 continue
             }

@@ -54,6 +54,25 @@ public struct Planner: Sequence {
 
     public func makeIterator() -> Iterator { Iterator(planner: self) }
 
+    /// Sets `item`'s decision from the journal, for its destination and metadata as they are
+    /// now: unchanged since a finished upload (skip), or unfinished (its session, to resume).
+    /// The runner asks again after `before_upload` changed an item, so the journal is looked up
+    /// under the same destination it is recorded under.
+    /// - Throws: the journal's error when it cannot be read.
+    public func consultJournal(_ item: inout PlanItem) throws {
+        item.decision = .upload
+        item.resumeSession = nil
+        guard let journal, !force,
+              let record = try journal.record(source: item.file.path, destination: item.destination),
+              record.size == item.file.size, abs(record.mtime - item.file.modified.timeIntervalSince1970) < 0.001,
+              record.attributes == Journal.attributesText(item.attributes) else { return }
+        if record.state == "done", job.manifest.upload.skipUnchanged {
+            item.decision = Planner.unchanged
+        } else if record.state == "uploading", let session = record.session {
+            item.resumeSession = session
+        }
+    }
+
     /// The decision for a file the journal knows unchanged.
     public static let unchanged = PlanItem.Decision.skip("unchanged since the last upload")
 
@@ -64,7 +83,7 @@ public struct Planner: Sequence {
         /// The first error met (a template that cannot be filled, two files with one
         /// destination); iteration stops there.
         public private(set) var error: PlanError?
-        public private(set) var problems: [String] = []
+        public private(set) var problems: [WalkProblem] = []
         /// A hash of each destination planned so far (8 bytes a file): a second file with the
         /// same destination stops the plan, naming both.
         private var destinations = Set<Int>()
@@ -126,11 +145,17 @@ public struct Planner: Sequence {
             let context = Template.Context(relativePath: path, modified: file.modified, job: planner.job.manifest.name,
                                            now: planner.now, environment: planner.job.environment)
             do {
-                let destination = try normalizedObjectPath(try set.destination.render(context))
+                let destination = try normalizedObjectPath(try set.destination.render(context), checkingName: false)
                 var attributes = ObjectResource()
                 for settings in [set.metadata] + set.rules.filter({ $0.match.contains { $0.matches(path) } }).map(\.metadata) {
                     guard let settings else { continue }
                     try apply(settings, to: &attributes, context)
+                }
+                // A name or a header this one file makes impossible (from its own name): that file
+                // fails, the others go on.
+                if let problem = objectNameProblem(destination) ?? Self.headerProblem(attributes) {
+                    problems.append(WalkProblem(path: file.path, message: problem, isFailure: true))
+                    return nil
                 }
                 var item = PlanItem(file: file, destination: destination, attributes: attributes, decision: .upload, fileSetIndex: index)
                 if let journal = planner.journal, !planner.force,
@@ -151,6 +176,18 @@ public struct Planner: Sequence {
                 self.error = PlanError(message: "\(error)")
                 return nil
             }
+        }
+
+        /// The first metadata value that cannot be an HTTP header (a control character), or nil.
+        static func headerProblem(_ attributes: ObjectResource) -> String? {
+            let fields: [(String, String?)] = [("contentType", attributes.contentType), ("cacheControl", attributes.cacheControl),
+                                               ("contentDisposition", attributes.contentDisposition),
+                                               ("contentEncoding", attributes.contentEncoding), ("contentLanguage", attributes.contentLanguage)]
+                + (attributes.metadata ?? [:]).sorted { $0.key < $1.key }.flatMap { [("customMetadata key", $0.key), ("customMetadata.\($0.key)", $0.value)] }
+            for (name, value) in fields {
+                if let value, let problem = headerValueProblem(value) { return "\(name) \(problem)" }
+            }
+            return nil
         }
 
         /// The journal's text of `attributes`, computed once for a run of equal ones.

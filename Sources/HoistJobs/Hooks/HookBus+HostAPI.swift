@@ -10,6 +10,7 @@ extension HookBus {
     }
 
     func installHostAPI() {
+        let runtime = self.runtime
         let log = self.log
         let current = currentScript
         func logger(_ level: HookLogLine.Level) -> LuaValue {
@@ -21,16 +22,21 @@ extension HookBus {
         }
         runtime.setGlobal("log", .table(["debug": logger(.debug), "info": logger(.info), "warn": logger(.warn), "error": logger(.error)]))
         runtime.setGlobal("print", logger(.info))
-        // The job's environment: the same one its manifest's ${VAR} read.
+        // The job's environment: the same one its manifest's ${VAR} read, less its credentials.
         let environment = job.environment
+        let secrets = Set(settings.secrets)
         runtime.setField("os", "getenv", .function(LuaFunction { arguments in
-            [arguments.first?.string.flatMap { environment[$0] }.map(LuaValue.string) ?? .nil]
+            guard let name = arguments.first?.string, !Self.isSecret(name) || secrets.contains(name) else { return [.nil] }
+            return [environment[name].map(LuaValue.string) ?? .nil]
         }))
 
         runtime.setGlobal("json", .table([
             "encode": .function(LuaFunction { arguments in [.string(Self.jsonText(arguments.first ?? .nil))] }),
             "decode": .function(LuaFunction { arguments in
                 guard let text = arguments.first?.string else { throw HostError("json.decode needs a string") }
+                if Self.nestingDepth(text) > LuaRuntime.maxDepth {
+                    throw HostError("json.decode: nested deeper than \(LuaRuntime.maxDepth) levels")
+                }
                 guard let object = try? JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed]) else {
                     throw HostError("json.decode: not valid JSON")
                 }
@@ -38,32 +44,48 @@ extension HookBus {
             }),
         ]))
 
+        let requests = self.requests
         runtime.setGlobal("http", .table([
-            "post": .function(LuaFunction { arguments in
+            "post": .function(LuaFunction { [unowned runtime] arguments in
                 guard let url = arguments.first?.string else { throw HostError("http.post needs a URL") }
+                guard let scheme = url.split(separator: ":", maxSplits: 1).first?.lowercased(), url.contains(":"),
+                      scheme == "http" || scheme == "https" else {
+                    throw HostError("http.post: only http:// and https:// URLs are allowed, not '\(url.prefix(40))'")
+                }
                 var request = HTTPRequest(method: "POST", url: url)
                 request.body = [.data(Data((arguments.count > 1 ? arguments[1].string ?? "" : "").utf8))]
                 if arguments.count > 2, case .table(let headers) = arguments[2] {
-                    request.headers = headers.sorted { $0.key < $1.key }.compactMap { key, value in value.string.map { (key, $0) } }
+                    request.headers = try headers.sorted { $0.key < $1.key }.compactMap { key, value in
+                        guard let text = value.string else { return nil }
+                        guard !key.isEmpty, key.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_".contains($0)) }) else {
+                            throw HostError("http.post: bad header name '\(key.prefix(40))'")
+                        }
+                        if let problem = headerValueProblem(text) { throw HostError("http.post: header \(key) \(problem)") }
+                        return (key, text)
+                    }
                 }
-                request.connectTimeout = 5
+                let left = runtime.secondsLeft ?? Self.httpTimeout
+                request.allowedProtocols = "http,https"
+                request.maxResponseBytes = Self.maxResponseBytes
+                request.totalTimeout = max(0.001, min(Self.httpTimeout, left))
+                request.connectTimeout = min(5, request.totalTimeout!)
                 request.stallTimeout = 10
                 let prepared = request
-                let outcome: Result<HTTPResponse, any Error>? = blocking {
+                let outcome: Result<HTTPResponse, any Error>? = requests.wait {
                     do { return .success(try await CurlEngine.shared.perform(prepared)) } catch { return .failure(error) }
                 }
                 switch outcome {
                 case .success(let response)?:
                     return [.table(["status": .integer(Int64(response.status)), "body": .string(response.bodyText)])]
                 case .failure(let error)?:
-                    return [.nil, .string("\(error)")]
+                    return [.nil, .string(error is CancellationError ? "stopped: the job is stopping" : "\(error)")]
                 case nil:
-                    return [.nil, .string("request failed")]
+                    return [.nil, .string("stopped: the job is stopping")]
                 }
             }),
         ]))
 
-        let directory = job.directory
+        let output = AppendTarget(job: job)
         let controls = self.controls
         runtime.setGlobal("hoist", .table([
             "job": .table(["name": .string(job.manifest.name), "run_id": .string(runID),
@@ -74,21 +96,49 @@ extension HookBus {
                 guard arguments.count >= 2, let path = arguments[0].string, let text = arguments[1].string else {
                     throw HostError("hoist.append_file(path, text) needs a path and a text")
                 }
-                let relative: String
-                do { relative = try normalizedObjectPath(path) } catch {
-                    throw HostError("hoist.append_file: '\(path)' must stay inside the job's folder")
-                }
-                guard !path.hasPrefix("/") else { throw HostError("hoist.append_file: '\(path)' must be relative to the job's folder") }
-                let url = directory.appendingPathComponent(relative)
-                try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
-                if !FileManager.default.fileExists(atPath: url.path) { _ = FileManager.default.createFile(atPath: url.path, contents: nil) }
-                guard let handle = FileHandle(forWritingAtPath: url.path) else { throw HostError("hoist.append_file: cannot write \(path)") }
-                defer { try? handle.close() }
-                handle.seekToEndOfFile()
-                handle.write(Data(text.utf8))
+                try output.append(Data(text.utf8), to: path)
                 return []
             }),
         ]))
+    }
+
+    /// `http.post` gives up after this many seconds (or the call's time limit, if sooner).
+    static let httpTimeout = 10.0
+    /// `http.post` refuses a response body longer than this.
+    static let maxResponseBytes = 1 << 20
+
+    /// Whether an environment variable holds credentials, hidden from `os.getenv` unless the job
+    /// names it in `lua.secrets`: Google's and other clouds' variables, and any name that says
+    /// token, secret, password, credential, private or key.
+    static func isSecret(_ name: String) -> Bool {
+        let upper = name.uppercased()
+        if ["GOOGLE_", "GCLOUD", "CLOUDSDK_", "AWS_", "AZURE_", "GITHUB_", "GH_"].contains(where: upper.hasPrefix) { return true }
+        if ["TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "PRIVATE", "APIKEY", "API_KEY", "ACCESS_KEY", "AUTH"]
+            .contains(where: upper.contains) { return true }
+        return upper.hasSuffix("_KEY") || upper == "KEY"
+    }
+
+    /// The deepest nesting of `[` and `{` outside strings.
+    static func nestingDepth(_ text: String) -> Int {
+        var depth = 0
+        var deepest = 0
+        var inString = false
+        var escaped = false
+        for byte in text.utf8 {
+            if inString {
+                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "\""): inString = true
+            case UInt8(ascii: "["), UInt8(ascii: "{"):
+                depth += 1
+                deepest = max(deepest, depth)
+            case UInt8(ascii: "]"), UInt8(ascii: "}"): depth -= 1
+            default: break
+            }
+        }
+        return deepest
     }
 
     static func jsonText(_ value: LuaValue) -> String {

@@ -4,11 +4,32 @@ import HoistStorage
 import Synchronization
 
 /// A hook's words for the operator: `log.info("...")` and runtime errors.
+/// The message is one line of visible text: control characters a hook writes (newlines that
+/// would forge Hoist's own lines, terminal escape sequences) are shown escaped, as `\u{1B}`.
 public struct HookLogLine: Sendable {
     public enum Level: String, Sendable { case debug, info, warn, error }
     public let level: Level
     public let script: String
     public let message: String
+
+    public init(level: Level, script: String, message: String) {
+        self.level = level
+        self.script = Self.visible(script)
+        self.message = Self.visible(message)
+    }
+
+    static func visible(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\t") || (0x7f...0x9f).contains($0.value) }) else { return text }
+        var result = ""
+        for scalar in text.unicodeScalars {
+            if (scalar.value < 0x20 && scalar != "\t") || (0x7f...0x9f).contains(scalar.value) {
+                result += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+            } else {
+                result.unicodeScalars.append(scalar)
+            }
+        }
+        return result
+    }
 }
 
 /// A hook that cannot be used: a file that cannot be read, or a syntax error (`FILE:LINE: message`).
@@ -31,7 +52,7 @@ public final class HookBus: JobObserver, @unchecked Sendable {
     let job: Job
     private let storage: Storage
     let log: @Sendable (HookLogLine) -> Void
-    private let settings: LuaSettings
+    let settings: LuaSettings
     let runID: String
     let started = Date()
     private struct Pacing {
@@ -82,6 +103,45 @@ public final class HookBus: JobObserver, @unchecked Sendable {
 
     /// The script being called now, for log lines.
     let currentScript = CurrentScript()
+    /// `http.post` requests in flight, so `cancel()` can stop them.
+    let requests = Requests()
+
+    /// Work a hook waits for, cancellable from another thread.
+    final class Requests: Sendable {
+        private let state = Mutex<(cancelled: Bool, tasks: [Int: Task<Void, Never>], next: Int)>((false, [:], 0))
+
+        /// Runs `work` and waits for it (the hooks' queue may block); nil when cancelled.
+        func wait<T: Sendable>(_ work: @escaping @Sendable () async -> T) -> T? {
+            let semaphore = DispatchSemaphore(value: 0)
+            let result = Mutex<T?>(nil)
+            let task = Task {
+                let value = await work()
+                result.withLock { $0 = value }
+                semaphore.signal()
+            }
+            let id = state.withLock { state -> Int? in
+                guard !state.cancelled else { return nil }
+                state.next += 1
+                state.tasks[state.next] = task
+                return state.next
+            }
+            guard let id else {
+                task.cancel()
+                return nil
+            }
+            semaphore.wait()
+            state.withLock { _ = $0.tasks.removeValue(forKey: id) }
+            return result.withLock { $0 }
+        }
+
+        func cancelAll() {
+            let tasks = state.withLock { state -> [Task<Void, Never>] in
+                state.cancelled = true
+                return Array(state.tasks.values)
+            }
+            for task in tasks { task.cancel() }
+        }
+    }
 
     final class CurrentScript: Sendable {
         private let name = Mutex("")
@@ -141,7 +201,8 @@ public final class HookBus: JobObserver, @unchecked Sendable {
         settings = job.manifest.lua
         taskMethods = Self.makeTaskMethods(tasks)
         do {
-            runtime = try LuaRuntime(limits: .init(instructions: settings.instructionLimit, memory: Int(settings.memoryLimit.bytes)),
+            runtime = try LuaRuntime(limits: .init(instructions: settings.instructionLimit, memory: Int(settings.memoryLimit.bytes),
+                                                   seconds: settings.timeLimit.seconds),
                                      allow: Set(settings.allow))
         } catch let error as LuaError {
             throw HookError(description: error.description)
@@ -167,6 +228,14 @@ public final class HookBus: JobObserver, @unchecked Sendable {
         controls.set(pause: pause, resume: resume)
     }
 
+    /// Stops the hooks for good, from any thread (a signal): the call running now ends within
+    /// moments, whatever it does (a loop, a pattern, an `http.post` waiting on a server), and no
+    /// later call runs. Each is logged as `stopped: the job is stopping`.
+    public func cancel() {
+        runtime.cancel()
+        requests.cancelAll()
+    }
+
     /// Waits until every queued event has been delivered (without holding a thread).
     public func drain() async {
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in queue.async { done.resume() } }
@@ -184,20 +253,22 @@ public final class HookBus: JobObserver, @unchecked Sendable {
     }
 
     /// Calls `function` in every script defining it; errors are logged, never thrown.
+    /// - Returns: the last results, and the first error's text (`script:line: message`).
     @discardableResult
-    private func callAll(_ function: String, _ arguments: [LuaValue]) -> [LuaValue] {
+    private func callAll(_ function: String, _ arguments: [LuaValue]) -> (results: [LuaValue], error: String?) {
         var last: [LuaValue] = []
+        var failure: String?
         for script in scripts {
             currentScript.value = script.name
             do {
                 if let results = try runtime.call(script, function, arguments) { last = results }
-            } catch let error as LuaError {
-                log(HookLogLine(level: .error, script: script.name, message: "\(error.description) (in \(function))"))
             } catch {
-                log(HookLogLine(level: .error, script: script.name, message: "\(error) (in \(function))"))
+                let text = (error as? LuaError)?.description ?? "\(error)"
+                failure = failure ?? text
+                log(HookLogLine(level: .error, script: script.name, message: "\(text) (in \(function))"))
             }
         }
-        return last
+        return (last, failure)
     }
 
     /// `files` and `bytes` are in the table only when counted before the run (a run walks once).
@@ -272,52 +343,68 @@ public final class HookBus: JobObserver, @unchecked Sendable {
     }
 
     /// Asks `before_upload(file)`: nil or true keeps the item, false skips it, a table may set
-    /// `destination` and `metadata` fields.
-    public func beforeUpload(_ item: PlanItem) async -> PlanItem {
+    /// `destination` and `metadata` fields. An item the hook does not change keeps everything,
+    /// its `resumeSession` included (the runner checks a changed one against the journal again).
+    /// - Throws: `HookError` when the hook fails (an error, a budget, a stop) or answers with a
+    ///   bad destination or metadata: the file must then fail, never go up unchecked.
+    public func beforeUpload(_ item: PlanItem) async throws(HookError) -> PlanItem {
         guard defined.contains("before_upload") else { return item }
         let file: LuaValue = .table([
             "path": .string(item.file.path), "relpath": .string(item.file.relativePath), "size": .integer(item.file.size),
             "mtime": .integer(Int64(item.file.modified.timeIntervalSince1970)), "destination": .string(item.destination),
             "metadata": Self.metadataTable(item.attributes),
         ])
-        let answer: LuaValue = await withCheckedContinuation { continuation in
-            queue.async { [self] in continuation.resume(returning: callAll("before_upload", [file]).first ?? .nil) }
+        let (answer, failure): (LuaValue, String?) = await withCheckedContinuation { continuation in
+            queue.async { [self] in
+                let (results, failure) = callAll("before_upload", [file])
+                continuation.resume(returning: (results.first ?? .nil, failure))
+            }
         }
+        if let failure { throw HookError(description: "before_upload failed: \(failure)") }
+        if runtime.isCancelled { throw HookError(description: "before_upload failed: stopped: the job is stopping") }
         var changed = item
         switch answer {
         case .boolean(false):
             changed.decision = .skip("skipped by before_upload")
         case .table(let fields):
-            if let destination = fields["destination"]?.string {
-                do {
-                    changed = PlanItem(file: item.file, destination: try normalizedObjectPath(destination), attributes: item.attributes,
-                                       decision: item.decision, fileSetIndex: item.fileSetIndex)
-                } catch {
-                    log(HookLogLine(level: .error, script: "before_upload", message: "\(error.message); \(item.file.path) is skipped"))
-                    changed.decision = .skip("before_upload gave a bad destination")
-                    return changed
+            var destination = item.destination
+            var attributes = item.attributes
+            if let value = fields["destination"], value != .nil {
+                guard let text = value.string else { throw HookError(description: "before_upload: destination must be a string") }
+                do { destination = try normalizedObjectPath(text) } catch {
+                    throw HookError(description: "before_upload gave a bad destination: \(error.message)")
                 }
             }
             if case .table(let metadata) = fields["metadata"] ?? .nil {
-                var attributes = changed.attributes
                 for (key, value) in metadata {
+                    let text = value.string
+                    if let text, let problem = headerValueProblem(text) {
+                        throw HookError(description: "before_upload: metadata \(key) \(problem)")
+                    }
                     switch key {
-                    case "contentType": attributes.contentType = value.string
-                    case "cacheControl": attributes.cacheControl = value.string
-                    case "contentDisposition": attributes.contentDisposition = value.string
-                    case "contentEncoding": attributes.contentEncoding = value.string
-                    case "contentLanguage": attributes.contentLanguage = value.string
+                    case "contentType": attributes.contentType = text
+                    case "cacheControl": attributes.cacheControl = text
+                    case "contentDisposition": attributes.contentDisposition = text
+                    case "contentEncoding": attributes.contentEncoding = text
+                    case "contentLanguage": attributes.contentLanguage = text
                     case "customMetadata":
                         if case .table(let custom) = value {
                             var merged = attributes.metadata ?? [:]
-                            for (k, v) in custom { merged[k] = v.string }
+                            for (k, v) in custom {
+                                if let problem = headerValueProblem(k) ?? v.string.flatMap(headerValueProblem) {
+                                    throw HookError(description: "before_upload: customMetadata \(k) \(problem)")
+                                }
+                                merged[k] = v.string
+                            }
                             attributes.metadata = merged
                         }
                     default: break
                     }
                 }
-                changed = PlanItem(file: changed.file, destination: changed.destination, attributes: attributes,
-                                   decision: changed.decision, fileSetIndex: changed.fileSetIndex)
+            }
+            if destination != item.destination || attributes != item.attributes {
+                changed = PlanItem(file: item.file, destination: destination, attributes: attributes, decision: item.decision,
+                                   fileSetIndex: item.fileSetIndex, resumeSession: item.resumeSession)
             }
         default:
             break
@@ -343,7 +430,7 @@ public final class HookBus: JobObserver, @unchecked Sendable {
         if let error = snapshot.error.map({ $0 as NSError }) {
             let code = StorageErrorCode(of: error)
             table["error"] = .table(["code": .string(code.name), "rawValue": .integer(Int64(code.rawValue)),
-                                     "message": .string(error.localizedDescription)])
+                                     "message": .string(redactingQueries(error.localizedDescription))])
         }
         return table
     }
@@ -368,6 +455,32 @@ public final class HookBus: JobObserver, @unchecked Sendable {
         fields["customMetadata"] = .table((resource.metadata ?? [:]).mapValues { .string($0) })
         return .table(fields)
     }
+}
+
+/// `text` with the query of every URL in it cut (`https://host/path?…`): a resumable upload's
+/// session URL carries `upload_id`, which lets whoever holds it write the object, and error
+/// messages name the URL that failed. Hooks see messages without it.
+func redactingQueries(_ text: String) -> String {
+    guard text.contains("://"), text.contains("?") else { return text }
+    var result = ""
+    var inURL = false
+    var cutting = false
+    var index = text.startIndex
+    while index < text.endIndex {
+        let character = text[index]
+        if character.isWhitespace || character == "\"" || character == "'" || character == ")" {
+            inURL = false
+            cutting = false
+        } else if !inURL, text[index...].hasPrefix("http://") || text[index...].hasPrefix("https://") {
+            inURL = true
+        } else if inURL, character == "?", !cutting {
+            cutting = true
+            result += "?…"
+        }
+        if !cutting { result.append(character) }
+        index = text.index(after: index)
+    }
+    return result
 }
 
 /// Runs async work from a thread that may block (the hooks' queue) and returns its value, or nil.

@@ -18,8 +18,14 @@ public struct Glob: Decodable, Sendable, Equatable, CustomStringConvertible {
 
     public init(from decoder: any Decoder) throws { self = try parseScalar(decoder, Glob.init(parsing:)) }
 
+    /// Braces may make at most this many patterns (`{a,b}{c,d}` makes 4).
+    static let maxAlternatives = 256
+
     public init(parsing pattern: String) throws(ValueError) {
         guard !pattern.isEmpty else { throw ValueError("bad glob '': a pattern cannot be empty") }
+        guard pattern.utf8.count <= 1024, pattern.filter({ $0 == "{" }).count <= 32 else {
+            throw ValueError("bad glob '\(pattern.prefix(40))...': at most 1024 bytes and 32 braces")
+        }
         self.pattern = pattern
         matchesNameOnly = !pattern.contains("/")
         var tokens: [[Token]] = []
@@ -76,6 +82,9 @@ public struct Glob: Decodable, Sendable, Equatable, CustomStringConvertible {
         var result: [String] = []
         for option in options {
             result += try expandBraces(String(head) + option + tail)
+            guard result.count <= maxAlternatives else {
+                throw ValueError("bad glob '\(pattern)': its braces make more than \(maxAlternatives) patterns")
+            }
         }
         return result
     }
@@ -133,40 +142,33 @@ public struct Glob: Decodable, Sendable, Equatable, CustomStringConvertible {
         return tokens
     }
 
+    /// Whether `tokens` match all of `text`: dynamic programming over (token, position), so a
+    /// pattern such as `*a*a*a*a*b` costs tokens × characters, never an exponential backtrack.
     private static func match(_ tokens: ArraySlice<Token>, _ text: ArraySlice<Character>) -> Bool {
-        guard let token = tokens.first else { return text.isEmpty }
-        let rest = tokens.dropFirst()
-        switch token {
-        case .literal(let expected):
-            guard text.first == expected else { return false }
-            return match(rest, text.dropFirst())
-        case .any:
-            guard let first = text.first, first != "/" else { return false }
-            return match(rest, text.dropFirst())
-        case .set(let ranges, let negated):
-            guard let first = text.first, first != "/", ranges.contains(where: { $0.contains(first) }) != negated else { return false }
-            return match(rest, text.dropFirst())
-        case .star:
-            var remaining = text
-            while true {
-                if match(rest, remaining) { return true }
-                guard let first = remaining.first, first != "/" else { return false }
-                remaining = remaining.dropFirst()
+        let tokens = Array(tokens), text = Array(text)
+        let n = text.count
+        // nextSlash[j]: the first "/" at or after j (n when none).
+        var nextSlash = [Int](repeating: n, count: n + 1)
+        if n > 0 { for j in stride(from: n - 1, through: 0, by: -1) { nextSlash[j] = text[j] == "/" ? j : nextSlash[j + 1] } }
+        // after[j]: whether the tokens after the current one match text[j...].
+        var after = [Bool](repeating: false, count: n + 1)
+        after[n] = true
+        var row = [Bool](repeating: false, count: n + 1)
+        for token in tokens.reversed() {
+            for j in stride(from: n, through: 0, by: -1) {
+                let here: Character? = j < n ? text[j] : nil
+                switch token {
+                case .literal(let expected): row[j] = here == expected && after[j + 1]
+                case .any: row[j] = here != nil && here != "/" && after[j + 1]
+                case .set(let ranges, let negated):
+                    if let here, here != "/", ranges.contains(where: { $0.contains(here) }) != negated { row[j] = after[j + 1] } else { row[j] = false }
+                case .star: row[j] = after[j] || (here != nil && here != "/" && row[j + 1])
+                case .globstar: row[j] = after[j] || (here != nil && row[j + 1])
+                case .globstarSlash: row[j] = after[j] || (nextSlash[j] < n && row[nextSlash[j] + 1])
+                }
             }
-        case .globstar:
-            var remaining = text
-            while true {
-                if match(rest, remaining) { return true }
-                guard !remaining.isEmpty else { return false }
-                remaining = remaining.dropFirst()
-            }
-        case .globstarSlash:
-            var remaining = text
-            while true {
-                if match(rest, remaining) { return true }
-                guard let slash = remaining.firstIndex(of: "/") else { return false }
-                remaining = remaining[(slash + 1)...]
-            }
+            swap(&after, &row)
         }
+        return after[0]
     }
 }

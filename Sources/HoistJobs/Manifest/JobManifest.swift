@@ -257,10 +257,15 @@ public struct LuaSettings: Decodable, Sendable {
     /// Events waiting for the hooks beyond which `on_progress` calls are dropped (default 1000);
     /// other events are never dropped.
     public var queueLimit: Int = 1000
+    /// Wall-clock time one hook call may take, whatever it does (default 10s).
+    public var timeLimit = TimeSpan(seconds: 10)
+    /// Environment variables that hold credentials, which `os.getenv` hides from hooks unless
+    /// named here (see `HookBus.isSecret`).
+    public var secrets: [String] = []
 
     public init() {}
 
-    enum CodingKeys: String, CodingKey { case allow, instructionLimit, memoryLimit, progressInterval, queueLimit }
+    enum CodingKeys: String, CodingKey { case allow, instructionLimit, memoryLimit, progressInterval, queueLimit, timeLimit, secrets }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -283,5 +288,10 @@ public struct LuaSettings: Decodable, Sendable {
         guard queueLimit >= 1 else {
             throw DecodingError.dataCorruptedError(forKey: .queueLimit, in: c, debugDescription: "queueLimit must be at least 1")
         }
+        timeLimit = try c.decodeIfPresent(TimeSpan.self, forKey: .timeLimit) ?? TimeSpan(seconds: 10)
+        guard (0.01...3600).contains(timeLimit.seconds) else {
+            throw DecodingError.dataCorruptedError(forKey: .timeLimit, in: c, debugDescription: "timeLimit must be between 10ms and 1h")
+        }
+        secrets = try c.decodeIfPresent([String].self, forKey: .secrets) ?? []
     }
 }

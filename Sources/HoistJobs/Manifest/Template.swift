@@ -21,6 +21,10 @@ public struct Template: Decodable, Sendable, Equatable, CustomStringConvertible 
 
     public init(parsing text: String) throws(ValueError) {
         self.text = text
+        // Templates become object names and header values: neither may hold a control character.
+        if let control = text.unicodeScalars.first(where: { $0.value < 0x20 || $0.value == 0x7f }) {
+            throw ValueError("bad template '\(text.debugDescription.dropFirst().dropLast())': it contains the control character U+\(String(format: "%04X", control.value)), which object names and header values cannot")
+        }
         var parts: [Part] = []
         var literal = ""
         var index = text.startIndex
@@ -137,14 +141,14 @@ public struct Template: Decodable, Sendable, Equatable, CustomStringConvertible 
         calendar.timeZone = zone
         let c = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second, .weekday], from: date)
         var moment = tm()
-        moment.tm_year = Int32(c.year! - 1900)
-        moment.tm_mon = Int32(c.month! - 1)
-        moment.tm_mday = Int32(c.day!)
-        moment.tm_hour = Int32(c.hour!)
-        moment.tm_min = Int32(c.minute!)
-        moment.tm_sec = Int32(c.second!)
-        moment.tm_wday = Int32(c.weekday! - 1)
-        moment.tm_yday = Int32(calendar.ordinality(of: .day, in: .year, for: date)! - 1)
+        moment.tm_year = Int32(clamping: (c.year ?? 1970) - 1900)
+        moment.tm_mon = Int32(clamping: (c.month ?? 1) - 1)
+        moment.tm_mday = Int32(clamping: c.day ?? 1)
+        moment.tm_hour = Int32(clamping: c.hour ?? 0)
+        moment.tm_min = Int32(clamping: c.minute ?? 0)
+        moment.tm_sec = Int32(clamping: c.second ?? 0)
+        moment.tm_wday = Int32(clamping: (c.weekday ?? 1) - 1)
+        moment.tm_yday = Int32(clamping: (calendar.ordinality(of: .day, in: .year, for: date) ?? 1) - 1)
         var buffer = [CChar](repeating: 0, count: 256)
         let count = Foundation.strftime(&buffer, buffer.count, format, &moment)
         return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
@@ -153,12 +157,33 @@ public struct Template: Decodable, Sendable, Equatable, CustomStringConvertible 
 
 /// Joins a destination's segments and refuses to leave its prefix: empty and `.` segments
 /// are dropped, `..` is an error.
-public func normalizedObjectPath(_ path: String) throws(ValueError) -> String {
+public func normalizedObjectPath(_ path: String, checkingName: Bool = true) throws(ValueError) -> String {
     var segments: [Substring] = []
     for segment in path.split(separator: "/", omittingEmptySubsequences: true) where segment != "." {
         if segment == ".." { throw ValueError("destination '\(path)' contains '..': a destination cannot leave its prefix") }
         segments.append(segment)
     }
     guard !segments.isEmpty else { throw ValueError("destination '\(path)' is empty") }
-    return segments.joined(separator: "/")
+    let name = segments.joined(separator: "/")
+    if checkingName, let problem = objectNameProblem(name) { throw ValueError(problem) }
+    return name
+}
+
+/// Why `name` breaks Cloud Storage's naming rules, or nil: no control characters (a NUL or a
+/// newline would also make two names one file in a local bucket), at most 1024 bytes of UTF-8.
+public func objectNameProblem(_ name: String) -> String? {
+    if let control = name.unicodeScalars.first(where: { $0.value < 0x20 || $0.value == 0x7f }) {
+        return "destination '\(name.debugDescription.dropFirst().dropLast())' contains the control character U+\(String(format: "%04X", control.value)): object names cannot"
+    }
+    guard name.utf8.count <= 1024 else {
+        return "destination '\(name.prefix(60))...' is \(name.utf8.count) bytes long: object names are at most 1024 bytes"
+    }
+    return nil
+}
+
+/// Why `value` cannot be sent as an HTTP header value or metadata (a control character, which
+/// could start a header of its own), or nil when it can.
+public func headerValueProblem(_ value: String) -> String? {
+    guard let control = value.unicodeScalars.first(where: { ($0.value < 0x20 && $0 != "\t") || $0.value == 0x7f }) else { return nil }
+    return "contains the control character U+\(String(format: "%04X", control.value)): header values cannot"
 }

@@ -42,8 +42,15 @@ public struct ByteSize: Decodable, Sendable, Equatable, Comparable, CustomString
         guard let amount = Double(number), amount >= 0, amount.isFinite else {
             throw ValueError("bad size '\(text)': write a number with an optional unit: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB")
         }
-        return ByteSize(bytes: Int64((amount * factor).rounded()))
+        let bytes = (amount * factor).rounded()
+        guard bytes < ByteSize.largest else {
+            throw ValueError("size '\(text)' is too large: at most 8 EiB (9223372036854775807 bytes)")
+        }
+        return ByteSize(bytes: Int64(bytes))
     }
+
+    /// The first size that does not fit an `Int64` (2^63), as a `Double`.
+    static let largest = 9_223_372_036_854_775_808.0
 
     public static func < (a: ByteSize, b: ByteSize) -> Bool { a.bytes < b.bytes }
     public var description: String { "\(bytes) B" }
@@ -64,6 +71,7 @@ public struct ByteRate: Decodable, Sendable, Equatable {
         do {
             size = try ByteSize.parse(String(trimmed.dropLast(2)))
         } catch {
+            if error.message.contains("too large") { throw ValueError("rate '\(text)' is too large: at most 8 EiB/s") }
             throw ValueError("bad rate '\(text)': write a size per second, such as 50MB/s or 512KiB/s")
         }
         guard size.bytes > 0 else { throw ValueError("bad rate '\(text)': it must be more than 0") }
@@ -76,13 +84,23 @@ public struct TimeSpan: Decodable, Sendable, Equatable {
     public let seconds: Double
     public init(seconds: Double) { self.seconds = seconds }
     public init(from decoder: any Decoder) throws { self = try parseScalar(decoder, TimeSpan.parse) }
+    /// The longest span a manifest may give: 100 years, so any use of it stays a finite number.
+    static let longest = 100 * 365.25 * 86400
 
     public static func parse(_ text: String) throws(ValueError) -> TimeSpan {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
+        var seconds: Double?
         for (unit, factor) in [("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0), ("d", 86400.0)] where trimmed.hasSuffix(unit) {
-            if let value = Double(trimmed.dropLast(unit.count)), value >= 0 { return TimeSpan(seconds: value * factor) }
+            if let value = Double(trimmed.dropLast(unit.count)), value >= 0 {
+                seconds = value * factor
+                break
+            }
         }
-        if let value = Double(trimmed), value >= 0 { return TimeSpan(seconds: value) }
-        throw ValueError("bad duration '\(text)': write a number with ms, s, m, h or d, such as 30s or 5m")
+        if seconds == nil, let value = Double(trimmed), value >= 0 { seconds = value }
+        guard let seconds, !seconds.isNaN else {
+            throw ValueError("bad duration '\(text)': write a number with ms, s, m, h or d, such as 30s or 5m")
+        }
+        guard seconds <= TimeSpan.longest else { throw ValueError("duration '\(text)' is too long: at most 100 years") }
+        return TimeSpan(seconds: seconds)
     }
 }

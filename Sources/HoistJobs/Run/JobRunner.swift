@@ -122,8 +122,24 @@ public final class JobRunner: Sendable {
             var running = 0
             var runningLarge = 0
             var deferred: [PlanItem] = []
-            var iterator = Planner(job: job, journal: journal, force: force).makeIterator()
+            let planner = Planner(job: job, journal: journal, force: force)
+            var iterator = planner.makeIterator()
             var exhausted = false
+            // With a before_upload hook, destinations are known only after it: the sources of this
+            // run's destinations, to refuse two files sent to one object.
+            var claimed: [String: String] = [:]
+            let rewrites = hooks?.defined.contains("before_upload") ?? false
+            func fail(_ item: PlanItem, _ message: String) {
+                if state.withLock({ $0.interrupted }) {
+                    summary.cancelled += 1
+                    return
+                }
+                summary.failed += 1
+                if summary.failures.count < 100 {
+                    summary.failures.append(.init(file: item.file.path, destination: item.destination, code: .invalidArgument, message: message))
+                }
+                if settings.failFast || summary.failed >= (settings.maxErrors ?? .max) { stopStarting() }
+            }
 
             func start(_ item: PlanItem, large: Bool) {
                 running += 1
@@ -148,7 +164,31 @@ public final class JobRunner: Sendable {
                     if remoteCheck, item.decision == Planner.unchanged, await !storedAsJournaled(item) {
                         item.decision = .upload
                     }
-                    if item.decision == .upload, let hooks { item = await hooks.beforeUpload(item) }
+                    if item.decision == .upload, let hooks {
+                        let planned = item
+                        do { item = try await hooks.beforeUpload(item) } catch {
+                            fail(item, "\(error)")
+                            continue
+                        }
+                        if state.withLock({ $0.stopping }) {
+                            // Stopped while the hook ran (whatever it answered): start nothing more.
+                            if state.withLock({ $0.interrupted }) { summary.cancelled += 1 }
+                            continue
+                        }
+                        if item.destination != planned.destination || item.attributes != planned.attributes {
+                            do { try planner.consultJournal(&item) } catch {
+                                fail(item, "\(error)")
+                                continue
+                            }
+                        }
+                    }
+                    if rewrites, item.decision == .upload || item.decision == Planner.unchanged {
+                        if let other = claimed[item.destination], other != item.file.path {
+                            fail(item, "\(other) and \(item.file.path) both go to '\(item.destination)' after before_upload: nothing uploaded for the second")
+                            continue
+                        }
+                        claimed[item.destination] = item.file.path
+                    }
                     if case .skip(let reason) = item.decision {
                         summary.skipped += 1
                         for observer in observers { observer.fileSkipped(item, reason: reason) }
@@ -191,6 +231,13 @@ public final class JobRunner: Sendable {
                     cancelInFlight()
                 }
             }
+            // Files and folders inside a root that the walk could not read are failures, not skips.
+            for problem in iterator.problems where problem.isFailure {
+                summary.failed += 1
+                if summary.failures.count < 100 {
+                    summary.failures.append(.init(file: problem.path, destination: "", code: .invalidArgument, message: problem.message))
+                }
+            }
             if let error = iterator.error {
                 summary.failed += 1
                 summary.failures.append(.init(file: job.file, destination: "", code: .invalidArgument, message: error.message))
@@ -209,6 +256,7 @@ public final class JobRunner: Sendable {
     static let fatalCodes: Set<StorageErrorCode> = [.unauthenticated, .bucketNotFound, .projectNotFound]
 
     private func upload(_ item: PlanItem) async -> Outcome {
+        if let problem = Self.swappedSinceWalk(item, job: job) { return .failure(.invalidArgument, problem) }
         let metadata = StorageMetadata(item.attributes)
         let ref = storage.reference(withPath: item.destination)
         let url = URL(fileURLWithPath: item.file.path)
@@ -240,6 +288,19 @@ public final class JobRunner: Sendable {
         return .failure(error.map { StorageErrorCode(of: $0) } ?? .unknown, error?.localizedDescription ?? "failed")
     }
 
+    /// Why a file must not be read now: someone who can write in a root replaced it (or a folder
+    /// above it) with a symbolic link after the walk found it, to have a root-run job upload
+    /// another file (`/etc/shadow`). Nil when it is still reached without a link the job did not
+    /// ask to follow.
+    static func swappedSinceWalk(_ item: PlanItem, job: Job) -> String? {
+        let set = job.manifest.files[item.fileSetIndex]
+        guard !set.followSymlinks else { return nil }
+        let root = URL(fileURLWithPath: job.root(of: set)).resolvingSymlinksInPath().path
+        let real = URL(fileURLWithPath: item.file.path).resolvingSymlinksInPath().path
+        guard real != (root == "/" ? "" : root) + "/" + item.file.relativePath else { return nil }
+        return "\(item.file.path) became a symbolic link (or a folder above it did) after the walk found it: not uploaded"
+    }
+
     /// Whether the server still holds the object as the journal recorded it (size and MD5).
     private func storedAsJournaled(_ item: PlanItem) async -> Bool {
         guard let record = (try? journal?.record(source: item.file.path, destination: item.destination)) ?? nil,
@@ -262,6 +323,7 @@ public final class JobRunner: Sendable {
             $0.stopping = true
             $0.interrupted = true
         }
+        hooks?.cancel()
         cancelInFlight()
     }
 

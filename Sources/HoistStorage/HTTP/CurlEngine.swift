@@ -117,6 +117,8 @@ private final class Transfer: @unchecked Sendable {
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private var responseHeaders: [String: String] = [:]
     private var responseBody = Data()
+    private var responseTooLarge = false
+    private var headerBytes = 0
     private var partIndex = 0
     private var partOffset: Int64 = 0
     private var fileDescriptor: Int32 = -1
@@ -145,6 +147,11 @@ private final class Transfer: @unchecked Sendable {
         try set(CURLOPT_CONNECTTIMEOUT_MS, Int(request.connectTimeout * 1000))
         try set(CURLOPT_NOSIGNAL, 1)
         try set(CURLOPT_TCP_KEEPALIVE, 1)
+        if let protocols = request.allowedProtocols {
+            try set(CURLOPT_PROTOCOLS_STR, protocols)
+            try set(CURLOPT_REDIR_PROTOCOLS_STR, protocols)
+        }
+        if let total = request.totalTimeout { try set(CURLOPT_TIMEOUT_MS, max(1, Int(total * 1000))) }
         if request.insecureSkipTLSVerify {
             try set(CURLOPT_SSL_VERIFYPEER, 0)
             try set(CURLOPT_SSL_VERIFYHOST, 0)
@@ -195,6 +202,10 @@ private final class Transfer: @unchecked Sendable {
 
     func outcome(code: CURLcode, handle: UnsafeMutableRawPointer) -> Result<HTTPResponse, any Error> {
         if let readFailure { return .failure(readFailure) }
+        if responseTooLarge, let limit = request.maxResponseBytes {
+            return .failure(HTTPTransportError(code: Int(CURLE_WRITE_ERROR.rawValue),
+                                               message: "the response is larger than \(limit) bytes: \(request.url)", isTransient: false))
+        }
         if code == CURLE_ABORTED_BY_CALLBACK, hooks.control?.isCancelled == true {
             return .failure(TransferControl.cancelledError)
         }
@@ -250,13 +261,25 @@ private final class Transfer: @unchecked Sendable {
     private static let headerCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = {
         buffer, size, count, context in
         let line = String(decoding: UnsafeRawBufferPointer(start: buffer, count: size * count), as: UTF8.self)
-        from(context).header(line)
+        let transfer = from(context)
+        // Headers count toward the answer's limit: a server sending endless headers stops there.
+        transfer.headerBytes += size * count
+        if let limit = transfer.request.maxResponseBytes, transfer.headerBytes > limit {
+            transfer.responseTooLarge = true
+            return 0
+        }
+        transfer.header(line)
         return size * count
     }
 
     private static let writeCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = {
         buffer, size, count, context in
-        from(context).responseBody.append(contentsOf: UnsafeRawBufferPointer(start: buffer, count: size * count))
+        let transfer = from(context)
+        if let limit = transfer.request.maxResponseBytes, transfer.responseBody.count + size * count > limit {
+            transfer.responseTooLarge = true
+            return 0   // curl stops the transfer (CURLE_WRITE_ERROR)
+        }
+        transfer.responseBody.append(contentsOf: UnsafeRawBufferPointer(start: buffer, count: size * count))
         return size * count
     }
 

@@ -13,6 +13,12 @@ public struct HTTPRequest: Sendable {
     public var stallTimeout: Double = 60
     /// Skip TLS certificate checks. Only ever set when a job asks for it by name.
     public var insecureSkipTLSVerify = false
+    /// URL schemes curl may use, for the request and any redirect (`"http,https"`); nil: curl's default.
+    public var allowedProtocols: String?
+    /// The most response body bytes kept; a longer answer fails the transfer. nil: no limit.
+    public var maxResponseBytes: Int?
+    /// Seconds the whole transfer may take. nil: no limit (only `stallTimeout`).
+    public var totalTimeout: Double?
 
     public init(method: String, url: String, headers: [(name: String, value: String)] = [], body: [BodyPart] = []) {
         self.method = method

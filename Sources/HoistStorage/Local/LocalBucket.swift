@@ -202,7 +202,9 @@ public final class LocalBucket: StorageBackend {
             do {
                 let folder = object.deletingLastPathComponent().path
                 if !knownFolders.withLock({ $0.contains(folder) }) {
+                    // Checked once per folder: later objects in it go the same way.
                     try checkNoObjectAbove(path)
+                    try checkNoLinkOnTheWay(path)
                     try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
                     try FileManager.default.createDirectory(at: meta.deletingLastPathComponent(), withIntermediateDirectories: true)
                     knownFolders.withLock { _ = $0.insert(folder) }
@@ -247,6 +249,22 @@ public final class LocalBucket: StorageBackend {
                 if wrote < 0, errno == EINTR { continue }
                 guard wrote > 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
                 done += wrote
+            }
+        }
+    }
+
+    /// A symbolic link already inside the bucket (`DIR/a -> /etc`) must not take an object
+    /// outside it: refuse a path whose folders, or its metadata's, go through one.
+    private func checkNoLinkOnTheWay(_ path: String) throws {
+        for walk in [path, ".hoist/meta/" + path] {
+            var current = directory
+            for segment in walk.split(separator: "/").dropLast() {
+                current.appendPathComponent(String(segment))
+                var info = stat()
+                if lstat(current.path, &info) == 0, (info.st_mode & S_IFMT) == S_IFLNK {
+                    throw StorageErrorCode.invalidArgument.error(
+                        "Object \(path) cannot be stored: \(current.path) is a symbolic link, and objects stay inside the local bucket.")
+                }
             }
         }
     }
