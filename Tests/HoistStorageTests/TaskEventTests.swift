@@ -171,8 +171,9 @@ import Testing
 
     @Test func removedObserversAreNotCalled() async throws {
         let bucket = try LocalBucketFixture()
-        // Slow enough that no event fires before the observers below are removed.
-        bucket.storage.bandwidthLimiter = BandwidthLimiter(bytesPerSecond: 16 << 20)
+        // Slow enough that no event fires before the observers below are removed (the first
+        // piece waits half a second for the limiter), even on a loaded machine.
+        bucket.storage.bandwidthLimiter = BandwidthLimiter(bytesPerSecond: 2 << 20)
         let task = bucket.storage.reference(withPath: "r").putData(patternData(4 << 20))
         let calls = Mutex<[String]>([])
         let one = task.observe(.progress) { _ in calls.withLock { $0.append("one") } }
@@ -194,7 +195,7 @@ import Testing
 
     @Test func removeAllObservers() async throws {
         let bucket = try LocalBucketFixture()
-        bucket.storage.bandwidthLimiter = BandwidthLimiter(bytesPerSecond: 16 << 20)
+        bucket.storage.bandwidthLimiter = BandwidthLimiter(bytesPerSecond: 2 << 20)
         let task = bucket.storage.reference(withPath: "all").putData(patternData(2 << 20))
         let calls = Mutex(0)
         for status in [StorageTaskStatus.progress, .success, .failure, .pause] {
