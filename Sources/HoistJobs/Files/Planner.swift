@@ -59,13 +59,14 @@ public struct Planner: Sequence {
     /// The runner asks again after `before_upload` changed an item, so the journal is looked up
     /// under the same destination it is recorded under.
     /// - Throws: the journal's error when it cannot be read.
-    public func consultJournal(_ item: inout PlanItem) throws {
+    /// - Parameter attributesText: the journal's text of `item.attributes`, when already known.
+    public func consultJournal(_ item: inout PlanItem, attributesText: String? = nil) throws {
         item.decision = .upload
         item.resumeSession = nil
         guard let journal, !force,
-              let record = try journal.record(source: item.file.path, destination: item.destination),
+              let record = try journal.lookup(source: item.file.path, destination: item.destination),
               record.size == item.file.size, abs(record.mtime - item.file.modified.timeIntervalSince1970) < 0.001,
-              record.attributes == Journal.attributesText(item.attributes) else { return }
+              record.attributes == attributesText ?? Journal.attributesText(item.attributes) else { return }
         if record.state == "done", job.manifest.upload.skipUnchanged {
             item.decision = Planner.unchanged
         } else if record.state == "uploading", let session = record.session {
@@ -158,15 +159,8 @@ public struct Planner: Sequence {
                     return nil
                 }
                 var item = PlanItem(file: file, destination: destination, attributes: attributes, decision: .upload, fileSetIndex: index)
-                if let journal = planner.journal, !planner.force,
-                   let record = try journal.record(source: file.path, destination: destination),
-                   record.size == file.size, abs(record.mtime - file.modified.timeIntervalSince1970) < 0.001,
-                   record.attributes == attributesText(attributes) {
-                    if record.state == "done", planner.job.manifest.upload.skipUnchanged {
-                        item.decision = Planner.unchanged
-                    } else if record.state == "uploading", let session = record.session {
-                        item.resumeSession = session
-                    }
+                if planner.journal != nil, !planner.force {
+                    try planner.consultJournal(&item, attributesText: attributesText(attributes))
                 }
                 return item
             } catch let error as ValueError {

@@ -193,6 +193,33 @@ public final class Journal: Sendable {
         return (try? encoder.encode(attributes)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
     }
 
+    /// What a plan compares for a file: enough to tell it unchanged, or to resume it.
+    public struct Known: Sendable {
+        public let size: Int64
+        public let mtime: Double
+        public let attributes: String
+        public let state: String
+        public let session: String?
+    }
+
+    /// The columns a plan compares, read by position from one reused statement (no record
+    /// decoding): every file of the tree is looked up.
+    public func lookup(source: String, destination: String) throws -> Known? {
+        do {
+            return try database.inDatabase { db in
+                let statement = try db.cachedStatement(
+                    sql: "SELECT size, mtime, attributes, state, session FROM file WHERE source = ? AND destination = ?")
+                statement.setUncheckedArguments([source, destination])
+                // A cursor's row reads the statement's columns in place (fetchOne copies the row).
+                let rows = try Row.fetchCursor(statement)
+                guard let row = try rows.next() else { return nil }
+                return Known(size: row[0], mtime: row[1], attributes: row[2], state: row[3], session: row[4])
+            }
+        } catch {
+            throw JournalError(reading: path, error)
+        }
+    }
+
     /// What the journal knows of a file, or nil. One statement, prepared once and reused: a
     /// plan looks up every file of the tree.
     public func record(source: String, destination: String) throws -> FileRecord? {
