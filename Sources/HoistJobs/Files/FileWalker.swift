@@ -29,9 +29,18 @@ public struct FileWalker: Sequence, IteratorProtocol {
     private struct Frame {
         let path: String
         let relative: String
-        var names: [String]
+        /// The folder's entries in walk order, each with what `lstat` said (nil: it failed, with errno).
+        var entries: [Entry]
         var next = 0
         let identity: FileIdentity
+    }
+
+    private struct Entry {
+        let name: String
+        let info: stat?
+        let error: Int32
+        /// A folder to walk into (a link to one, when links are followed).
+        let isFolder: Bool
     }
 
     private struct FileIdentity: Hashable {
@@ -67,8 +76,20 @@ public struct FileWalker: Sequence, IteratorProtocol {
         do {
             var names = try FileManager.default.contentsOfDirectory(atPath: path)
             if !hidden { names.removeAll { $0.hasPrefix(".") } }
-            names.sort { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-            stack.append(Frame(path: path, relative: relative, names: names, identity: identity))
+            var entries = names.map { name -> Entry in
+                var info = stat()
+                guard lstat(path + "/" + name, &info) == 0 else { return Entry(name: name, info: nil, error: errno, isFolder: false) }
+                var isFolder = (info.st_mode & S_IFMT) == S_IFDIR
+                if !isFolder, followSymlinks, (info.st_mode & S_IFMT) == S_IFLNK {
+                    var target = stat()
+                    isFolder = stat(path + "/" + name, &target) == 0 && (target.st_mode & S_IFMT) == S_IFDIR
+                }
+                return Entry(name: name, info: info, error: 0, isFolder: isFolder)
+            }
+            // Full paths in byte order (a folder `a` sorts as `a/`, after `a.txt` and `a-b`): the
+            // order of a journal's rows by source, so a plan can read them alongside the walk.
+            entries.sort { Self.precedes($0, $1) }
+            stack.append(Frame(path: path, relative: relative, entries: entries, identity: identity))
             ancestors.insert(identity)
         } catch {
             problems.append(WalkProblem(path: path, message: "cannot list the folder; its files are not uploaded", isFailure: true))
@@ -77,21 +98,21 @@ public struct FileWalker: Sequence, IteratorProtocol {
 
     public mutating func next() -> WalkedFile? {
         while var frame = stack.last {
-            guard frame.next < frame.names.count else {
+            guard frame.next < frame.entries.count else {
                 ancestors.remove(frame.identity)
                 stack.removeLast()
                 continue
             }
-            let name = frame.names[frame.next]
+            let entry = frame.entries[frame.next]
+            let name = entry.name
             frame.next += 1
             stack[stack.count - 1] = frame
             let path = frame.path + "/" + name
             let relative = frame.relative.isEmpty ? name : frame.relative + "/" + name
-            var info = stat()
-            guard lstat(path, &info) == 0 else {
+            guard var info = entry.info else {
                 // Linux names are bytes; FileManager shows bytes that are not UTF-8 as U+FFFD, so
                 // such a file cannot be opened by its name: fail it loudly rather than skip it.
-                let why = errno
+                let why = entry.error
                 if name.unicodeScalars.contains("\u{FFFD}") {
                     problems.append(WalkProblem(path: path, message: "the name is not valid UTF-8 (shown with U+FFFD): Hoist cannot upload it; rename it",
                                                 isFailure: true))
@@ -125,5 +146,23 @@ public struct FileWalker: Sequence, IteratorProtocol {
             }
         }
         return nil
+    }
+
+    /// Whether `a` comes before `b` when a folder's name is read with a `/` after it.
+    private static func precedes(_ a: Entry, _ b: Entry) -> Bool {
+        var left = a.name.utf8.makeIterator()
+        var right = b.name.utf8.makeIterator()
+        var leftDone = false, rightDone = false
+        while true {
+            let x: UInt8? = leftDone ? nil : left.next()
+            let y: UInt8? = rightDone ? nil : right.next()
+            // Past the end of a name: a folder's '/', then nothing.
+            let l: Int = x.map(Int.init) ?? (leftDone ? -1 : (a.isFolder ? 0x2F : -1))
+            let r: Int = y.map(Int.init) ?? (rightDone ? -1 : (b.isFolder ? 0x2F : -1))
+            if x == nil { leftDone = true }
+            if y == nil { rightDone = true }
+            if l != r { return l < r }
+            if l == -1 { return false }
+        }
     }
 }

@@ -61,10 +61,19 @@ public struct Planner: Sequence {
     /// - Throws: the journal's error when it cannot be read.
     /// - Parameter attributesText: the journal's text of `item.attributes`, when already known.
     public func consultJournal(_ item: inout PlanItem, attributesText: String? = nil) throws {
+        guard let journal, !force else {
+            decide(&item, nil, attributesText: attributesText)
+            return
+        }
+        decide(&item, try journal.lookup(source: item.file.path, destination: item.destination), attributesText: attributesText)
+    }
+
+    /// Skip a file the journal knows done with the same size, mtime and metadata; resume one it
+    /// knows half-sent; upload anything else.
+    func decide(_ item: inout PlanItem, _ known: Journal.Known?, attributesText: String?) {
         item.decision = .upload
         item.resumeSession = nil
-        guard let journal, !force,
-              let record = try journal.lookup(source: item.file.path, destination: item.destination),
+        guard !force, let record = known,
               record.size == item.file.size, abs(record.mtime - item.file.modified.timeIntervalSince1970) < 0.001,
               record.attributes == attributesText ?? Journal.attributesText(item.attributes) else { return }
         if record.state == "done", job.manifest.upload.skipUnchanged {
@@ -88,6 +97,8 @@ public struct Planner: Sequence {
         /// A hash of each destination planned so far (8 bytes a file): a second file with the
         /// same destination stops the plan, naming both.
         private var destinations = Set<Int>()
+        /// The journal's rows, read in walk order a thousand at a time.
+        private var merge = JournalMerge()
         /// The metadata last compared with the journal, as its text: files of one set share it.
         private var lastAttributes: (ObjectResource, String)?
         /// Files and bytes to upload so far.
@@ -159,8 +170,13 @@ public struct Planner: Sequence {
                     return nil
                 }
                 var item = PlanItem(file: file, destination: destination, attributes: attributes, decision: .upload, fileSetIndex: index)
-                if planner.journal != nil, !planner.force {
-                    try planner.consultJournal(&item, attributesText: attributesText(attributes))
+                if let journal = planner.journal, !planner.force {
+                    let text = attributesText(attributes)
+                    // Read alongside the walk; a file the merge does not find (new, or reached
+                    // through a followed link, out of order) is looked up on its own.
+                    let known = try merge.find(source: file.path, destination: destination, set: index, root: planner.job.root(of: set), in: journal)
+                        ?? journal.lookup(source: file.path, destination: destination)
+                    planner.decide(&item, known, attributesText: text)
                 }
                 return item
             } catch let error as ValueError {
@@ -225,5 +241,51 @@ public struct Planner: Sequence {
             if item.destination == destination { return item.file.path }
         }
         return nil
+    }
+}
+
+/// Reads a journal's rows for a file set in the walk's order (full paths in byte order), a
+/// thousand per query, and finds each walked file's row among them.
+struct JournalMerge {
+    private var root = ""
+    private var set = -1
+    private var buffer: [Journal.KnownRow] = []
+    private var index = 0
+    private var exhausted = false
+    static let chunk = 1000
+
+    /// The row for (`source`, `destination`), or nil when the rows in walk order do not have it.
+    /// `set` is the file set being walked: each walk reads the rows from the start.
+    mutating func find(source: String, destination: String, set: Int, root: String, in journal: Journal) throws -> Journal.Known? {
+        if set != self.set {
+            self = JournalMerge()
+            self.set = set
+            self.root = root
+        }
+        while true {
+            if index == buffer.count {
+                if exhausted { return nil }
+                let after = buffer.last.map { ($0.source, $0.destination) }
+                buffer = try journal.rows(from: root + "/", below: root + "0", after: after, limit: Self.chunk)
+                index = 0
+                exhausted = buffer.count < Self.chunk
+                if buffer.isEmpty { return nil }
+            }
+            let row = buffer[index]
+            if row.source.utf8.lexicographicallyPrecedes(source.utf8) {
+                index += 1
+                continue
+            }
+            guard row.source == source else { return nil }
+            // The rows of this source (one per destination) follow each other.
+            var probe = index
+            while probe < buffer.count, buffer[probe].source == source {
+                if buffer[probe].destination == destination { return buffer[probe].known }
+                probe += 1
+            }
+            if probe < buffer.count || exhausted { return nil }
+            // The source's rows run past this chunk: rare; ask for this one directly.
+            return try journal.lookup(source: source, destination: destination)
+        }
     }
 }

@@ -220,6 +220,38 @@ public final class Journal: Sendable {
         }
     }
 
+    /// A file's row as a plan reads the journal alongside its walk.
+    public struct KnownRow: Sendable {
+        public let source: String
+        public let destination: String
+        public let known: Known
+    }
+
+    /// Up to `limit` rows whose source is in `[from, below)` and whose (source, destination)
+    /// comes after `after`, in byte order of (source, destination): the order of a walk, so a
+    /// plan reads a thousand rows per query instead of querying once per file.
+    public func rows(from: String, below: String, after: (source: String, destination: String)?, limit: Int) throws -> [KnownRow] {
+        do {
+            return try database.inDatabase { db in
+                let statement = try db.cachedStatement(sql: """
+                    SELECT source, destination, size, mtime, attributes, state, session FROM file
+                    WHERE source >= ? AND source < ? AND (source, destination) > (?, ?)
+                    ORDER BY source, destination LIMIT ?
+                    """)
+                statement.setUncheckedArguments([from, below, after?.source ?? "", after?.destination ?? "", limit])
+                var found: [KnownRow] = []
+                let cursor = try Row.fetchCursor(statement)
+                while let row = try cursor.next() {
+                    found.append(KnownRow(source: row[0], destination: row[1], known: Known(
+                        size: row[2], mtime: row[3], attributes: row[4], state: row[5], session: row[6])))
+                }
+                return found
+            }
+        } catch {
+            throw JournalError(reading: path, error)
+        }
+    }
+
     /// What the journal knows of a file, or nil. One statement, prepared once and reused: a
     /// plan looks up every file of the tree.
     public func record(source: String, destination: String) throws -> FileRecord? {
