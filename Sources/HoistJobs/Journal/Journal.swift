@@ -233,12 +233,14 @@ public final class Journal: Sendable {
     public func rows(from: String, below: String, after: (source: String, destination: String)?, limit: Int) throws -> [KnownRow] {
         do {
             return try database.inDatabase { db in
+                // The row value alone bounds the index search from below (with `source >= ?` as
+                // well, SQLite scans from the range's start: quadratic over a large journal).
                 let statement = try db.cachedStatement(sql: """
                     SELECT source, destination, size, mtime, attributes, state, session FROM file
-                    WHERE source >= ? AND source < ? AND (source, destination) > (?, ?)
+                    WHERE (source, destination) > (?, ?) AND source < ?
                     ORDER BY source, destination LIMIT ?
                     """)
-                statement.setUncheckedArguments([from, below, after?.source ?? "", after?.destination ?? "", limit])
+                statement.setUncheckedArguments([after?.source ?? from, after?.destination ?? "", below, limit])
                 var found: [KnownRow] = []
                 let cursor = try Row.fetchCursor(statement)
                 while let row = try cursor.next() {
