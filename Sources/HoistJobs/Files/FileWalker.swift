@@ -76,13 +76,18 @@ public struct FileWalker: Sequence, IteratorProtocol {
         do {
             var names = try FileManager.default.contentsOfDirectory(atPath: path)
             if !hidden { names.removeAll { $0.hasPrefix(".") } }
+            // Entries are looked up relative to the folder (no path walk per name).
+            let folder = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            defer { if folder >= 0 { close(folder) } }
             var entries = names.map { name -> Entry in
                 var info = stat()
-                guard lstat(path + "/" + name, &info) == 0 else { return Entry(name: name, info: nil, error: errno, isFolder: false) }
+                guard folder >= 0, fstatat(folder, name, &info, AT_SYMLINK_NOFOLLOW) == 0 else {
+                    return Entry(name: name, info: nil, error: folder >= 0 ? errno : EACCES, isFolder: false)
+                }
                 var isFolder = (info.st_mode & S_IFMT) == S_IFDIR
                 if !isFolder, followSymlinks, (info.st_mode & S_IFMT) == S_IFLNK {
                     var target = stat()
-                    isFolder = stat(path + "/" + name, &target) == 0 && (target.st_mode & S_IFMT) == S_IFDIR
+                    isFolder = fstatat(folder, name, &target, 0) == 0 && (target.st_mode & S_IFMT) == S_IFDIR
                 }
                 return Entry(name: name, info: info, error: 0, isFolder: isFolder)
             }

@@ -158,6 +158,11 @@ public struct Template: Decodable, Sendable, Equatable, CustomStringConvertible 
 /// Joins a destination's segments and refuses to leave its prefix: empty and `.` segments
 /// are dropped, `..` is an error.
 public func normalizedObjectPath(_ path: String, checkingName: Bool = true) throws(ValueError) -> String {
+    // Most destinations are normal already (one pass over the bytes, no new string).
+    if isNormalObjectPath(path) {
+        if checkingName, let problem = objectNameProblem(path) { throw ValueError(problem) }
+        return path
+    }
     var segments: [Substring] = []
     for segment in path.split(separator: "/", omittingEmptySubsequences: true) where segment != "." {
         if segment == ".." { throw ValueError("destination '\(path)' contains '..': a destination cannot leave its prefix") }
@@ -167,6 +172,23 @@ public func normalizedObjectPath(_ path: String, checkingName: Bool = true) thro
     let name = segments.joined(separator: "/")
     if checkingName, let problem = objectNameProblem(name) { throw ValueError(problem) }
     return name
+}
+
+/// True when `path` has no empty, `.` or `..` segment (and so no leading or trailing `/`).
+private func isNormalObjectPath(_ path: String) -> Bool {
+    var length = 0   // of the current segment
+    var dots = 0     // how many of its bytes are '.'
+    for byte in path.utf8 {
+        if byte == UInt8(ascii: "/") {
+            if length == 0 || (dots == length && length <= 2) { return false }
+            length = 0
+            dots = 0
+        } else {
+            length += 1
+            if byte == UInt8(ascii: ".") { dots += 1 }
+        }
+    }
+    return length > 0 && !(dots == length && length <= 2)
 }
 
 /// Why `name` breaks Cloud Storage's naming rules, or nil: no control characters (a NUL or a
