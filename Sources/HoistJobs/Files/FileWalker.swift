@@ -8,6 +8,9 @@ public struct WalkedFile: Sendable {
     public let relativePath: String
     public let size: Int64
     public let modified: Date
+    /// The device and inode the walk found at `path`: the file an upload must still find there.
+    public var device: UInt64 = 0
+    public var inode: UInt64 = 0
 }
 
 /// Something the walk could not see: a folder that cannot be listed, a name that is not UTF-8.
@@ -145,7 +148,10 @@ public struct FileWalker: Sequence, IteratorProtocol {
                 // templates, hooks and the journal always get a time they can represent.
                 let seconds = Swift.min(Swift.max(Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9, -62_135_596_800), 253_402_300_799)
                 let modified = Date(timeIntervalSince1970: seconds)
-                return WalkedFile(path: target, relativePath: relative, size: Int64(info.st_size), modified: modified)
+                var file = WalkedFile(path: target, relativePath: relative, size: Int64(info.st_size), modified: modified)
+                file.device = UInt64(info.st_dev)
+                file.inode = UInt64(info.st_ino)
+                return file
             default:
                 continue
             }

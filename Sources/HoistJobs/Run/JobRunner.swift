@@ -295,6 +295,15 @@ public final class JobRunner: Sendable {
     static func swappedSinceWalk(_ item: PlanItem, job: Job) -> String? {
         let set = job.manifest.files[item.fileSetIndex]
         guard !set.followSymlinks else { return nil }
+        // The path must still lead, without a link at its end, to the very file the walk found
+        // there: a file swapped for a link, or a folder above it swapped for a link, leads
+        // elsewhere (one lstat, where resolving every folder of the path took one per folder).
+        var info = stat()
+        if lstat(item.file.path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG,
+           UInt64(info.st_dev) == item.file.device, UInt64(info.st_ino) == item.file.inode {
+            return nil
+        }
+        // Another file now (saved anew by an editor, say), or a link: only a link on the way is refused.
         let root = URL(fileURLWithPath: job.root(of: set)).resolvingSymlinksInPath().path
         let real = URL(fileURLWithPath: item.file.path).resolvingSymlinksInPath().path
         guard real != (root == "/" ? "" : root) + "/" + item.file.relativePath else { return nil }

@@ -12,6 +12,8 @@ private import CHoistSystem
 public final class LocalBucket: StorageBackend {
     /// The bucket's directory, absolute.
     public let directory: URL
+    /// `directory` as a path: objects' paths are made from it with plain string joins on the hot path.
+    let directoryPath: String
     public var bucket: String { directory.lastPathComponent }
     private let commitLock = Mutex(())
     /// True once a caller takes durability into its own hands (`deferPersistence`): objects
@@ -31,6 +33,7 @@ public final class LocalBucket: StorageBackend {
 
     public init(directory: String) {
         self.directory = URL(fileURLWithPath: directory, isDirectory: true).standardizedFileURL
+        directoryPath = self.directory.path
     }
 
     var uploadsDirectory: URL { directory.appendingPathComponent("\(Self.reservedName)/uploads", isDirectory: true) }
@@ -197,20 +200,20 @@ public final class LocalBucket: StorageBackend {
             resource.updated = now
             if resource.contentType == nil { resource.contentType = ContentType.fallback }
 
-            let object = objectURL(path)
-            let meta = metaURL(path)
+            let object = directoryPath + "/" + path
+            let meta = directoryPath + "/\(Self.reservedName)/meta/" + path + ".json"
             do {
-                let folder = object.deletingLastPathComponent().path
+                let folder = Self.parent(object)
                 if !knownFolders.withLock({ $0.contains(folder) }) {
                     // Checked once per folder: later objects in it go the same way.
                     try checkNoObjectAbove(path)
                     try checkNoLinkOnTheWay(path)
                     try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-                    try FileManager.default.createDirectory(at: meta.deletingLastPathComponent(), withIntermediateDirectories: true)
+                    try FileManager.default.createDirectory(atPath: Self.parent(meta), withIntermediateDirectories: true)
                     knownFolders.withLock { _ = $0.insert(folder) }
                 }
                 var status = stat()
-                if stat(object.path, &status) == 0, (status.st_mode & S_IFMT) == S_IFDIR {
+                if stat(object, &status) == 0, (status.st_mode & S_IFMT) == S_IFDIR {
                     throw StorageErrorCode.invalidArgument.error(
                         "Object \(path) cannot be stored: objects exist below \(path)/ in a local bucket.")
                 }
@@ -220,13 +223,13 @@ public final class LocalBucket: StorageBackend {
                 // Each object fsynced on its own, or (a journal's batches) all at once by `persist()`:
                 // then the sidecar is written once, in place, with no temporary file to create and rename.
                 if syncsEachObject {
-                    try encoded.write(to: meta, options: .atomic)
+                    try encoded.write(to: URL(fileURLWithPath: meta), options: .atomic)
                 } else {
-                    try Self.writeInPlace(encoded, to: meta.path)
+                    try Self.writeInPlace(encoded, to: meta)
                 }
                 // Return what a later metadata read returns (times at the file's millisecond precision).
                 resource = try JSONDecoder().decode(ObjectResource.self, from: encoded)
-                if rename(partFile.path, object.path) != 0 {
+                if rename(partFile.path, object) != 0 {
                     throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
                 }
             } catch {
@@ -234,6 +237,12 @@ public final class LocalBucket: StorageBackend {
             }
             return resource
         }
+    }
+
+    /// The folder of a path (everything before its last `/`).
+    static func parent(_ path: String) -> String {
+        guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return "." }
+        return String(path[..<slash])
     }
 
     /// Writes a file with one `open`, `write` and `close`: no temporary file, no fsync
