@@ -119,6 +119,10 @@ struct Destination {
             self.storage = Storage.storage(url: text)
             path = ""
         } else {
+            if let storage, storage.hasPrefix("gs://"),
+               storage.dropFirst("gs://".count).split(separator: "/", omittingEmptySubsequences: false).first?.isEmpty ?? true {
+                throw ValidationError("--storage '\(storage)' names no bucket: use gs://BUCKET.")
+            }
             self.storage = storage.map(Storage.storage(url:)) ?? Storage.storage()
             path = text.hasPrefix("/") ? String(text.drop { $0 == "/" }) : text
         }
@@ -138,6 +142,10 @@ struct CopyPlan {
 
     init(sources: [String], destination: Destination) throws {
         let fm = FileManager.default
+        // A local bucket inside a folder being copied (`hoist cp . web/` beside `.hoist/bucket`)
+        // is not copied into itself.
+        let bucketFolder = (destination.storage.backend as? LocalBucket)
+            .map { URL(fileURLWithPath: $0.directory.path).resolvingSymlinksInPath().path + "/" }
         for source in sources {
             var isDirectory: ObjCBool = false
             let exists = fm.fileExists(atPath: source, isDirectory: &isDirectory)
@@ -151,7 +159,9 @@ struct CopyPlan {
                 // error, never a file silently left out.
                 var walker = FileWalker(root: root.path, hidden: true)
                 var found: [Item] = []
+                let realRoot = root.resolvingSymlinksInPath().path
                 while let file = walker.next() {
+                    if let bucketFolder, (realRoot + "/" + file.relativePath).hasPrefix(bucketFolder) { continue }
                     found.append(Item(file: file.path, object: base + file.relativePath, size: file.size))
                 }
                 if let problem = walker.problems.first(where: \.isFailure) {

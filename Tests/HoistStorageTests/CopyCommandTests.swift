@@ -85,10 +85,28 @@ import Testing
     }
 
     @Test(arguments: [["cp", "only-one"], ["cp", "--bogus", "a", "b"], ["cp", "/etc/hostname", "/etc/hosts", "no-slash"],
-                      ["cp", "-j", "0", "a", "b/"], ["cp", "/etc", "no-slash"], ["cp", "a", "gs:///x"]])
+                      ["cp", "-j", "0", "a", "b/"], ["cp", "/etc", "no-slash"], ["cp", "a", "gs:///x"],
+                      ["cp", "--storage", "gs://", "/etc/hostname", "x"], ["cp", "--storage", "gs:///p", "/etc/hostname", "x"]])
     func badUsageExitsTwo(arguments: [String]) throws {
+        let started = Date()
         let run = try runProcess(hoist, arguments)
         #expect(run.status == 2)
         #expect(run.stderr.hasPrefix("Error: "))
+        #expect(Date().timeIntervalSince(started) < 5)   // refused at once, never retried
+    }
+
+    /// `hoist cp . DEST` from a folder that holds its own local bucket (`.hoist/bucket`, the
+    /// default) does not copy the bucket into itself.
+    @Test func copyingAFolderLeavesItsOwnBucketAlone() throws {
+        let directory = try TemporaryDirectory()
+        try directory.write("site/a.html", Data("a".utf8))
+        let site = directory.url.appendingPathComponent("site")
+        let first = try runProcess("/usr/bin/env", ["sh", "-c", "cd '\(site.path)' && '\(hoist)' cp . web/"])
+        #expect(first.status == 0, "\(first.stderr)")
+        let again = try runProcess("/usr/bin/env", ["sh", "-c", "cd '\(site.path)' && '\(hoist)' cp . web/"])
+        #expect(again.status == 0, "\(again.stderr)")
+        let bucket = site.appendingPathComponent(".hoist/bucket")
+        let objects = try FileManager.default.subpathsOfDirectory(atPath: bucket.path).filter { !$0.hasPrefix(".hoist") }
+        #expect(objects.sorted() == ["web", "web/site", "web/site/a.html"], "\(objects)")
     }
 }
