@@ -191,6 +191,8 @@ final class ProgressProbe: Sendable {
     /// chunk, and not much more often (FirebaseStorage's own test allows 4 to 6 events).
     func checkChunkedProgress(_ storage: Storage) async throws -> StorageMetadata {
         storage.uploadChunkSizeBytes = 1
+        // A local upload of 1 MiB can end before the observer below is added: hold the first chunk back.
+        storage.bandwidthLimiter = BandwidthLimiter(bytesPerSecond: 4 << 20)
         let data = patternData(Self.size)
         let task = storage.reference(withPath: "chunked.bin").putData(data)
         let probe = ProgressProbe()
