@@ -3,6 +3,8 @@
 struct YAMLComposer {
     let source: YAMLSource
     let environment: [String: String]
+    /// Whether `${VAR}` in values is replaced (false: the text as written).
+    var interpolates = true
     private var events: [YAMLEvent] = []
     private var position = 0
     private var anchors: [String: YAMLNode] = [:]
@@ -54,7 +56,7 @@ struct YAMLComposer {
         }
         switch event.kind {
         case .scalar(let value, let anchor, let tag, let plain):
-            let text = isKey ? value : try substitute(value, at: event.start, plain: plain)
+            let text = isKey || !interpolates ? value : try substitute(value, at: event.start, plain: plain)
             return remember(YAMLNode(.scalar(text, plain: plain), mark: event.start, tag: tag), anchor)
         case .alias(let anchor):
             guard let target = anchors[anchor] else {
@@ -129,7 +131,7 @@ struct YAMLComposer {
     }
 
     /// Replaces `${VAR}` and `${VAR:-default}` with the environment's values; `$${` is a literal `${`.
-    private func substitute(_ value: String, at mark: YAMLMark, plain: Bool) throws -> String {
+    func substitute(_ value: String, at mark: YAMLMark, plain: Bool) throws -> String {
         guard value.contains("${") else { return value }
         var result = ""
         var index = value.startIndex

@@ -83,6 +83,7 @@ extension Hoist {
             }
             let journal: Journal
             do {
+                try job.checkJournalOwner(override: journalOptions.journal, claim: true)
                 journal = try Journal(path: journalPath)
                 try journal.markInterruptedRuns()
             } catch {
@@ -238,6 +239,10 @@ extension Hoist {
                 throw ExitCode(2)
             }
             let journalPath = job.journalPath(override: journalOptions.journal)
+            do { try job.checkJournalOwner(override: journalOptions.journal, claim: false) } catch {
+                FileHandle.standardError.write(Data("hoist: \(error)\n".utf8))
+                throw ExitCode(2)
+            }
             var journal: Journal?
             if FileManager.default.fileExists(atPath: journalPath) {
                 do { journal = try Journal(path: journalPath) } catch {
