@@ -14,6 +14,11 @@ private import CLua
 /// try lua.call(script, "double", [.integer(21)])   // [.integer(42)]
 /// ```
 public final class LuaRuntime: @unchecked Sendable {
+    /// The Lua release Hoist runs, such as "5.4.6".
+    public static var libraryVersion: String {
+        String(cString: hoist_lua_release()).replacingOccurrences(of: "Lua ", with: "")
+    }
+
     /// What one runtime may use.
     public struct Limits: Sendable {
         /// VM instructions one call (a script's top level, or one hook call) may run.

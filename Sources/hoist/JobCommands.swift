@@ -38,6 +38,9 @@ extension Hoist {
                 nothing behind; exit 130). SIGTSTP (Ctrl-Z) pauses every upload and stops the process; \
                 SIGCONT (fg) resumes them. SIGUSR1 pauses or resumes without stopping the process.
 
+                Hooks (Lua scripts that react to each upload, and the bundled plugins) are described \
+                in docs/hooks.md.
+
                 Exit status: 0 all uploaded, 1 some files failed, 2 the job could not start, 130 interrupted.
                 """
         )
@@ -51,8 +54,14 @@ extension Hoist {
         @Option(name: .long, help: "Also append every event as a JSON line to this file.")
         var logFile: String?
 
-        @Flag(name: .long, help: "Print nothing but errors (no summary line).")
+        @Flag(name: .shortAndLong, help: "Print nothing but errors (no progress, no summary line).")
         var quiet = false
+
+        @Flag(name: .shortAndLong, help: "Print a line per file: uploaded, failed, or skipped and why.")
+        var verbose = false
+
+        @Flag(name: .long, help: "Upload nothing: print what a run would do (as hoist plan).")
+        var dryRun = false
 
         @OptionGroup var journalOptions: JournalOptions
 
@@ -68,7 +77,17 @@ extension Hoist {
         @Option(name: .long, help: "Write Prometheus text-format metrics here at the end (atomically).")
         var metricsFile: String?
 
+        func validate() throws {
+            if quiet && verbose { throw ValidationError("--quiet and --verbose say opposite things: choose one.") }
+        }
+
         func run() async throws {
+            if dryRun {
+                let plan = try Plan.parse([job] + (journalOptions.journal.map { ["--journal", $0] } ?? [])
+                    + (force ? ["--force"] : []) + (json ? ["--json"] : []))
+                try plan.run()
+                return
+            }
             let job = try loadJob(self.job)
             let journalPath = job.journalPath(override: journalOptions.journal)
             let lock: JobLock
@@ -107,12 +126,21 @@ extension Hoist {
                 observers.append(log)
             }
             let terminal = !json && !quiet && isatty(STDERR_FILENO) != 0
-            if terminal { observers.append(ProgressDisplay()) }
+            let display = terminal ? ProgressDisplay() : nil
+            if let display { observers.append(display) }
+            // Lines of the run: above the progress line on a terminal, else errors to standard error.
+            let say: @Sendable (String, Bool) -> Void = { text, isError in
+                if let display { return display.printAbove(text) }
+                (isError ? FileHandle.standardError : FileHandle.standardOutput).write(Data((text + "\n").utf8))
+            }
+            // On a terminal (or with -v) failures are shown as they happen, not after the summary.
+            let liveFailures = !json && (display != nil || verbose)
+            if liveFailures { observers.append(FileLines(verbose: verbose, say: say)) }
             var hooks: HookBus?
             if !job.manifest.hooks.isEmpty {
                 do {
                     hooks = try HookBus(job: job, storage: storage) { line in
-                        FileHandle.standardError.write(Data("hoist: [\(line.script)] \(line.level.rawValue): \(line.message)\n".utf8))
+                        say("hoist: [\(line.script)] \(line.level.rawValue): \(line.message)", true)
                     }
                 } catch {
                     try failStart(job, describe(error), journal: journal)
@@ -120,7 +148,10 @@ extension Hoist {
             }
             let runner = JobRunner(job: job, storage: storage, observers: observers, hooks: hooks, journal: journal, force: force,
                                    remoteCheck: remoteCheck)
-            let signals = SignalHandlers(runner: runner)
+            display?.pausedBy { runner.isPaused }
+            var resized: (@Sendable () -> Void)?
+            if let display { resized = { display.draw() } }
+            let signals = SignalHandlers(runner: runner, resized: resized)
             let summary = await runner.run()
             signals.cancel()
             withExtendedLifetime(lock) {}
@@ -130,7 +161,7 @@ extension Hoist {
                 }
             }
             if !json && !quiet { print(summary.line) }
-            if !json {
+            if !json && !liveFailures {
                 for failure in summary.failures {
                     FileHandle.standardError.write(Data("hoist: \(failure.file): \(failure.code.name): \(failure.message)\n".utf8))
                 }
@@ -330,7 +361,7 @@ final class TerminationSignals {
 final class SignalHandlers {
     private let sources: [any DispatchSourceSignal]
 
-    init(runner: JobRunner) {
+    init(runner: JobRunner, resized: (@Sendable () -> Void)? = nil) {
         let queue = DispatchQueue(label: "hoist.signals")
         var sources: [any DispatchSourceSignal] = []
         func on(_ number: Int32, _ action: @escaping @Sendable () -> Void) {
@@ -348,6 +379,7 @@ final class SignalHandlers {
         }
         on(SIGCONT) { if runner.isPaused { runner.resumeAll() } }
         on(SIGUSR1) { runner.isPaused ? runner.resumeAll() : runner.pauseAll() }
+        if let resized { on(SIGWINCH, resized) }
         self.sources = sources
     }
 
