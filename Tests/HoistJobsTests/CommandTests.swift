@@ -62,7 +62,7 @@ import Testing
 
         let plain = try runProcess(hoist, ["run", "--log-file", log, manifest])
         #expect(plain.status == 0, "\(plain.stderr)")
-        #expect(plain.stdout.hasPrefix("test: 2 uploaded (300 B), 1 skipped in "))
+        #expect(plain.stdout.hasPrefix("test: 2 uploaded (300 B), 1 not included in "))
 
         let json = try runProcess(hoist, ["run", "--json", "--force", manifest])
         let events = json.stdout.split(separator: "\n").compactMap {

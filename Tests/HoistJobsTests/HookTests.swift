@@ -155,7 +155,8 @@ let recordEverything = """
               end
             end
             """)
-        #expect(summary.uploaded == 2 && summary.skipped == 1)
+        #expect(summary.uploaded == 2 && summary.skipped == 1 && summary.vetoed == 1 && summary.unchanged == 0)
+        #expect(summary.line.hasPrefix("test: 2 uploaded (20 B), 1 vetoed by a hook in "), "\(summary.line)")
         let storage = Storage.storage(url: "file://" + hooks.bucket.path)
         let moved = try await storage.reference(withPath: "moved/move.txt").getMetadata()
         #expect(moved.cacheControl == "no-store")

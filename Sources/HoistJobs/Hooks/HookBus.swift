@@ -45,6 +45,9 @@ public struct HookError: Error, CustomStringConvertible, Sendable {
 /// dropped while more than `lua.queueLimit` events wait, so a slow hook never holds up transfers.
 /// A hook error is logged with its script and line; the uploads go on.
 public final class HookBus: JobObserver, @unchecked Sendable {
+    /// The decision for a file `before_upload` answered `false` to.
+    public static let vetoed = PlanItem.Decision.skip("skipped by before_upload")
+
     // `runtime` and `scripts` are touched only on `queue`.
     let runtime: LuaRuntime
     private var scripts: [LuaScript] = []
@@ -365,7 +368,7 @@ public final class HookBus: JobObserver, @unchecked Sendable {
         var changed = item
         switch answer {
         case .boolean(false):
-            changed.decision = .skip("skipped by before_upload")
+            changed.decision = Self.vetoed
         case .table(let fields):
             var destination = item.destination
             var attributes = item.attributes
