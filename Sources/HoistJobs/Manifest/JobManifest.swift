@@ -240,12 +240,14 @@ public struct UploadSettings: Decodable, Sendable {
     }
 }
 
-/// An entry of `hooks:`: a Lua file (relative to the manifest) or `inline:` Lua.
+/// An entry of `hooks:`: a Lua file (relative to the manifest), `inline:` Lua, or a plugin by
+/// name with its settings (`{ plugin: webhook, with: { url: ... } }`, see `PluginCatalog`).
 public enum HookSource: Decodable, Sendable, Equatable {
     case file(String)
     case inline(String)
+    case plugin(String, settings: [String: PluginSetting])
 
-    enum CodingKeys: String, CodingKey { case inline }
+    enum CodingKeys: String, CodingKey { case inline, plugin, with }
 
     public init(from decoder: any Decoder) throws {
         if let path = try? decoder.singleValueContainer().decode(String.self) {
@@ -253,7 +255,26 @@ public enum HookSource: Decodable, Sendable, Equatable {
             return
         }
         let c = try decoder.container(keyedBy: CodingKeys.self)
+        if c.contains(.plugin) {
+            let name = try c.decode(String.self, forKey: .plugin)
+            self = .plugin(name, settings: try c.decodeIfPresent([String: PluginSetting].self, forKey: .with) ?? [:])
+            return
+        }
         self = .inline(try c.decode(String.self, forKey: .inline))
+    }
+}
+
+/// A value under a plugin's `with:`: a scalar, or a list of scalars.
+public enum PluginSetting: Decodable, Sendable, Equatable {
+    case scalar(String)
+    case list([String])
+
+    public init(from decoder: any Decoder) throws {
+        if (try? decoder.unkeyedContainer()) != nil {
+            self = .list(try [String](from: decoder))
+        } else {
+            self = .scalar(try decoder.singleValueContainer().decode(String.self))
+        }
     }
 }
 
