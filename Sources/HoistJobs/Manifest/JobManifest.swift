@@ -119,9 +119,12 @@ public struct FileSet: Decodable, Sendable {
     /// A missing root is no error: the set is skipped with a note (default false: a missing or
     /// unreadable root stops the job with exit 2, so a mount that went away never looks like success).
     public var optional: Bool
+    /// Globs (`include`, `exclude`, rules' `match`) match letters whatever their case (default
+    /// false: `*.jpg` does not match `SCAN.JPG`).
+    public var ignoreCase: Bool
 
     enum CodingKeys: String, CodingKey {
-        case root, include, exclude, destination, metadata, rules, hidden, followSymlinks, minSize, maxSize, minAge, optional
+        case root, include, exclude, destination, metadata, rules, hidden, followSymlinks, minSize, maxSize, minAge, optional, ignoreCase
     }
 
     public init(from decoder: any Decoder) throws {
@@ -138,6 +141,12 @@ public struct FileSet: Decodable, Sendable {
         maxSize = try c.decodeIfPresent(ByteSize.self, forKey: .maxSize)
         minAge = try c.decodeIfPresent(TimeSpan.self, forKey: .minAge)
         optional = try c.decodeIfPresent(Bool.self, forKey: .optional) ?? false
+        ignoreCase = try c.decodeIfPresent(Bool.self, forKey: .ignoreCase) ?? false
+        if ignoreCase {
+            include = include.map { $0.ignoringCase() }
+            exclude = exclude.map { $0.ignoringCase() }
+            for index in rules.indices { rules[index].match = rules[index].match.map { $0.ignoringCase() } }
+        }
         if let minSize, let maxSize, minSize > maxSize {
             try decoder.report(.dataCorruptedError(forKey: .maxSize, in: c,
                 debugDescription: "maxSize (\(maxSize.bytes) B) is smaller than minSize (\(minSize.bytes) B)"))
