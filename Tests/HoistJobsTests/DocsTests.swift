@@ -107,3 +107,25 @@ import Testing
         #expect(run.stderr.hasPrefix("\(manifest):6:1: unknown key 'xtra'"), "\(run.stderr)")
     }
 }
+
+/// The README's first command: the quick start uploads the samples and its hook shows each
+/// object's download URL.
+@Suite struct QuickStartTests {
+    @Test func theQuickStartRunsAHookWhoseEffectShows() throws {
+        let hoist = productsDirectory.appendingPathComponent("hoist").path
+        let directory = try TemporaryDirectory()
+        let jobs = directory.url.appendingPathComponent("jobs")
+        try FileManager.default.createDirectory(at: jobs, withIntermediateDirectories: true)
+        for name in ["quickstart.yaml", "quickstart"] {
+            try FileManager.default.copyItem(at: packageRoot.appendingPathComponent("jobs/\(name)"), to: jobs.appendingPathComponent(name))
+        }
+        var environment = ProcessInfo.processInfo.environment
+        environment["XDG_STATE_HOME"] = directory.url.appendingPathComponent("state").path
+        let run = try runProcess(hoist, ["run", jobs.appendingPathComponent("quickstart.yaml").path], environment: environment)
+        #expect(run.status == 0, "\(run.stderr)")
+        let bucket = directory.url.appendingPathComponent(".hoist/bucket")
+        #expect(run.stderr.contains("info: site/index.html -> \(bucket.appendingPathComponent("site/index.html").absoluteString)\n"), "\(run.stderr)")
+        #expect(run.stderr.contains("info: 4 uploaded; the bundled plugins: hoist plugins\n"))
+        #expect(run.stdout.hasPrefix("quickstart: 4 uploaded"))
+    }
+}
