@@ -88,7 +88,14 @@ extension Hoist {
                 try plan.run()
                 return
             }
-            let job = try loadJob(self.job)
+            let job: Job
+            do { job = try loadJob(self.job) } catch {
+                // A manifest that does not load: the metrics say so too, under the name it gives.
+                if let metricsFile, let name = Self.nameInManifest(self.job) {
+                    try? Metrics.writeFailure(job: name, to: metricsFile)
+                }
+                throw error
+            }
             let journalPath = job.journalPath(override: journalOptions.journal)
             let lock: JobLock
             do {
@@ -172,6 +179,16 @@ extension Hoist {
             }
             if summary.interrupted { throw ExitCode(130) }
             if summary.failed > 0 { throw ExitCode(1) }
+        }
+
+        /// The `name:` a manifest that does not load gives, when it gives one.
+        static func nameInManifest(_ path: String) -> String? {
+            guard let text = try? String(contentsOfFile: path, encoding: .utf8),
+                  let root = try? YAMLDecoder().composeUninterpolated(text, file: path),
+                  let name = root["name"]?.scalar, !name.isEmpty,
+                  name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) })
+            else { return nil }
+            return name
         }
 
         /// A run that could not start: one line saying why, the failure in the metrics file (so an

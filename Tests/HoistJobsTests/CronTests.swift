@@ -87,5 +87,15 @@ import Testing
         let broken = try runProcess(hoist, ["run", "--metrics-file", metrics, manifest])
         #expect(broken.status == 2)
         #expect(try String(contentsOfFile: metrics, encoding: .utf8).contains("hoist_last_run_success{job=\"test\"} 0"))
+
+        // A manifest that does not load at all, after a success.
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\n")
+        #expect(try runProcess(hoist, ["run", "--metrics-file", metrics, manifest]).status == 0)
+        try "version: 1\nname: test\nstorage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { concurency: 2 }\n"
+            .write(toFile: manifest, atomically: true, encoding: .utf8)
+        let invalid = try runProcess(hoist, ["run", "--metrics-file", metrics, manifest])
+        #expect(invalid.status == 2)
+        #expect(invalid.stderr.contains("unknown key 'concurency'"))
+        #expect(try String(contentsOfFile: metrics, encoding: .utf8).contains("hoist_last_run_success{job=\"test\"} 0"))
     }
 }
