@@ -85,7 +85,7 @@ extension Hoist {
             if dryRun {
                 let plan = try Plan.parse([job] + (journalOptions.journal.map { ["--journal", $0] } ?? [])
                     + (force ? ["--force"] : []) + (json ? ["--json"] : []))
-                try plan.run()
+                try await plan.run()
                 return
             }
             let job: Job
@@ -258,10 +258,16 @@ extension Hoist {
     }
 
     /// `hoist plan JOB`: what a run would do, file by file, without uploading.
-    struct Plan: ParsableCommand {
+    struct Plan: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Show what a run would upload or skip, and why, without uploading.",
-            discussion: "Exit status: 0, or 2 when the job could not start."
+            discussion: """
+                With --hooks, the job's before_upload hooks run for each file to upload, so a file \
+                they skip or move shows as a run would see it (no other hook event fires; a hook \
+                that posts from before_upload posts from plan too).
+
+                Exit status: 0, or 2 when the job could not start.
+                """
         )
 
         @Argument(help: "The job manifest (YAML).")
@@ -278,7 +284,10 @@ extension Hoist {
         @Flag(name: .long, help: "Plan to upload every file, whatever the journal says.")
         var force = false
 
-        func run() throws {
+        @Flag(name: .long, help: "Run the job's before_upload hooks: show the files they skip or move.")
+        var hooks = false
+
+        func run() async throws {
             let job = try loadJob(self.job)
             do {
                 for note in try job.checkRoots() { FileHandle.standardError.write(Data("hoist: note: \(note)\n".utf8)) }
@@ -298,11 +307,40 @@ extension Hoist {
                     throw ExitCode(2)
                 }
             }
-            var iterator = Planner(job: job, journal: journal, force: force).makeIterator()
-            var uploads = 0, skips = 0
+            let planner = Planner(job: job, journal: journal, force: force)
+            var bus: HookBus?
+            if hooks, !job.manifest.hooks.isEmpty {
+                do {
+                    bus = try HookBus(job: job, storage: try job.makeStorage()) { line in
+                        FileHandle.standardError.write(Data("hoist: [\(line.script)] \(line.level.rawValue): \(line.message)\n".utf8))
+                    }
+                } catch {
+                    FileHandle.standardError.write(Data("hoist: \(describe(error))\n".utf8))
+                    throw ExitCode(2)
+                }
+            }
+            var iterator = planner.makeIterator()
+            var uploads = 0, skips = 0, failures = 0
             var bytes: Int64 = 0
             var output = BufferedOutput()
-            while let item = iterator.next() {
+            while var item = iterator.next() {
+                if let bus, item.decision == .upload {
+                    let planned = item
+                    do {
+                        item = try await bus.beforeUpload(item)
+                        if item.decision == .upload, item.destination != planned.destination || item.attributes != planned.attributes {
+                            try planner.consultJournal(&item)
+                        }
+                    } catch {
+                        failures += 1
+                        if !summary {
+                            output.write(json
+                                ? JSONLine.encode(["action": "fail", "file": item.file.path, "reason": "\(error)"])
+                                : "fail    \(item.file.relativePath) (\(error))")
+                        }
+                        continue
+                    }
+                }
                 switch item.decision {
                 case .upload:
                     uploads += 1
@@ -327,7 +365,10 @@ extension Hoist {
             }
             for problem in iterator.problems { FileHandle.standardError.write(Data("hoist: warning: \(problem)\n".utf8)) }
             let total = "\(job.manifest.name): \(uploads) to upload (\(ByteFormatter.string(bytes))), \(skips) to skip"
-            print(json ? JSONLine.encode(["action": "total", "upload": uploads, "skip": skips, "bytes": bytes]) : total)
+                + (failures > 0 ? ", \(failures) failed in before_upload" : "")
+            var fields: [String: any Sendable] = ["action": "total", "upload": uploads, "skip": skips, "bytes": bytes]
+            if failures > 0 { fields["fail"] = failures }
+            print(json ? JSONLine.encode(fields) : total)
         }
     }
 }
