@@ -49,7 +49,7 @@ extension Hoist {
         @Flag(name: .long, help: "Upload nothing: print each file and the object it would become.")
         var dryRun = false
 
-        @Argument(help: "Files or directories to upload, then the destination.")
+        @Argument(help: "Files or directories to upload, then the destination.", completion: .file())
         var paths: [String] = []
 
         func validate() throws {

@@ -114,7 +114,7 @@ extension Hoist {
                 """
         )
 
-        @Argument(help: "Job manifests (YAML).")
+        @Argument(help: "Job manifests (YAML).", completion: .file(extensions: ["yaml", "yml"]))
         var jobs: [String]
 
         func validate() throws {
@@ -151,7 +151,7 @@ extension Hoist {
     struct Status: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Show a job's last runs, file counts, and failed or unfinished files.")
 
-        @Argument(help: "The job manifest (YAML).")
+        @Argument(help: "The job manifest (YAML).", completion: .file(extensions: ["yaml", "yml"]))
         var job: String
 
         @OptionGroup var journalOptions: JournalOptions

@@ -45,7 +45,7 @@ extension Hoist {
                 """
         )
 
-        @Argument(help: "The job manifest (YAML).")
+        @Argument(help: "The job manifest (YAML).", completion: .file(extensions: ["yaml", "yml"]))
         var job: String
 
         @Flag(name: .long, help: "Print one JSON line per event instead of the progress display.")
@@ -212,7 +212,7 @@ extension Hoist {
             discussion: "Exit status: 0 when every manifest is valid, 2 otherwise."
         )
 
-        @Argument(help: "Job manifests (YAML).")
+        @Argument(help: "Job manifests (YAML).", completion: .file(extensions: ["yaml", "yml"]))
         var jobs: [String]
 
         @Flag(name: .long, help: "Check the manifest and its hooks only, not this machine (roots may be missing here).")
@@ -270,7 +270,7 @@ extension Hoist {
                 """
         )
 
-        @Argument(help: "The job manifest (YAML).")
+        @Argument(help: "The job manifest (YAML).", completion: .file(extensions: ["yaml", "yml"]))
         var job: String
 
         @Flag(name: .long, help: "One JSON line per file.")

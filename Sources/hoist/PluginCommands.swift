@@ -17,7 +17,7 @@ extension Hoist {
                 """
         )
 
-        @Argument(help: "A job manifest: also look in plugins/ beside it, with its env:.")
+        @Argument(help: "A job manifest: also look in plugins/ beside it, with its env:.", completion: .file(extensions: ["yaml", "yml"]))
         var job: String?
 
         func run() throws {

@@ -97,3 +97,25 @@ import Testing
         #expect(hookLines.allSatisfy { $0.hasPrefix("hoist: [") && $0.contains("] info: stored file-with-a-long-name-") }, "\(hookLines)")
     }
 }
+
+/// Shell completion: `hoist run pho<TAB>` offers the manifests (and folders), not other files.
+@Suite struct CompletionTests {
+    @Test func bashCompletesManifestsForJobArguments() throws {
+        let hoist = productsDirectory.appendingPathComponent("hoist").path
+        let directory = try TemporaryDirectory()
+        _ = try directory.write("photos.yaml", Data())
+        _ = try directory.write("photo.txt", Data())
+        _ = try directory.write("photos.d/x", Data())
+        let script = try runProcess(hoist, ["--generate-completion-script", "bash"])
+        #expect(script.status == 0)
+        let file = try directory.write("hoist.bash", Data(script.stdout.utf8)).path
+        for command in ["run", "validate", "plan", "cron", "status"] {
+            let run = try runProcess("/bin/bash", ["-c", """
+                cd "$1" && source "$2"
+                COMP_WORDS=(hoist \(command) pho); COMP_CWORD=2; COMP_LINE="hoist \(command) pho"; COMP_POINT=${#COMP_LINE}
+                _hoist hoist pho \(command); printf '%s\\n' "${COMPREPLY[@]}" | sort
+                """, "bash", directory.path, file])
+            #expect(run.stdout == "photos.d\nphotos.yaml\n", "\(command): \(run.stdout) \(run.stderr)")
+        }
+    }
+}
