@@ -5,6 +5,12 @@ struct YAMLComposer {
     let environment: [String: String]
     /// Whether `${VAR}` in values is replaced (false: the text as written).
     var interpolates = true
+    /// Unset variables found while composing: each is a mistake, all are reported (in file order)
+    /// once the document is read, before anything is decoded from it.
+    private let unset = UnsetVariables()
+    private final class UnsetVariables { var errors: [YAMLError] = [] }
+    /// Whether `substitute` records an unset variable (and goes on) instead of throwing.
+    private var collectsUnset = false
     private var events: [YAMLEvent] = []
     private var position = 0
     private var anchors: [String: YAMLNode] = [:]
@@ -34,7 +40,11 @@ struct YAMLComposer {
             position += 1
             if case .documentStart = event.kind {
                 if case .documentEnd = events[position].kind { return nil }
-                return try node(isKey: false, depth: 0)
+                collectsUnset = true
+                defer { collectsUnset = false }
+                let root = try node(isKey: false, depth: 0)
+                if !unset.errors.isEmpty { throw YAMLError(combining: unset.errors) }
+                return root
             }
         }
         return nil
@@ -169,7 +179,9 @@ struct YAMLComposer {
             } else if let fallback {
                 result += fallback
             } else {
-                throw source.error("environment variable \(name) is not set (write ${\(name):-default} for a default)", at: here)
+                let error = source.error("environment variable \(name) is not set (write ${\(name):-default} for a default)", at: here)
+                guard collectsUnset else { throw error }
+                unset.errors.append(error)
             }
             index = value.index(after: close)
         }

@@ -44,6 +44,26 @@ import Testing
         #expect(run.stderr.contains("\n      bandwidth: fast\n    " + String(repeating: " ", count: 13) + "^\n"), "\(run.stderr)")
     }
 
+    @Test func everyUnsetVariableIsReported() throws {
+        let directory = try TemporaryDirectory()
+        let job = try directory.write("job.yaml", Data("""
+            version: 1
+            name: vars
+            storage: { url: "gs://${HOIST_TEST_UNSET_BUCKET}" }
+            files:
+              - root: "${HOIST_TEST_UNSET_ROOT}/photos"
+                destination: "${HOIST_TEST_SET:-x}/{relpath}"
+
+            """.utf8)).path
+        let environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("HOIST_TEST_") }
+        let run = try runProcess(hoist, ["validate", "--syntax-only", job], environment: environment)
+        #expect(run.status == 2)
+        #expect(summaries(run.stderr, job) == [
+            "\(job):3:23: environment variable HOIST_TEST_UNSET_BUCKET is not set (write ${HOIST_TEST_UNSET_BUCKET:-default} for a default)",
+            "\(job):5:12: environment variable HOIST_TEST_UNSET_ROOT is not set (write ${HOIST_TEST_UNSET_ROOT:-default} for a default)",
+        ], "\(run.stderr)")
+    }
+
     @Test func anUnsetTemplateVariableIsCaughtWithItsPlace() throws {
         let directory = try TemporaryDirectory()
         try FileManager.default.createDirectory(at: directory.url.appendingPathComponent("src"), withIntermediateDirectories: true)
