@@ -57,6 +57,40 @@ import Testing
         #expect(FileManager.default.contents(atPath: object) == Data("hello".utf8))
     }
 
+    @Test func anEnvFileGivesTheJobItsVariablesUnderEnvSection() throws {
+        let directory = try TemporaryDirectory()
+        try directory.write("src/a.txt", Data("hello".utf8))
+        try directory.write("secrets/job.env", Data("""
+            # for cron
+            export PREFIX=from-file
+            SUFFIX="quoted value"
+            BUCKET_DIR=overridden-below
+
+            """.utf8))
+        let manifest = try directory.write("job.yaml", Data("""
+            version: 1
+            name: envfile
+            journal: journal.sqlite
+            envFile: secrets/job.env
+            env: { BUCKET_DIR: bucket }
+            storage: { url: "file:${BUCKET_DIR}" }
+            files: [{ root: src, destination: "{env:PREFIX}/{env:SUFFIX}/{relpath}" }]
+
+            """.utf8)).path
+        let run = try runProcess("/usr/bin/env", ["-i", hoist, "run", "--quiet", manifest])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(FileManager.default.fileExists(atPath: directory.url.appendingPathComponent("bucket/from-file/quoted value/a.txt").path))
+
+        try directory.write("secrets/job.env", Data("PREFIX=ok\nnot a variable\n".utf8))
+        let bad = try runProcess(hoist, ["validate", manifest])
+        #expect(bad.status == 2)
+        #expect(bad.stderr.hasPrefix("\(directory.path)/secrets/job.env:2:1: expected KEY=VALUE"), "\(bad.stderr)")
+        try FileManager.default.removeItem(at: directory.url.appendingPathComponent("secrets/job.env"))
+        let missing = try runProcess(hoist, ["validate", manifest])
+        #expect(missing.status == 2)
+        #expect(missing.stderr.hasPrefix("\(manifest):4:10: cannot read the env file \(directory.path)/secrets/job.env"), "\(missing.stderr)")
+    }
+
     @Test func aJobWithoutScheduleAmongOthersIsSkippedWithANote() throws {
         let directory = try TemporaryDirectory()
         let body = "version: 1\nstorage: { url: 'file:b' }\nfiles: [{ root: src }]\n"

@@ -34,7 +34,22 @@ public struct Job: Sendable {
         var decoder = YAMLDecoder(environment: environment)
         decoder.ignoredTopLevelPrefix = "x-"
         var jobEnvironment = environment
-        if let section = try decoder.composeUninterpolated(text, file: file)?["env"], case .mapping(let pairs) = section.kind {
+        let raw = try decoder.composeUninterpolated(text, file: file)
+        if let node = raw?["envFile"], node.scalar != nil {
+            let folder = URL(fileURLWithPath: file).standardizedFileURL.deletingLastPathComponent()
+            let name = try decoder.substitute(node, file: file, text: text)
+            let path = name.hasPrefix("/") ? name : folder.appendingPathComponent(name).standardizedFileURL.path
+            let contents: String
+            do { contents = try String(contentsOfFile: path, encoding: .utf8) } catch {
+                let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+                throw YAMLError(file: file, mark: node.mark, message: "cannot read the env file \(path) "
+                    + "(\((error as NSError).localizedDescription)): give a file of KEY=VALUE lines, relative to the manifest's folder",
+                    sourceLine: lines.indices.contains(node.mark.line - 1) ? String(lines[node.mark.line - 1]) : nil)
+            }
+            for (key, value) in try Self.parseEnvFile(contents, file: path) { jobEnvironment[key] = value }
+            decoder.environment = jobEnvironment
+        }
+        if let section = raw?["env"], case .mapping(let pairs) = section.kind {
             for pair in pairs {
                 guard let name = pair.key.scalar, pair.value.scalar != nil else { continue }
                 jobEnvironment[name] = try decoder.substitute(pair.value, file: file, text: text)
@@ -47,6 +62,32 @@ public struct Job: Sendable {
         directory = URL(fileURLWithPath: file).standardizedFileURL.deletingLastPathComponent()
         self.environment = jobEnvironment
         try checkTemplateVariables()
+    }
+
+    /// `KEY=VALUE` lines (as systemd's `EnvironmentFile=` and Compose's `.env`): blank lines and
+    /// `#` comments are skipped, `export ` before a key is allowed, a value in single or double
+    /// quotes is taken as written between them.
+    /// - Throws: `YAMLError` at a line that is not `KEY=VALUE`.
+    static func parseEnvFile(_ text: String, file: String) throws -> [(String, String)] {
+        var result: [(String, String)] = []
+        for (number, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            var line = raw.trimmingCharacters(in: .whitespaces)
+            if line.isEmpty || line.hasPrefix("#") { continue }
+            if line.hasPrefix("export ") { line = String(line.dropFirst(7)).trimmingCharacters(in: .whitespaces) }
+            guard let equals = line.firstIndex(of: "="),
+                  case let key = line[..<equals].trimmingCharacters(in: .whitespaces),
+                  !key.isEmpty, !key.first!.isNumber, key.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") })
+            else {
+                throw YAMLError(file: file, mark: YAMLMark(line: number + 1, column: 1),
+                                message: "expected KEY=VALUE (a variable name, '=', its value)", sourceLine: String(raw))
+            }
+            var value = line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+            if value.count >= 2, let first = value.first, first == "\"" || first == "'", value.last == first {
+                value = String(value.dropFirst().dropLast())
+            }
+            result.append((key, value))
+        }
+        return result
     }
 
     /// Every `{env:VAR}` of a destination or metadata template names a variable that is set.

@@ -22,8 +22,11 @@ public struct JobManifest: Decodable, Sendable {
     /// cron's bare environment is the run of a terminal): `${VAR}` in the manifest, `{env:VAR}`,
     /// storage credentials and hooks' `os.getenv` all read them. See `Job.init`.
     public var env: [String: String]
+    /// A file of `KEY=VALUE` lines (relative to the manifest) the job reads its environment from,
+    /// under `env:` (which wins) and over the process's own. See `Job.init`.
+    public var envFile: String?
 
-    enum CodingKeys: String, CodingKey { case version, name, storage, files, upload, hooks, lua, schedule, description, journal, env }
+    enum CodingKeys: String, CodingKey { case version, name, storage, files, upload, hooks, lua, schedule, description, journal, env, envFile }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -48,6 +51,7 @@ public struct JobManifest: Decodable, Sendable {
         description = try c.decodeIfPresent(String.self, forKey: .description)
         journal = try c.decodeIfPresent(String.self, forKey: .journal)
         env = try c.decodeIfPresent([String: String].self, forKey: .env) ?? [:]
+        envFile = try c.decodeIfPresent(String.self, forKey: .envFile)
         for key in env.keys.sorted() where key.isEmpty || key.first!.isNumber
             || !key.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) {
             try decoder.report(.dataCorruptedError(forKey: .env, in: c,
