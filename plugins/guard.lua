@@ -4,10 +4,12 @@
 --  * Cancels an upload in flight that grows past that size (a file growing while read).
 --  * Pauses the whole job once HOIST_GUARD_BUDGET bytes have been uploaded in this run; a
 --    person resumes it (SIGUSR1, or SIGCONT after Ctrl-Z) when more may go.
--- Settings (environment, in bytes): HOIST_GUARD_MAX_FILE (default: no limit),
--- HOIST_GUARD_BUDGET (default: no limit).
-local max_file = tonumber(os.getenv("HOIST_GUARD_MAX_FILE") or "")
-local budget = tonumber(os.getenv("HOIST_GUARD_BUDGET") or "")
+--
+-- setting maxFile (number): the largest file, in bytes (default: $HOIST_GUARD_MAX_FILE, else no limit).
+-- setting budget (number): bytes a run may send before it pauses (default: $HOIST_GUARD_BUDGET, else no limit).
+local settings = settings or {}
+local max_file = settings.maxFile or tonumber(os.getenv("HOIST_GUARD_MAX_FILE") or "")
+local budget = settings.budget or tonumber(os.getenv("HOIST_GUARD_BUDGET") or "")
 local sent = 0
 local paused = false
 

@@ -1,10 +1,12 @@
--- index-writer.lua: records each uploaded object with its download URL in a JSON index.
+-- index-writer.lua: records each uploaded object with its download URL in a JSON Lines index.
 --
--- At the end of the run it writes one JSON document, {"job", "run_id", "objects": [{"path",
--- "size", "contentType", "md5Hash", "generation", "downloadURL"}]}, sorted by path, appended as
--- one line to the index file. Settings (environment): HOIST_INDEX_FILE, relative to the job's
--- folder (default "index/<job>.json").
-local path = os.getenv("HOIST_INDEX_FILE") or ("index/" .. hoist.job.name .. ".json")
+-- setting file (string): the index, relative to the job's folder (default: $HOIST_INDEX_FILE, else "index/<job>.jsonl").
+--
+-- At the end of each run it appends one line, a JSON document: {"job", "run_id", "objects":
+-- [{"path", "size", "contentType", "md5Hash", "generation", "downloadURL"}]} (sorted by path;
+-- [] when nothing was uploaded). The file is JSON Lines: one document per line, one line per run.
+local settings = settings or {}
+local path = settings.file or os.getenv("HOIST_INDEX_FILE") or ("index/" .. hoist.job.name .. ".jsonl")
 local objects = {}
 
 function on_success(s)
@@ -16,6 +18,7 @@ end
 
 function on_job_end(summary)
   table.sort(objects, function(a, b) return a.path < b.path end)
-  hoist.append_file(path, json.encode({ job = summary.name, run_id = summary.run_id, objects = objects }) .. "\n")
+  local line = json.encode({ job = summary.name, run_id = summary.run_id, objects = json.array(objects) })
+  hoist.append_file(path, line .. "\n")
   log.info("index of " .. #objects .. " objects written to " .. path)
 end

@@ -2,9 +2,10 @@
 --
 -- Each line: {"time", "job", "run_id", "event" ("success" or "failure"), "object", "file",
 -- "size", "md5Hash" (success), "code" and "message" (failure)}.
--- Settings (environment): HOIST_JSONL_LOG, the log's path relative to the job's folder
--- (default "logs/<job>.jsonl").
-local path = os.getenv("HOIST_JSONL_LOG") or ("logs/" .. hoist.job.name .. ".jsonl")
+--
+-- setting file (string): the log, relative to the job's folder (default: $HOIST_JSONL_LOG, else "logs/<job>.jsonl").
+local settings = settings or {}
+local path = settings.file or os.getenv("HOIST_JSONL_LOG") or ("logs/" .. hoist.job.name .. ".jsonl")
 
 local function write(fields)
   fields.time = os.date("!%Y-%m-%dT%H:%M:%SZ")

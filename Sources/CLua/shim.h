@@ -171,6 +171,9 @@ static inline int hoist_lua_stopped(lua_State *L) {
     return 1;
 }
 
+/// The Lua release this was built against, such as "Lua 5.4.6" (LUA_RELEASE is a string macro).
+static inline const char *hoist_lua_release(void) { return LUA_RELEASE; }
+
 #include "patterns.h"
 
 /// The message handler of every host call: the error with a traceback.

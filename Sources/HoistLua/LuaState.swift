@@ -14,6 +14,11 @@ private import CLua
 /// try lua.call(script, "double", [.integer(21)])   // [.integer(42)]
 /// ```
 public final class LuaRuntime: @unchecked Sendable {
+    /// The Lua release Hoist runs, such as "5.4.6".
+    public static var libraryVersion: String {
+        String(cString: hoist_lua_release()).replacingOccurrences(of: "Lua ", with: "")
+    }
+
     /// What one runtime may use.
     public struct Limits: Sendable {
         /// VM instructions one call (a script's top level, or one hook call) may run.
@@ -296,7 +301,9 @@ public final class LuaRuntime: @unchecked Sendable {
 
     /// Compiles `source` into an environment of its own and runs its top level (which defines
     /// its functions), under the budgets.
-    public func load(_ source: String, name: String) throws -> LuaScript {
+    /// `globals` are set in the script's environment before its top level runs (a plugin's
+    /// `settings`).
+    public func load(_ source: String, name: String, globals: [String: LuaValue] = [:]) throws -> LuaScript {
         let L = state
         let top = lua_gettop(L)
         defer { lua_settop(L, top) }
@@ -312,6 +319,14 @@ public final class LuaRuntime: @unchecked Sendable {
         if made != LUA_OK { throw popError(script: name) }
         lua_pushvalue(L, -1)
         let environment = luaL_ref(L, hoist_lua_registryindex())
+        if !globals.isEmpty {
+            budget.pointee.relaxed = 1
+            for (key, value) in globals {
+                push(value)
+                lua_setfield(L, -2, key)
+            }
+            budget.pointee.relaxed = 0
+        }
         _ = lua_setupvalue(L, -2, 1)
         try protectedCall(arguments: 0, results: 0, handler: top + 1, script: name)
         return LuaScript(name: name, environment: environment)
@@ -418,6 +433,13 @@ public final class LuaRuntime: @unchecked Sendable {
             }
         case .array(let items):
             lua_createtable(L, Int32(clamping: items.count), 0)
+            if items.isEmpty {
+                // An empty list stays a list when it comes back (JSON `[]`, not `{}`): see `isMarkedArray`.
+                lua_createtable(L, 0, 1)
+                lua_pushboolean(L, 1)
+                lua_setfield(L, -2, Self.arrayMark)
+                _ = lua_setmetatable(L, -2)
+            }
             for (index, item) in items.enumerated() {
                 guard push(item, in: L, depth: depth + 1) else {
                     hoist_lua_pop(L, 1)
@@ -495,6 +517,19 @@ public final class LuaRuntime: @unchecked Sendable {
         }
     }
 
+    /// The metatable field that marks a table as a list (`json.array`), so that an empty one is
+    /// `.array([])`, not `.table([:])`.
+    public static let arrayMark = "__jsonarray"
+
+    /// Whether the table at `index` has a metatable with `__jsonarray = true`.
+    private func isMarkedArray(_ index: Int32, in L: OpaquePointer?) -> Bool {
+        guard lua_getmetatable(L, index) != 0 else { return false }
+        _ = lua_getfield(L, -1, Self.arrayMark)
+        let marked = lua_toboolean(L, -1) != 0
+        hoist_lua_pop(L, 2)
+        return marked
+    }
+
     /// The value at `index` as a `LuaValue`. Each value read takes its cost from `allowance`;
     /// once that goes below zero, reading stops (the caller reports it). Tables nested deeper
     /// than `maxDepth` read as nil.
@@ -538,6 +573,7 @@ public final class LuaRuntime: @unchecked Sendable {
             if fields.isEmpty, !array.isEmpty, Set(array.keys) == Set(1...Int64(array.count)) {
                 return .array((1...Int64(array.count)).map { array[$0]! })
             }
+            if fields.isEmpty, array.isEmpty, isMarkedArray(absolute, in: L) { return .array([]) }
             for (key, item) in array { fields[String(key)] = item }
             return .table(fields)
         default: return .nil

@@ -3,6 +3,14 @@
 struct YAMLComposer {
     let source: YAMLSource
     let environment: [String: String]
+    /// Whether `${VAR}` in values is replaced (false: the text as written).
+    var interpolates = true
+    /// Unset variables found while composing: each is a mistake, all are reported (in file order)
+    /// once the document is read, before anything is decoded from it.
+    private let unset = UnsetVariables()
+    private final class UnsetVariables { var errors: [YAMLError] = [] }
+    /// Whether `substitute` records an unset variable (and goes on) instead of throwing.
+    private var collectsUnset = false
     private var events: [YAMLEvent] = []
     private var position = 0
     private var anchors: [String: YAMLNode] = [:]
@@ -32,7 +40,11 @@ struct YAMLComposer {
             position += 1
             if case .documentStart = event.kind {
                 if case .documentEnd = events[position].kind { return nil }
-                return try node(isKey: false, depth: 0)
+                collectsUnset = true
+                defer { collectsUnset = false }
+                let root = try node(isKey: false, depth: 0)
+                if !unset.errors.isEmpty { throw YAMLError(combining: unset.errors) }
+                return root
             }
         }
         return nil
@@ -54,7 +66,7 @@ struct YAMLComposer {
         }
         switch event.kind {
         case .scalar(let value, let anchor, let tag, let plain):
-            let text = isKey ? value : try substitute(value, at: event.start, plain: plain)
+            let text = isKey || !interpolates ? value : try substitute(value, at: event.start, plain: plain)
             return remember(YAMLNode(.scalar(text, plain: plain), mark: event.start, tag: tag), anchor)
         case .alias(let anchor):
             guard let target = anchors[anchor] else {
@@ -129,7 +141,7 @@ struct YAMLComposer {
     }
 
     /// Replaces `${VAR}` and `${VAR:-default}` with the environment's values; `$${` is a literal `${`.
-    private func substitute(_ value: String, at mark: YAMLMark, plain: Bool) throws -> String {
+    func substitute(_ value: String, at mark: YAMLMark, plain: Bool) throws -> String {
         guard value.contains("${") else { return value }
         var result = ""
         var index = value.startIndex
@@ -167,7 +179,9 @@ struct YAMLComposer {
             } else if let fallback {
                 result += fallback
             } else {
-                throw source.error("environment variable \(name) is not set (write ${\(name):-default} for a default)", at: here)
+                let error = source.error("environment variable \(name) is not set (write ${\(name):-default} for a default)", at: here)
+                guard collectsUnset else { throw error }
+                unset.errors.append(error)
             }
             index = value.index(after: close)
         }

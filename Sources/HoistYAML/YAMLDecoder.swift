@@ -14,6 +14,9 @@ import Foundation
 public struct YAMLDecoder {
     /// Values for `${VAR}`.
     public var environment: [String: String]
+    /// Top-level keys starting with this are ignored instead of unknown (as Compose's `x-`
+    /// extension keys: a place for anchors). Nil: every top-level key must be asked for.
+    public var ignoredTopLevelPrefix: String?
 
     public init(environment: [String: String] = ProcessInfo.processInfo.environment) {
         self.environment = environment
@@ -25,31 +28,84 @@ public struct YAMLDecoder {
         return try composer.compose(text)
     }
 
+    /// The document's node tree with `${VAR}` left as written: to read a section that sets
+    /// variables before the rest is read with them (see `substitute(_:file:text:)`).
+    public func composeUninterpolated(_ text: String, file: String) throws -> YAMLNode? {
+        var composer = YAMLComposer(source: YAMLSource(file: file, text: text), environment: environment)
+        composer.interpolates = false
+        return try composer.compose(text)
+    }
+
+    /// A scalar of an uninterpolated tree with `${VAR}` replaced from `environment`.
+    /// - Throws: `YAMLError` at the variable for an unset one; at the node for a collection.
+    public func substitute(_ node: YAMLNode, file: String, text: String) throws -> String {
+        let source = YAMLSource(file: file, text: text)
+        guard case .scalar(let value, let plain) = node.kind else {
+            throw source.error("expected a scalar, found \(node.kindName)", at: node.mark)
+        }
+        return try YAMLComposer(source: source, environment: environment).substitute(value, at: node.mark, plain: plain)
+    }
+
+    /// Decodes `T` from the document. Mistakes the decoding can go on past (a bad value of an
+    /// optional key, a value a type reports with `Decoder.report(_:)`, unknown keys) are all
+    /// collected: the error thrown is the first in file order, the others in its `more`.
     public func decode<T: Decodable>(_ type: T.Type, from text: String, file: String) throws -> T {
         let source = YAMLSource(file: file, text: text)
         var composer = YAMLComposer(source: source, environment: environment)
         let root = try composer.compose(text) ?? YAMLNode(.mapping([]), mark: YAMLMark(line: 1, column: 1))
-        let context = DecodingContext(source: source)
+        let context = DecodingContext(source: source, root: root)
         let value: T
         do {
             value = try T(from: NodeDecoder(node: root, codingPath: [], context: context))
-        } catch let error as YAMLError {
-            throw error
-        } catch let error as DecodingError {
-            throw context.locate(error, root: root)
+        } catch {
+            // Keys after the one that stopped the decoding were never asked for: no unknown-key check.
+            throw YAMLError(combining: context.issues + [try context.located(error)])
         }
-        try context.checkUnknownKeys(root)
+        context.checkUnknownKeys(root, ignoringTopLevelPrefix: ignoredTopLevelPrefix)
+        if !context.issues.isEmpty { throw YAMLError(combining: context.issues) }
         return value
+    }
+}
+
+extension Decoder {
+    /// Reports a mistake in a value and goes on decoding: a `YAMLDecoder` collects it (and throws
+    /// every mistake at the end, in file order); any other decoder throws it at once.
+    public func report(_ error: DecodingError) throws {
+        guard let decoder = self as? NodeDecoder else { throw error }
+        decoder.context.issues.append(decoder.context.locate(error, root: decoder.context.root))
     }
 }
 
 /// What the containers learn while decoding: which keys each mapping was asked for.
 final class DecodingContext {
     let source: YAMLSource
+    let root: YAMLNode
     /// For each mapping decoded by a keyed container: the keys asked for (nil: any key is fine).
     var asked: [ObjectIdentifier: Set<String>?] = [:]
+    /// Mistakes decoding went on past.
+    var issues: [YAMLError] = []
+    /// Nodes whose decoding failed part way: their keys are not checked.
+    var failed: Set<ObjectIdentifier> = []
 
-    init(source: YAMLSource) { self.source = source }
+    init(source: YAMLSource, root: YAMLNode) {
+        self.source = source
+        self.root = root
+    }
+
+    /// Any error from decoding as a located `YAMLError`.
+    func located(_ error: any Error) throws -> YAMLError {
+        switch error {
+        case let error as YAMLError: return error
+        case let error as DecodingError: return locate(error, root: root)
+        default: throw error
+        }
+    }
+
+    /// Records the error of an optional value that failed, so decoding goes on without it.
+    func recordFailure(_ error: any Error, at node: YAMLNode) throws {
+        issues.append(try located(error))
+        failed.insert(ObjectIdentifier(node))
+    }
 
     func error(_ message: String, at node: YAMLNode) -> YAMLError { source.error(message, at: node.mark) }
 
@@ -94,27 +150,29 @@ final class DecodingContext {
         return " in \(text)"
     }
 
-    /// Reports the first key (in file order) that no decoder asked for.
-    func checkUnknownKeys(_ root: YAMLNode) throws {
+    /// Records every key that no decoder asked for.
+    func checkUnknownKeys(_ root: YAMLNode, ignoringTopLevelPrefix prefix: String?) {
         var visited = Set<ObjectIdentifier>()
-        func walk(_ node: YAMLNode) throws {
-            guard visited.insert(ObjectIdentifier(node)).inserted else { return }
+        func walk(_ node: YAMLNode) {
+            guard visited.insert(ObjectIdentifier(node)).inserted, !failed.contains(ObjectIdentifier(node)) else { return }
             switch node.kind {
             case .scalar: return
-            case .sequence(let items): for item in items { try walk(item) }
+            case .sequence(let items): for item in items { walk(item) }
             case .mapping(let pairs):
                 let entry = asked[ObjectIdentifier(node)]
                 for pair in pairs {
                     if case .some(.some(let known)) = entry, let name = pair.key.scalar, !known.contains(name) {
+                        if node === root, let prefix, name.hasPrefix(prefix) { continue }
                         var message = "unknown key '\(name)'"
                         if let suggestion = Self.closest(to: name, in: known) { message += " (did you mean '\(suggestion)'?)" }
-                        throw error(message, at: pair.key)
+                        issues.append(error(message, at: pair.key))
+                        continue
                     }
-                    if entry != nil { try walk(pair.value) }
+                    if entry != nil { walk(pair.value) }
                 }
             }
         }
-        try walk(root)
+        walk(root)
     }
 
     /// The known key nearest to `name` by edit distance, if near enough to be a typo.
@@ -210,9 +268,16 @@ private struct KeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
         return try T(from: NodeDecoder(node: child, codingPath: codingPath + [key], context: context))
     }
 
+    /// A value that does not decode is recorded as a mistake and read as absent, so that the
+    /// decoding goes on and finds the mistakes after it.
     func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
         guard let child = value(key), !child.isNull else { return nil }
-        return try T(from: NodeDecoder(node: child, codingPath: codingPath + [key], context: context))
+        do {
+            return try T(from: NodeDecoder(node: child, codingPath: codingPath + [key], context: context))
+        } catch {
+            try context.recordFailure(error, at: child)
+            return nil
+        }
     }
 
     func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws

@@ -54,6 +54,8 @@ public struct YAMLError: Error, CustomStringConvertible, Sendable, Equatable {
     public let message: String
     /// The text of the line the mark points into, when known.
     public let sourceLine: String?
+    /// Further mistakes in the same file, after this one in file order (`validate` reports each).
+    public var more: [YAMLError] = []
 
     public init(file: String, mark: YAMLMark, message: String, sourceLine: String? = nil) {
         self.file = file
@@ -62,10 +64,26 @@ public struct YAMLError: Error, CustomStringConvertible, Sendable, Equatable {
         self.sourceLine = sourceLine
     }
 
+    /// Several mistakes as one error: the first in file order, the others in `more`.
+    /// - Precondition: `errors` is not empty.
+    public init(combining errors: [YAMLError]) {
+        let sorted = errors.flatMap(\.all).sorted { ($0.mark.line, $0.mark.column) < ($1.mark.line, $1.mark.column) }
+        self = sorted[0]
+        more = Array(sorted.dropFirst())
+    }
+
+    /// This mistake and the ones after it, each on its own (`more` empty).
+    public var all: [YAMLError] {
+        var first = self
+        first.more = []
+        return [first] + more.flatMap(\.all)
+    }
+
     /// `FILE:LINE:COL: message`, the first line of `description`.
     public var summary: String { "\(file):\(mark.line):\(mark.column): \(message)" }
 
     public var description: String {
+        guard more.isEmpty else { return all.map(\.description).joined(separator: "\n") }
         guard let sourceLine else { return summary }
         let caret = String(repeating: " ", count: max(0, mark.column - 1)) + "^"
         return "\(summary)\n    \(sourceLine)\n    \(caret)"

@@ -36,6 +36,9 @@ public struct YAMLSyntaxError: Error, CustomStringConvertible, Sendable {
 
 /// Turns YAML text into libyaml's event stream. Only this file imports libyaml.
 public enum YAMLParser {
+    /// The libyaml release Hoist parses with, such as "0.2.5".
+    public static var libraryVersion: String { String(cString: yaml_get_version_string()) }
+
     /// Parses `text` and returns every event in order.
     /// - Throws: `YAMLSyntaxError` naming `file` and the 1-based line and column of the problem.
     public static func events(in text: String, file: String = "<string>") throws -> [YAMLEvent] {

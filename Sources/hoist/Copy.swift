@@ -40,12 +40,22 @@ extension Hoist {
         @Flag(name: .long, help: "Print one JSON line per event (resume, progress, success, failure) and a summary line.")
         var json = false
 
-        @Argument(help: "Files or directories to upload, then the destination.")
+        @Flag(name: .shortAndLong, help: "Print nothing but errors (no progress line, no summary).")
+        var quiet = false
+
+        @Flag(name: .shortAndLong, help: "Print a line per uploaded file.")
+        var verbose = false
+
+        @Flag(name: .long, help: "Upload nothing: print each file and the object it would become.")
+        var dryRun = false
+
+        @Argument(help: "Files or directories to upload, then the destination.", completion: .file())
         var paths: [String] = []
 
         func validate() throws {
             guard paths.count >= 2 else { throw ValidationError("Give at least one file and a destination.") }
             guard concurrency >= 1 else { throw ValidationError("--concurrency must be at least 1.") }
+            if quiet && verbose { throw ValidationError("--quiet and --verbose say opposite things: choose one.") }
             for pair in metadata where !pair.contains("=") {
                 throw ValidationError("--metadata takes KEY=VALUE, not '\(pair)'.")
             }
@@ -54,8 +64,21 @@ extension Hoist {
         func run() async throws {
             let target = try Destination(paths.last!, storage: storage)
             let plan = try CopyPlan(sources: Array(paths.dropLast()), destination: target)
-            let reporter = CopyReporter(json: json, terminal: !json && isatty(STDERR_FILENO) != 0,
-                                        files: plan.items.count, bytes: plan.totalBytes)
+            if dryRun {
+                var output = BufferedOutput()
+                for item in plan.items {
+                    output.write(json
+                        ? JSONLine.encode(["action": "upload", "file": item.file, "object": item.object, "size": item.size])
+                        : "upload  \(item.file) -> \(item.object) (\(ByteFormatter.string(item.size)))")
+                }
+                output.write(json
+                    ? JSONLine.encode(["action": "total", "upload": plan.items.count, "bytes": plan.totalBytes])
+                    : "\(plan.items.count) files to upload (\(ByteFormatter.string(plan.totalBytes))); nothing was uploaded (--dry-run)")
+                output.flush()
+                return
+            }
+            let reporter = CopyReporter(json: json, terminal: !json && !quiet && isatty(STDERR_FILENO) != 0,
+                                        verbose: verbose && !json, files: plan.items.count, bytes: plan.totalBytes)
             let custom = makeMetadata()
             do {
                 try await target.storage.backend.checkAccess()

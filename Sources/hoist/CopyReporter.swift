@@ -9,6 +9,7 @@ import Synchronization
 final class CopyReporter: Sendable {
     private let json: Bool
     private let terminal: Bool
+    private let verbose: Bool
     private let totalFiles: Int
     private let totalBytes: Int64
     private let started = Date()
@@ -22,9 +23,10 @@ final class CopyReporter: Sendable {
     }
     private let counts = Mutex(Counts())
 
-    init(json: Bool, terminal: Bool, files: Int, bytes: Int64) {
+    init(json: Bool, terminal: Bool, verbose: Bool = false, files: Int, bytes: Int64) {
         self.json = json
         self.terminal = terminal
+        self.verbose = verbose
         totalFiles = files
         totalBytes = bytes
     }
@@ -110,6 +112,10 @@ final class CopyReporter: Sendable {
                 print(JSONLine.encode(["event": "success", "file": item.file, "object": item.object,
                                        "size": snapshot.metadata?.size ?? 0, "md5Hash": snapshot.metadata?.md5Hash ?? "",
                                        "generation": snapshot.metadata?.generation ?? 0]))
+            } else if verbose {
+                clearLine()
+                FileHandle.standardOutput.write(Data(
+                    "uploaded  \(item.file) -> \(item.object) (\(ByteFormatter.string(snapshot.metadata?.size ?? item.size)))\n".utf8))
             }
             return
         }
@@ -149,9 +155,9 @@ final class CopyReporter: Sendable {
         let bytes = doneBytes + moving
         let seconds = max(0.001, Date().timeIntervalSince(started))
         let rate = Double(bytes) / seconds
-        let eta = rate > 0 ? Double(max(0, totalBytes - bytes)) / rate : 0
-        let line = "\(doneFiles + failedFiles)/\(totalFiles) files  \(ByteFormatter.string(bytes))/\(ByteFormatter.string(totalBytes))  \(ByteFormatter.string(Int64(rate)))/s  ETA \(Int(eta)) s"
-        FileHandle.standardError.write(Data("\r\u{1B}[K\(line)".utf8))
+        var line = "\(doneFiles + failedFiles)/\(totalFiles) files  \(ByteFormatter.string(bytes))/\(ByteFormatter.string(totalBytes))"
+        if rate > 0 { line += "  \(ByteFormatter.string(Int64(rate)))/s  ETA \(Int((Double(max(0, totalBytes - bytes)) / rate).rounded(.up))) s" }
+        FileHandle.standardError.write(Data("\r\u{1B}[K\(line.prefix(max(1, terminalColumns(STDERR_FILENO) - 1)))".utf8))
     }
 
     private func clearLine() {

@@ -104,10 +104,17 @@ extension Hoist {
     struct Cron: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Print crontab lines that run each job on its schedule.",
-            discussion: "Exit status: 0, or 2 when a manifest is invalid or has no schedule."
+            discussion: """
+                Paths are quoted for the shell and '%' is escaped (cron turns a bare '%' into a \
+                newline). Cron runs jobs with a bare environment: give a job the variables it needs \
+                in its manifest's env: section (see docs/manifest.md).
+
+                Exit status: 0; 2 when a manifest is invalid, or when no manifest given has a \
+                schedule (one without a schedule among others is skipped with a note).
+                """
         )
 
-        @Argument(help: "Job manifests (YAML).")
+        @Argument(help: "Job manifests (YAML).", completion: .file(extensions: ["yaml", "yml"]))
         var jobs: [String]
 
         func validate() throws {
@@ -117,19 +124,26 @@ extension Hoist {
         func run() throws {
             let hoist = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL.path
             let resolvedHoist = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? hoist
-            var failed = false
+            var invalid = false
+            var printed = 0
             for path in jobs {
-                let job = try loadJob(path)
+                let job: Job
+                do { job = try loadJob(path) } catch {
+                    invalid = true
+                    continue
+                }
                 guard let schedule = job.manifest.schedule else {
-                    FileHandle.standardError.write(Data("hoist: \(path): no schedule: add one, such as schedule: \"0 3 * * *\"\n".utf8))
-                    failed = true
+                    let note = jobs.count > 1 ? "skipped: it has no schedule" : "no schedule"
+                    FileHandle.standardError.write(Data(
+                        "hoist: \(path): \(note); add one, such as schedule: \"0 3 * * *\"\n".utf8))
                     continue
                 }
                 let manifest = URL(fileURLWithPath: path).standardizedFileURL.path
                 print("# \(job.manifest.name)")
-                print("\(schedule.text) \(resolvedHoist) run --quiet \(manifest)")
+                print(CronLine.command(schedule: schedule.text, arguments: [resolvedHoist, "run", "--quiet", manifest]))
+                printed += 1
             }
-            if failed { throw ExitCode(2) }
+            if invalid || printed == 0 { throw ExitCode(2) }
         }
     }
 
@@ -137,7 +151,7 @@ extension Hoist {
     struct Status: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Show a job's last runs, file counts, and failed or unfinished files.")
 
-        @Argument(help: "The job manifest (YAML).")
+        @Argument(help: "The job manifest (YAML).", completion: .file(extensions: ["yaml", "yml"]))
         var job: String
 
         @OptionGroup var journalOptions: JournalOptions
@@ -145,6 +159,10 @@ extension Hoist {
         func run() throws {
             let job = try loadJob(self.job)
             let path = job.journalPath(override: journalOptions.journal)
+            do { try job.checkJournalOwner(override: journalOptions.journal, claim: false) } catch {
+                FileHandle.standardError.write(Data("hoist: \(error)\n".utf8))
+                throw ExitCode(2)
+            }
             guard FileManager.default.fileExists(atPath: path) else {
                 print("\(job.manifest.name): no runs yet (journal \(path))")
                 return
@@ -172,5 +190,26 @@ extension Hoist {
                 print("failed:  \(file.source) -> \(file.destination): \(file.error ?? "")")
             }
         }
+    }
+}
+
+/// A crontab line: arguments quoted for `/bin/sh`, `%` escaped for cron.
+enum CronLine {
+    static func command(schedule: String, arguments: [String]) -> String {
+        schedule + " " + arguments.map { escapePercent(shellQuote($0)) }.joined(separator: " ")
+    }
+
+    /// `text` as one word for `/bin/sh`: as it is when it holds only safe characters, else in
+    /// single quotes (a `'` inside written as `'\''`).
+    static func shellQuote(_ text: String) -> String {
+        let safe = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@%+=:,./-")
+        if !text.isEmpty, text.allSatisfy({ safe.contains($0) }) { return text }
+        return "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
+    }
+
+    /// Cron turns an unescaped `%` into a newline (and what follows into standard input); `\%`
+    /// reaches the shell as `%`, inside quotes or not.
+    static func escapePercent(_ text: String) -> String {
+        text.replacingOccurrences(of: "%", with: "\\%")
     }
 }

@@ -1,5 +1,8 @@
 import ArgumentParser
 import Foundation
+import HoistLua
+import HoistStorage
+import HoistYAML
 
 /// The `hoist` command.
 @main
@@ -7,8 +10,8 @@ struct Hoist: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "hoist",
         abstract: "Upload files to Cloud Storage, from the command line or from YAML jobs.",
-        version: "0.1.0",
-        subcommands: [Run.self, Validate.self, Plan.self, Status.self, Cron.self, Copy.self]
+        version: "0.1.0 (libcurl \(CurlEngine.libraryVersion), Lua \(LuaRuntime.libraryVersion), libyaml \(YAMLParser.libraryVersion))",
+        subcommands: [Run.self, Validate.self, Plan.self, Status.self, Cron.self, Copy.self, Plugins.self]
     )
 
     /// Exit statuses: 0 all done, 1 some files failed, 2 could not start (usage, setup).

@@ -38,11 +38,14 @@ extension Hoist {
                 nothing behind; exit 130). SIGTSTP (Ctrl-Z) pauses every upload and stops the process; \
                 SIGCONT (fg) resumes them. SIGUSR1 pauses or resumes without stopping the process.
 
+                Hooks (Lua scripts that react to each upload, and the bundled plugins) are described \
+                in docs/hooks.md.
+
                 Exit status: 0 all uploaded, 1 some files failed, 2 the job could not start, 130 interrupted.
                 """
         )
 
-        @Argument(help: "The job manifest (YAML).")
+        @Argument(help: "The job manifest (YAML).", completion: .file(extensions: ["yaml", "yml"]))
         var job: String
 
         @Flag(name: .long, help: "Print one JSON line per event instead of the progress display.")
@@ -51,8 +54,14 @@ extension Hoist {
         @Option(name: .long, help: "Also append every event as a JSON line to this file.")
         var logFile: String?
 
-        @Flag(name: .long, help: "Print nothing but errors (no summary line).")
+        @Flag(name: .shortAndLong, help: "Print nothing but errors (no progress, no summary line).")
         var quiet = false
+
+        @Flag(name: .shortAndLong, help: "Print a line per file: uploaded, failed, or skipped and why.")
+        var verbose = false
+
+        @Flag(name: .long, help: "Upload nothing: print what a run would do (as hoist plan).")
+        var dryRun = false
 
         @OptionGroup var journalOptions: JournalOptions
 
@@ -68,8 +77,25 @@ extension Hoist {
         @Option(name: .long, help: "Write Prometheus text-format metrics here at the end (atomically).")
         var metricsFile: String?
 
+        func validate() throws {
+            if quiet && verbose { throw ValidationError("--quiet and --verbose say opposite things: choose one.") }
+        }
+
         func run() async throws {
-            let job = try loadJob(self.job)
+            if dryRun {
+                let plan = try Plan.parse([job] + (journalOptions.journal.map { ["--journal", $0] } ?? [])
+                    + (force ? ["--force"] : []) + (json ? ["--json"] : []))
+                try await plan.run()
+                return
+            }
+            let job: Job
+            do { job = try loadJob(self.job) } catch {
+                // A manifest that does not load: the metrics say so too, under the name it gives.
+                if let metricsFile, let name = Self.nameInManifest(self.job) {
+                    try? Metrics.writeFailure(job: name, to: metricsFile)
+                }
+                throw error
+            }
             let journalPath = job.journalPath(override: journalOptions.journal)
             let lock: JobLock
             do {
@@ -83,6 +109,7 @@ extension Hoist {
             }
             let journal: Journal
             do {
+                try job.checkJournalOwner(override: journalOptions.journal, claim: true)
                 journal = try Journal(path: journalPath)
                 try journal.markInterruptedRuns()
             } catch {
@@ -106,12 +133,21 @@ extension Hoist {
                 observers.append(log)
             }
             let terminal = !json && !quiet && isatty(STDERR_FILENO) != 0
-            if terminal { observers.append(ProgressDisplay()) }
+            let display = terminal ? ProgressDisplay() : nil
+            if let display { observers.append(display) }
+            // Lines of the run: above the progress line on a terminal, else errors to standard error.
+            let say: @Sendable (String, Bool) -> Void = { text, isError in
+                if let display { return display.printAbove(text) }
+                (isError ? FileHandle.standardError : FileHandle.standardOutput).write(Data((text + "\n").utf8))
+            }
+            // On a terminal (or with -v) failures are shown as they happen, not after the summary.
+            let liveFailures = !json && (display != nil || verbose)
+            if liveFailures { observers.append(FileLines(verbose: verbose, say: say)) }
             var hooks: HookBus?
             if !job.manifest.hooks.isEmpty {
                 do {
                     hooks = try HookBus(job: job, storage: storage) { line in
-                        FileHandle.standardError.write(Data("hoist: [\(line.script)] \(line.level.rawValue): \(line.message)\n".utf8))
+                        say("hoist: [\(line.script)] \(line.level.rawValue): \(line.message)", true)
                     }
                 } catch {
                     try failStart(job, describe(error), journal: journal)
@@ -119,7 +155,10 @@ extension Hoist {
             }
             let runner = JobRunner(job: job, storage: storage, observers: observers, hooks: hooks, journal: journal, force: force,
                                    remoteCheck: remoteCheck)
-            let signals = SignalHandlers(runner: runner)
+            display?.pausedBy { runner.isPaused }
+            var resized: (@Sendable () -> Void)?
+            if let display { resized = { display.draw() } }
+            let signals = SignalHandlers(runner: runner, resized: resized)
             let summary = await runner.run()
             signals.cancel()
             withExtendedLifetime(lock) {}
@@ -129,7 +168,7 @@ extension Hoist {
                 }
             }
             if !json && !quiet { print(summary.line) }
-            if !json {
+            if !json && !liveFailures {
                 for failure in summary.failures {
                     FileHandle.standardError.write(Data("hoist: \(failure.file): \(failure.code.name): \(failure.message)\n".utf8))
                 }
@@ -140,6 +179,16 @@ extension Hoist {
             }
             if summary.interrupted { throw ExitCode(130) }
             if summary.failed > 0 { throw ExitCode(1) }
+        }
+
+        /// The `name:` a manifest that does not load gives, when it gives one.
+        static func nameInManifest(_ path: String) -> String? {
+            guard let text = try? String(contentsOfFile: path, encoding: .utf8),
+                  let root = try? YAMLDecoder().composeUninterpolated(text, file: path),
+                  let name = root["name"]?.scalar, !name.isEmpty,
+                  name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) })
+            else { return nil }
+            return name
         }
 
         /// A run that could not start: one line saying why, the failure in the metrics file (so an
@@ -163,7 +212,7 @@ extension Hoist {
             discussion: "Exit status: 0 when every manifest is valid, 2 otherwise."
         )
 
-        @Argument(help: "Job manifests (YAML).")
+        @Argument(help: "Job manifests (YAML).", completion: .file(extensions: ["yaml", "yml"]))
         var jobs: [String]
 
         @Flag(name: .long, help: "Check the manifest and its hooks only, not this machine (roots may be missing here).")
@@ -209,13 +258,19 @@ extension Hoist {
     }
 
     /// `hoist plan JOB`: what a run would do, file by file, without uploading.
-    struct Plan: ParsableCommand {
+    struct Plan: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Show what a run would upload or skip, and why, without uploading.",
-            discussion: "Exit status: 0, or 2 when the job could not start."
+            discussion: """
+                With --hooks, the job's before_upload hooks run for each file to upload, so a file \
+                they skip or move shows as a run would see it (no other hook event fires; a hook \
+                that posts from before_upload posts from plan too).
+
+                Exit status: 0, or 2 when the job could not start.
+                """
         )
 
-        @Argument(help: "The job manifest (YAML).")
+        @Argument(help: "The job manifest (YAML).", completion: .file(extensions: ["yaml", "yml"]))
         var job: String
 
         @Flag(name: .long, help: "One JSON line per file.")
@@ -229,7 +284,10 @@ extension Hoist {
         @Flag(name: .long, help: "Plan to upload every file, whatever the journal says.")
         var force = false
 
-        func run() throws {
+        @Flag(name: .long, help: "Run the job's before_upload hooks: show the files they skip or move.")
+        var hooks = false
+
+        func run() async throws {
             let job = try loadJob(self.job)
             do {
                 for note in try job.checkRoots() { FileHandle.standardError.write(Data("hoist: note: \(note)\n".utf8)) }
@@ -238,6 +296,10 @@ extension Hoist {
                 throw ExitCode(2)
             }
             let journalPath = job.journalPath(override: journalOptions.journal)
+            do { try job.checkJournalOwner(override: journalOptions.journal, claim: false) } catch {
+                FileHandle.standardError.write(Data("hoist: \(error)\n".utf8))
+                throw ExitCode(2)
+            }
             var journal: Journal?
             if FileManager.default.fileExists(atPath: journalPath) {
                 do { journal = try Journal(path: journalPath) } catch {
@@ -245,11 +307,40 @@ extension Hoist {
                     throw ExitCode(2)
                 }
             }
-            var iterator = Planner(job: job, journal: journal, force: force).makeIterator()
-            var uploads = 0, skips = 0
+            let planner = Planner(job: job, journal: journal, force: force)
+            var bus: HookBus?
+            if hooks, !job.manifest.hooks.isEmpty {
+                do {
+                    bus = try HookBus(job: job, storage: try job.makeStorage()) { line in
+                        FileHandle.standardError.write(Data("hoist: [\(line.script)] \(line.level.rawValue): \(line.message)\n".utf8))
+                    }
+                } catch {
+                    FileHandle.standardError.write(Data("hoist: \(describe(error))\n".utf8))
+                    throw ExitCode(2)
+                }
+            }
+            var iterator = planner.makeIterator()
+            var uploads = 0, skips = 0, failures = 0
             var bytes: Int64 = 0
             var output = BufferedOutput()
-            while let item = iterator.next() {
+            while var item = iterator.next() {
+                if let bus, item.decision == .upload {
+                    let planned = item
+                    do {
+                        item = try await bus.beforeUpload(item)
+                        if item.decision == .upload, item.destination != planned.destination || item.attributes != planned.attributes {
+                            try planner.consultJournal(&item)
+                        }
+                    } catch {
+                        failures += 1
+                        if !summary {
+                            output.write(json
+                                ? JSONLine.encode(["action": "fail", "file": item.file.path, "reason": "\(error)"])
+                                : "fail    \(item.file.relativePath) (\(error))")
+                        }
+                        continue
+                    }
+                }
                 switch item.decision {
                 case .upload:
                     uploads += 1
@@ -274,7 +365,10 @@ extension Hoist {
             }
             for problem in iterator.problems { FileHandle.standardError.write(Data("hoist: warning: \(problem)\n".utf8)) }
             let total = "\(job.manifest.name): \(uploads) to upload (\(ByteFormatter.string(bytes))), \(skips) to skip"
-            print(json ? JSONLine.encode(["action": "total", "upload": uploads, "skip": skips, "bytes": bytes]) : total)
+                + (failures > 0 ? ", \(failures) failed in before_upload" : "")
+            var fields: [String: any Sendable] = ["action": "total", "upload": uploads, "skip": skips, "bytes": bytes]
+            if failures > 0 { fields["fail"] = failures }
+            print(json ? JSONLine.encode(fields) : total)
         }
     }
 }
@@ -325,7 +419,7 @@ final class TerminationSignals {
 final class SignalHandlers {
     private let sources: [any DispatchSourceSignal]
 
-    init(runner: JobRunner) {
+    init(runner: JobRunner, resized: (@Sendable () -> Void)? = nil) {
         let queue = DispatchQueue(label: "hoist.signals")
         var sources: [any DispatchSourceSignal] = []
         func on(_ number: Int32, _ action: @escaping @Sendable () -> Void) {
@@ -343,6 +437,7 @@ final class SignalHandlers {
         }
         on(SIGCONT) { if runner.isPaused { runner.resumeAll() } }
         on(SIGUSR1) { runner.isPaused ? runner.resumeAll() : runner.pauseAll() }
+        if let resized { on(SIGWINCH, resized) }
         self.sources = sources
     }
 

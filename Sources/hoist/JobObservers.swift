@@ -88,8 +88,46 @@ final class JSONEventLog: JobObserver {
 
 func RFC3339Now() -> String { Date().formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true)) }
 
+/// A line per file as it ends (`-v`): uploaded, failed, skipped and why. Without `verbose`,
+/// only failures (a terminal shows them as they happen, above the progress line).
+final class FileLines: JobObserver {
+    private let verbose: Bool
+    private let say: @Sendable (String, Bool) -> Void
+
+    init(verbose: Bool, say: @escaping @Sendable (String, Bool) -> Void) {
+        self.verbose = verbose
+        self.say = say
+    }
+
+    func jobStarted(_ job: Job, files: Int?, bytes: Int64?) {}
+
+    func fileSkipped(_ item: PlanItem, reason: String) {
+        if verbose { say("skipped   \(item.file.relativePath) (\(reason))", false) }
+    }
+
+    func fileEvent(_ item: PlanItem, _ snapshot: StorageTaskSnapshot) {
+        switch snapshot.status {
+        case .success:
+            if verbose {
+                say("uploaded  \(item.file.relativePath) -> \(item.destination) (\(ByteFormatter.string(item.file.size)))", false)
+            }
+        case .failure:
+            let error = snapshot.error.map { $0 as NSError }
+            let code = error.map { StorageErrorCode(of: $0) } ?? .unknown
+            say("hoist: \(item.file.path): \(code.name): \(error?.localizedDescription ?? "failed")", true)
+        default:
+            return
+        }
+    }
+
+    func jobFinished(_ summary: JobSummary) {}
+}
+
 /// The terminal display of `hoist run`: files and bytes done of the total, rate, ETA, and the
-/// files in flight, redrawn five times a second on standard error.
+/// files in flight, redrawn five times a second on standard error on one line that fits the
+/// terminal's width (read at each redraw; `SignalHandlers` redraws at once on SIGWINCH). Log lines (`printAbove`)
+/// go above it: the line is cleared, the text printed, the line drawn again. While the run is
+/// paused it says PAUSED; it shows a rate (and an ETA) only when bytes moved in the last seconds.
 final class ProgressDisplay: JobObserver {
     private struct State {
         /// Files and bytes to upload; nil while the walk is still counting them.
@@ -100,8 +138,33 @@ final class ProgressDisplay: JobObserver {
         var inFlight: [String: Int64] = [:]
         var started = Date()
         var ticker: Task<Void, Never>?
+        /// Bytes moved by a moment, the last few seconds: the rate now, not since the start.
+        var samples: [(time: Date, bytes: Int64)] = []
+        /// What the status line shows now ("" when none is drawn).
+        var line = ""
+        var finished = false
+        var isPaused: (@Sendable () -> Bool)?
     }
     private let state = Mutex(State())
+    /// How many columns the line may take; by default the terminal's width.
+    private let columns: @Sendable () -> Int
+
+    init(columns: @escaping @Sendable () -> Int = { terminalColumns(STDERR_FILENO) }) {
+        self.columns = columns
+    }
+
+    /// Where the display learns that the run is paused (the runner is made after the display).
+    func pausedBy(_ isPaused: @escaping @Sendable () -> Bool) {
+        state.withLock { $0.isPaused = isPaused }
+    }
+
+    /// Prints a line above the status line (which is drawn again below it).
+    func printAbove(_ text: String) {
+        state.withLock { s in
+            let redraw = s.finished || s.line.isEmpty ? "" : s.line
+            FileHandle.standardError.write(Data("\r\u{1B}[K\(text)\n\(redraw)".utf8))
+        }
+    }
 
     func planCounted(files: Int, bytes: Int64) {
         state.withLock {
@@ -141,24 +204,61 @@ final class ProgressDisplay: JobObserver {
     }
 
     func jobFinished(_ summary: JobSummary) {
-        state.withLock { $0.ticker?.cancel() }
-        FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+        state.withLock { s in
+            s.ticker?.cancel()
+            s.finished = true
+            s.line = ""
+            FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+        }
     }
 
-    private func draw() {
-        let line = state.withLock { s -> String in
-            let bytes = s.doneBytes + s.inFlight.values.reduce(0, +)
-            let seconds = max(0.001, Date().timeIntervalSince(s.started))
-            let rate = Double(bytes) / seconds
-            let current = s.inFlight.keys.sorted().prefix(2).joined(separator: ", ")
-            guard let files = s.files, let total = s.bytes else {
-                return "\(s.doneFiles) files  \(ByteFormatter.string(bytes)) (counting...)  \(ByteFormatter.string(Int64(rate)))/s  \(current)"
-            }
-            let eta = rate > 0 ? "ETA \(Int(Double(max(0, total - bytes)) / rate)) s" : ""
-            return "\(s.doneFiles)/\(files) files  \(ByteFormatter.string(bytes))/\(ByteFormatter.string(total))  "
-                + "\(ByteFormatter.string(Int64(rate)))/s  \(eta)  \(current)"
+    /// Draws the status line again, cut to the terminal's width.
+    func draw() {
+        let width = columns()
+        state.withLock { s in
+            guard !s.finished else { return }
+            let now = Date()
+            let line = Self.statusLine(&s, now: now)
+            // One column short of the width: a line that reaches the last column wraps on some terminals.
+            s.line = String(line.prefix(max(1, width - 1)))
+            FileHandle.standardError.write(Data("\r\u{1B}[K\(s.line)".utf8))
         }
-        let width = 160
-        FileHandle.standardError.write(Data("\r\u{1B}[K\(line.prefix(width))".utf8))
     }
+
+    private static func statusLine(_ s: inout State, now: Date) -> String {
+        let bytes = s.doneBytes + s.inFlight.values.reduce(0, +)
+        let paused = s.isPaused?() ?? false
+        s.samples.append((now, bytes))
+        s.samples.removeAll { now.timeIntervalSince($0.time) > 5 }
+        if paused { s.samples = [(now, bytes)] }
+        var rate: Double?
+        if let first = s.samples.first, now.timeIntervalSince(first.time) >= 0.5, bytes > first.bytes {
+            rate = Double(bytes - first.bytes) / now.timeIntervalSince(first.time)
+        }
+        var parts: [String] = []
+        if paused { parts.append("PAUSED") }
+        if let files = s.files, let total = s.bytes {
+            parts.append("\(s.doneFiles)/\(files) files")
+            parts.append("\(ByteFormatter.string(bytes))/\(ByteFormatter.string(total))")
+            if let rate {
+                parts.append("\(ByteFormatter.string(Int64(rate)))/s")
+                parts.append("ETA \(Int((Double(max(0, total - bytes)) / rate).rounded(.up))) s")
+            }
+        } else {
+            parts.append("\(s.doneFiles) files")
+            parts.append("\(ByteFormatter.string(bytes)) (counting...)")
+            if let rate { parts.append("\(ByteFormatter.string(Int64(rate)))/s") }
+        }
+        let current = s.inFlight.keys.sorted().prefix(2).joined(separator: ", ")
+        if !current.isEmpty { parts.append(current) }
+        return parts.joined(separator: "  ")
+    }
+}
+
+/// The width of the terminal on `descriptor` (TIOCGWINSZ), else `$COLUMNS`, else 80.
+func terminalColumns(_ descriptor: Int32) -> Int {
+    var size = winsize()
+    if ioctl(descriptor, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 { return Int(size.ws_col) }
+    if let columns = ProcessInfo.processInfo.environment["COLUMNS"].flatMap(Int.init), columns > 0 { return columns }
+    return 80
 }

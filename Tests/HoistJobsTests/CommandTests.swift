@@ -6,7 +6,7 @@ import Testing
 @Suite struct CommandTests {
     let hoist = productsDirectory.appendingPathComponent("hoist").path
 
-    @Test(arguments: ["hoist", "run", "validate", "plan", "cp", "status", "cron"])
+    @Test(arguments: ["hoist", "run", "validate", "plan", "cp", "status", "cron", "plugins"])
     func helpMatchesGoldenText(command: String) throws {
         let golden = try String(contentsOf: packageRoot.appendingPathComponent("Tests/golden/help-\(command).txt"), encoding: .utf8)
         let run = try runProcess(hoist, command == "hoist" ? ["--help"] : [command, "--help"])
@@ -62,7 +62,7 @@ import Testing
 
         let plain = try runProcess(hoist, ["run", "--log-file", log, manifest])
         #expect(plain.status == 0, "\(plain.stderr)")
-        #expect(plain.stdout.hasPrefix("test: 2 uploaded (300 B), 1 skipped in "))
+        #expect(plain.stdout.hasPrefix("test: 2 uploaded (300 B), 1 not included in "))
 
         let json = try runProcess(hoist, ["run", "--json", "--force", manifest])
         let events = json.stdout.split(separator: "\n").compactMap {

@@ -155,7 +155,8 @@ let recordEverything = """
               end
             end
             """)
-        #expect(summary.uploaded == 2 && summary.skipped == 1)
+        #expect(summary.uploaded == 2 && summary.skipped == 1 && summary.vetoed == 1 && summary.unchanged == 0)
+        #expect(summary.line.hasPrefix("test: 2 uploaded (20 B), 1 vetoed by a hook in "), "\(summary.line)")
         let storage = Storage.storage(url: "file://" + hooks.bucket.path)
         let moved = try await storage.reference(withPath: "moved/move.txt").getMetadata()
         #expect(moved.cacheControl == "no-store")
@@ -218,7 +219,7 @@ let recordEverything = """
         #expect(log.count == 2)
         #expect(Set(log.compactMap { $0["object"] as? String }) == ["a.html", "b/c.png"])
         #expect(log.allSatisfy { $0["event"] as? String == "success" && $0["run_id"] != nil && $0["md5Hash"] != nil })
-        let index = try #require(hooks.lines("index/test.json").first)
+        let index = try #require(hooks.lines("index/test.jsonl").first)
         let objects = try #require(index["objects"] as? [[String: Any]])
         #expect(objects.compactMap { $0["path"] as? String } == ["a.html", "b/c.png"])
         #expect(objects[1]["downloadURL"] as? String == hooks.bucket.appendingPathComponent("b/c.png").absoluteString)
@@ -238,8 +239,9 @@ let recordEverything = """
         #expect(summary.uploaded == 1)
         let body = try #require(try String(contentsOf: received, encoding: .utf8).split(separator: "\n").first)
         let posted = try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any]
-        #expect(posted?["name"] as? String == "test")
+        #expect(posted?["job"] as? String == "test")
         #expect(posted?["uploaded"] as? Int == 1)
+        #expect(body.contains("\"failures\":[]"), "\(body)")
         #expect(hooks.log.all.contains { $0.contains("webhook sent: 204") })
     }
 

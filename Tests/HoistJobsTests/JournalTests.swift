@@ -35,11 +35,11 @@ import Testing
 
         #expect(try run(["run", manifest]).stdout.hasPrefix("test: 2 uploaded (300 B) in"))
         // Nothing changed: nothing goes up, and plan says why.
-        #expect(try run(["run", manifest]).stdout.hasPrefix("test: 0 uploaded (0 B), 2 skipped in"))
+        #expect(try run(["run", manifest]).stdout.hasPrefix("test: 0 uploaded (0 B), 2 unchanged in"))
         #expect(try run(["plan", manifest]).stdout.contains("skip    b.txt (unchanged since the last upload)"))
         // A touched file goes up again; so does everything with --force.
         try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: 5)], ofItemAtPath: b.path)
-        #expect(try run(["run", manifest]).stdout.hasPrefix("test: 1 uploaded (200 B), 1 skipped in"))
+        #expect(try run(["run", manifest]).stdout.hasPrefix("test: 1 uploaded (200 B), 1 unchanged in"))
         #expect(try run(["run", "--force", manifest]).stdout.hasPrefix("test: 2 uploaded (300 B) in"))
         // New metadata is a change too.
         _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src, metadata: { cacheControl: no-cache } }]\n")
@@ -60,8 +60,8 @@ import Testing
         #expect(try run(["run", manifest]).status == 0)
         // Someone deletes an object behind the journal's back.
         try FileManager.default.removeItem(at: fixture.directory.url.appendingPathComponent("bucket/a.txt"))
-        #expect(try run(["run", manifest]).stdout.hasPrefix("test: 0 uploaded (0 B), 2 skipped in"))
-        #expect(try run(["run", "--remote-check", manifest]).stdout.hasPrefix("test: 1 uploaded (100 B), 1 skipped in"))
+        #expect(try run(["run", manifest]).stdout.hasPrefix("test: 0 uploaded (0 B), 2 unchanged in"))
+        #expect(try run(["run", "--remote-check", manifest]).stdout.hasPrefix("test: 1 uploaded (100 B), 1 unchanged in"))
         #expect(try Data(contentsOf: fixture.directory.url.appendingPathComponent("bucket/a.txt")) == patternData(100))
     }
 
@@ -88,7 +88,7 @@ import Testing
         #expect(waited.status == 0)
         first.waitUntilExit()
         #expect(first.terminationStatus == 0)
-        #expect(waited.stdout.hasPrefix("test: 0 uploaded (0 B), 1 skipped in"))
+        #expect(waited.stdout.hasPrefix("test: 0 uploaded (0 B), 1 unchanged in"))
     }
 
     @Test func corruptJournalGivesTheWayBack() throws {

@@ -86,4 +86,6 @@ let brokenManifests: [(file: String, expected: String)] = [
     ("44-duration-too-long.yaml", "44-duration-too-long.yaml:6:14: duration '1e300s' is too long: at most 100 years"),
     ("45-deep-nesting.yaml", "45-deep-nesting.yaml:5:77: nested deeper than 64 levels: a manifest needs far fewer"),
     ("46-header-injection.yaml", "46-header-injection.yaml:6:30: bad template 'text/plain\\r\\nX-Injected: yes': it contains the control character U+000D, which object names and header values cannot"),
+    ("47-rate-unit-case.yaml", "47-rate-unit-case.yaml:6:14: bad rate '50mb/s': units are case-sensitive (did you mean '50MB/s'?)"),
+    ("48-size-unit-case.yaml", "48-size-unit-case.yaml:6:14: bad size '2gib': units are case-sensitive (did you mean '2GiB'?)"),
 ]

@@ -32,6 +32,15 @@ extension HookBus {
 
         runtime.setGlobal("json", .table([
             "encode": .function(LuaFunction { arguments in [.string(Self.jsonText(arguments.first ?? .nil))] }),
+            // A copy of a list, marked so that it encodes as a JSON array even when empty.
+            "array": .function(LuaFunction { arguments in
+                switch arguments.first ?? .nil {
+                case .nil: return [.array([])]
+                case .array(let items): return [.array(items)]
+                case .table(let fields) where fields.isEmpty: return [.array([])]
+                default: throw HostError("json.array needs a list (a table with keys 1..n)")
+                }
+            }),
             "decode": .function(LuaFunction { arguments in
                 guard let text = arguments.first?.string else { throw HostError("json.decode needs a string") }
                 if Self.nestingDepth(text) > LuaRuntime.maxDepth {

@@ -1,4 +1,5 @@
 import Foundation
+import HoistYAML
 import HoistLua
 import HoistStorage
 import Synchronization
@@ -45,6 +46,9 @@ public struct HookError: Error, CustomStringConvertible, Sendable {
 /// dropped while more than `lua.queueLimit` events wait, so a slow hook never holds up transfers.
 /// A hook error is logged with its script and line; the uploads go on.
 public final class HookBus: JobObserver, @unchecked Sendable {
+    /// The decision for a file `before_upload` answered `false` to.
+    public static let vetoed = PlanItem.Decision.skip("skipped by before_upload")
+
     // `runtime` and `scripts` are touched only on `queue`.
     let runtime: LuaRuntime
     private var scripts: [LuaScript] = []
@@ -163,27 +167,52 @@ public final class HookBus: JobObserver, @unchecked Sendable {
     /// Names of the hook functions some script defines (set while loading, read-only after).
     public private(set) var defined: Set<String> = []
 
-    /// The hooks' sources: files relative to the manifest, and `inline:` entries (named
-    /// `JOB.yaml#hooks[N]`).
-    public static func sources(of job: Job) throws -> [(name: String, source: String)] {
-        try job.manifest.hooks.enumerated().map { index, hook in
+    /// The hooks' sources: files relative to the manifest, `inline:` entries (named
+    /// `JOB.yaml#hooks[N]`) and plugins by name (named `plugin NAME`), each with the globals it
+    /// gets (a plugin's `settings`).
+    /// - Throws: `HookError` for a file that cannot be read; `YAMLError`s (each with its line and
+    ///   column) for plugins that are not found or settings they do not take.
+    public static func sources(of job: Job) throws -> [(name: String, source: String, globals: [String: LuaValue])] {
+        var problems: [YAMLError] = []
+        var result: [(name: String, source: String, globals: [String: LuaValue])] = []
+        for (index, hook) in job.manifest.hooks.enumerated() {
             switch hook {
             case .inline(let source):
-                return ("\(job.file)#hooks[\(index)]", source)
+                result.append(("\(job.file)#hooks[\(index)]", source, [:]))
             case .file(let path):
                 let resolved = job.resolve(path)
                 guard let source = try? String(contentsOfFile: resolved, encoding: .utf8) else {
                     throw HookError(description: "\(job.file): cannot read hook \(path) (\(resolved))")
                 }
-                return (path, source)
+                result.append((path, source, [:]))
+            case .plugin(let name, let given):
+                guard let plugin = PluginCatalog.find(name, for: job, environment: job.environment),
+                      let source = try? String(contentsOfFile: plugin.path, encoding: .utf8) else {
+                    let names = PluginCatalog.all(for: job, environment: job.environment).map(\.name)
+                    var message = "no plugin '\(name)'"
+                    if let near = names.min(by: { editDistance($0, name) < editDistance($1, name) }), editDistance(near, name) <= 2 {
+                        message += " (did you mean '\(near)'?)"
+                    }
+                    message += names.isEmpty ? "; no plugins were found (see hoist plugins)" : "; the plugins are \(names.joined(separator: ", "))"
+                    problems.append(job.locatedError(message, at: ["hooks", index, "plugin"]))
+                    continue
+                }
+                let (settings, issues) = plugin.convert(given)
+                for issue in issues {
+                    problems.append(job.locatedError(issue.message, at: issue.key.map { ["hooks", index, "with", $0] } ?? ["hooks", index]))
+                }
+                result.append(("plugin \(name)", source, ["settings": settings]))
             }
         }
+        if !problems.isEmpty { throw YAMLError(combining: problems) }
+        return result
     }
 
     /// Compiles every hook of a job without running it.
-    /// - Throws: `HookError` reading `FILE:LINE: message` for the first syntax error.
+    /// - Throws: `HookError` reading `FILE:LINE: message` for the first syntax error; the
+    ///   `YAMLError`s of `sources(of:)`.
     public static func check(_ job: Job) throws {
-        for (name, source) in try sources(of: job) {
+        for (name, source, _) in try sources(of: job) {
             do {
                 try LuaRuntime.checkSyntax(source, name: name)
             } catch let error as LuaError {
@@ -208,10 +237,10 @@ public final class HookBus: JobObserver, @unchecked Sendable {
             throw HookError(description: error.description)
         }
         installHostAPI()
-        for (name, source) in try Self.sources(of: job) {
+        for (name, source, globals) in try Self.sources(of: job) {
             currentScript.value = name
             do {
-                let script = try runtime.load(source, name: name)
+                let script = try runtime.load(source, name: name, globals: globals)
                 scripts.append(script)
                 for function in Self.hookNames where runtime.defines(script, function) { defined.insert(function) }
             } catch let error as LuaError {
@@ -365,7 +394,7 @@ public final class HookBus: JobObserver, @unchecked Sendable {
         var changed = item
         switch answer {
         case .boolean(false):
-            changed.decision = .skip("skipped by before_upload")
+            changed.decision = Self.vetoed
         case .table(let fields):
             var destination = item.destination
             var attributes = item.attributes

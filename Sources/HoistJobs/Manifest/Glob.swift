@@ -6,6 +6,8 @@ public struct Glob: Decodable, Sendable, Equatable, CustomStringConvertible {
     public let pattern: String
     private let alternatives: [[Token]]
     private let matchesNameOnly: Bool
+    /// Letters match whatever their case (a file set's `ignoreCase`).
+    public let ignoresCase: Bool
 
     enum Token: Equatable, Sendable {
         case literal(Character)
@@ -16,26 +18,32 @@ public struct Glob: Decodable, Sendable, Equatable, CustomStringConvertible {
         case set([ClosedRange<Character>], negated: Bool)
     }
 
-    public init(from decoder: any Decoder) throws { self = try parseScalar(decoder, Glob.init(parsing:)) }
+    public init(from decoder: any Decoder) throws { self = try parseScalar(decoder) { (text) throws(ValueError) in try Glob(parsing: text) } }
 
     /// Braces may make at most this many patterns (`{a,b}{c,d}` makes 4).
     static let maxAlternatives = 256
 
-    public init(parsing pattern: String) throws(ValueError) {
+    public init(parsing pattern: String, ignoringCase: Bool = false) throws(ValueError) {
         guard !pattern.isEmpty else { throw ValueError("bad glob '': a pattern cannot be empty") }
         guard pattern.utf8.count <= 1024, pattern.filter({ $0 == "{" }).count <= 32 else {
             throw ValueError("bad glob '\(pattern.prefix(40))...': at most 1024 bytes and 32 braces")
         }
         self.pattern = pattern
+        ignoresCase = ignoringCase
         matchesNameOnly = !pattern.contains("/")
         var tokens: [[Token]] = []
-        for alternative in try Self.expandBraces(pattern) {
+        for alternative in try Self.expandBraces(ignoringCase ? pattern.lowercased() : pattern) {
             tokens.append(try Self.tokenize(alternative, whole: pattern))
         }
         alternatives = tokens
     }
 
     public var description: String { pattern }
+
+    /// This pattern, matching letters whatever their case (`*.jpg` matches `SCAN.JPG`).
+    public func ignoringCase() -> Glob {
+        (try? Glob(parsing: pattern, ignoringCase: true)) ?? self
+    }
 
     /// True when `path` (relative, `/`-separated) matches.
     public func matches(_ path: String) -> Bool {
@@ -45,7 +53,7 @@ public struct Glob: Decodable, Sendable, Equatable, CustomStringConvertible {
         } else {
             subject = Substring(path)
         }
-        let characters = Array(subject)
+        let characters = ignoresCase ? Array(subject.lowercased()) : Array(subject)
         return alternatives.contains { Self.match($0[...], characters[...]) }
     }
 

@@ -26,12 +26,98 @@ public struct Job: Sendable {
         try self.init(text: text, file: file, environment: environment)
     }
 
+    /// Reads and checks a manifest's text. The job's environment is `environment` with the
+    /// manifest's `env:` over it (its values may use `${VAR}` of `environment`); the rest of the
+    /// manifest is read with that environment. Top-level keys starting with `x-` are ignored
+    /// (a place for YAML anchors).
     public init(text: String, file: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
-        manifest = try YAMLDecoder(environment: environment).decode(JobManifest.self, from: text, file: file)
+        var decoder = YAMLDecoder(environment: environment)
+        decoder.ignoredTopLevelPrefix = "x-"
+        var jobEnvironment = environment
+        let raw = try decoder.composeUninterpolated(text, file: file)
+        if let node = raw?["envFile"], node.scalar != nil {
+            let folder = URL(fileURLWithPath: file).standardizedFileURL.deletingLastPathComponent()
+            let name = try decoder.substitute(node, file: file, text: text)
+            let path = name.hasPrefix("/") ? name : folder.appendingPathComponent(name).standardizedFileURL.path
+            let contents: String
+            do { contents = try String(contentsOfFile: path, encoding: .utf8) } catch {
+                let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+                throw YAMLError(file: file, mark: node.mark, message: "cannot read the env file \(path) "
+                    + "(\((error as NSError).localizedDescription)): give a file of KEY=VALUE lines, relative to the manifest's folder",
+                    sourceLine: lines.indices.contains(node.mark.line - 1) ? String(lines[node.mark.line - 1]) : nil)
+            }
+            for (key, value) in try Self.parseEnvFile(contents, file: path) { jobEnvironment[key] = value }
+            decoder.environment = jobEnvironment
+        }
+        if let section = raw?["env"], case .mapping(let pairs) = section.kind {
+            for pair in pairs {
+                guard let name = pair.key.scalar, pair.value.scalar != nil else { continue }
+                jobEnvironment[name] = try decoder.substitute(pair.value, file: file, text: text)
+            }
+        }
+        decoder.environment = jobEnvironment
+        manifest = try decoder.decode(JobManifest.self, from: text, file: file)
         self.text = text
         self.file = file
         directory = URL(fileURLWithPath: file).standardizedFileURL.deletingLastPathComponent()
-        self.environment = environment
+        self.environment = jobEnvironment
+        try checkTemplateVariables()
+    }
+
+    /// `KEY=VALUE` lines (as systemd's `EnvironmentFile=` and Compose's `.env`): blank lines and
+    /// `#` comments are skipped, `export ` before a key is allowed, a value in single or double
+    /// quotes is taken as written between them.
+    /// - Throws: `YAMLError` at a line that is not `KEY=VALUE`.
+    static func parseEnvFile(_ text: String, file: String) throws -> [(String, String)] {
+        var result: [(String, String)] = []
+        for (number, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            var line = raw.trimmingCharacters(in: .whitespaces)
+            if line.isEmpty || line.hasPrefix("#") { continue }
+            if line.hasPrefix("export ") { line = String(line.dropFirst(7)).trimmingCharacters(in: .whitespaces) }
+            guard let equals = line.firstIndex(of: "="),
+                  case let key = line[..<equals].trimmingCharacters(in: .whitespaces),
+                  !key.isEmpty, !key.first!.isNumber, key.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") })
+            else {
+                throw YAMLError(file: file, mark: YAMLMark(line: number + 1, column: 1),
+                                message: "expected KEY=VALUE (a variable name, '=', its value)", sourceLine: String(raw))
+            }
+            var value = line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+            if value.count >= 2, let first = value.first, first == "\"" || first == "'", value.last == first {
+                value = String(value.dropFirst().dropLast())
+            }
+            result.append((key, value))
+        }
+        return result
+    }
+
+    /// Every `{env:VAR}` of a destination or metadata template names a variable that is set.
+    /// - Throws: `YAMLError` at each template that uses an unset one.
+    private func checkTemplateVariables() throws {
+        var errors: [YAMLError] = []
+        func check(_ template: Template?, _ path: [any Sendable]) {
+            guard let template else { return }
+            for case .env(let variable) in template.parts where environment[variable] == nil {
+                errors.append(locatedError("environment variable \(variable) is not set (used by {env:\(variable)}): "
+                    + "set it, or give it to the job in the manifest's env: section", at: path))
+            }
+        }
+        func check(_ metadata: MetadataSettings?, _ path: [any Sendable]) {
+            guard let metadata else { return }
+            check(metadata.contentType, path + ["contentType"])
+            check(metadata.cacheControl, path + ["cacheControl"])
+            check(metadata.contentDisposition, path + ["contentDisposition"])
+            check(metadata.contentEncoding, path + ["contentEncoding"])
+            check(metadata.contentLanguage, path + ["contentLanguage"])
+            for (key, value) in (metadata.customMetadata ?? [:]).sorted(by: { $0.key < $1.key }) {
+                check(value, path + ["customMetadata", key])
+            }
+        }
+        for (index, set) in manifest.files.enumerated() {
+            check(set.destination, ["files", index, "destination"])
+            check(set.metadata, ["files", index, "metadata"])
+            for (rule, item) in set.rules.enumerated() { check(item.metadata, ["files", index, "rules", rule, "metadata"]) }
+        }
+        if !errors.isEmpty { throw YAMLError(combining: errors) }
     }
 
     /// A file set's root, absolute.
@@ -40,10 +126,11 @@ public struct Job: Sendable {
     }
 
     /// Checks that every file set's root is a folder Hoist can read, so that a mount that went
-    /// away, a typo or a permission change stops the job instead of uploading nothing "successfully".
+    /// away, a typo or a permission change stops the job instead of uploading nothing "successfully";
+    /// and that the `storage.credentials` key file (for `gs://`) can be read.
     /// - Returns: notes for optional file sets whose root is missing (they are skipped).
     /// - Throws: `YAMLError` at the `root:` of the first file set whose root is missing (and not
-    ///   `optional: true`) or not a readable folder.
+    ///   `optional: true`) or not a readable folder; at `credentials:` for a key file that cannot be read.
     @discardableResult
     public func checkRoots() throws -> [String] {
         var notes: [String] = []
@@ -66,6 +153,14 @@ public struct Job: Sendable {
                 continue
             }
             throw locatedError(problem, at: ["files", index, "root"])
+        }
+        if let credentials = manifest.storage.credentials, manifest.storage.url.hasPrefix("gs://") {
+            let path = resolve(credentials)
+            if access(path, R_OK) != 0 {
+                let reason = String(cString: strerror(errno))
+                throw locatedError("credentials file \(path) cannot be read (\(reason)): fix the path "
+                    + "(relative to the manifest's folder), or leave credentials out to use the environment's", at: ["storage", "credentials"])
+            }
         }
         return notes
     }

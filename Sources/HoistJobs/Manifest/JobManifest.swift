@@ -1,4 +1,5 @@
 import Foundation
+import HoistYAML
 
 /// A job: what to upload, where, and how. See docs/manifest.md for every key.
 public struct JobManifest: Decodable, Sendable {
@@ -17,24 +18,31 @@ public struct JobManifest: Decodable, Sendable {
     public var description: String?
     /// The journal's path (relative to the manifest); default `$XDG_STATE_HOME/hoist/NAME.sqlite`.
     public var journal: String?
+    /// Environment variables the job sets for itself (over the process's own, so that a run from
+    /// cron's bare environment is the run of a terminal): `${VAR}` in the manifest, `{env:VAR}`,
+    /// storage credentials and hooks' `os.getenv` all read them. See `Job.init`.
+    public var env: [String: String]
+    /// A file of `KEY=VALUE` lines (relative to the manifest) the job reads its environment from,
+    /// under `env:` (which wins) and over the process's own. See `Job.init`.
+    public var envFile: String?
 
-    enum CodingKeys: String, CodingKey { case version, name, storage, files, upload, hooks, lua, schedule, description, journal }
+    enum CodingKeys: String, CodingKey { case version, name, storage, files, upload, hooks, lua, schedule, description, journal, env, envFile }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         version = try c.decode(Int.self, forKey: .version)
-        guard version == 1 else {
-            throw DecodingError.dataCorruptedError(forKey: .version, in: c, debugDescription: "unsupported version \(version): this Hoist reads version 1")
+        if version != 1 {
+            try decoder.report(.dataCorruptedError(forKey: .version, in: c, debugDescription: "unsupported version \(version): this Hoist reads version 1"))
         }
         name = try c.decode(String.self, forKey: .name)
-        guard !name.isEmpty, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) else {
-            throw DecodingError.dataCorruptedError(forKey: .name, in: c,
-                debugDescription: "bad job name '\(name)': use letters, digits, '.', '_' and '-'")
+        if name.isEmpty || !name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) {
+            try decoder.report(.dataCorruptedError(forKey: .name, in: c,
+                debugDescription: "bad job name '\(name)': use letters, digits, '.', '_' and '-'"))
         }
         storage = try c.decode(StorageSettings.self, forKey: .storage)
         files = try c.decode([FileSet].self, forKey: .files)
-        guard !files.isEmpty else {
-            throw DecodingError.dataCorruptedError(forKey: .files, in: c, debugDescription: "files is empty: list at least one file set")
+        if files.isEmpty {
+            try decoder.report(.dataCorruptedError(forKey: .files, in: c, debugDescription: "files is empty: list at least one file set"))
         }
         upload = try c.decodeIfPresent(UploadSettings.self, forKey: .upload) ?? UploadSettings()
         hooks = try c.decodeIfPresent([HookSource].self, forKey: .hooks) ?? []
@@ -42,6 +50,13 @@ public struct JobManifest: Decodable, Sendable {
         schedule = try c.decodeIfPresent(CronExpression.self, forKey: .schedule)
         description = try c.decodeIfPresent(String.self, forKey: .description)
         journal = try c.decodeIfPresent(String.self, forKey: .journal)
+        env = try c.decodeIfPresent([String: String].self, forKey: .env) ?? [:]
+        envFile = try c.decodeIfPresent(String.self, forKey: .envFile)
+        for key in env.keys.sorted() where key.isEmpty || key.first!.isNumber
+            || !key.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) {
+            try decoder.report(.dataCorruptedError(forKey: .env, in: c,
+                debugDescription: "bad variable name '\(key)' in env: use letters, digits and '_', not starting with a digit"))
+        }
     }
 }
 
@@ -108,9 +123,12 @@ public struct FileSet: Decodable, Sendable {
     /// A missing root is no error: the set is skipped with a note (default false: a missing or
     /// unreadable root stops the job with exit 2, so a mount that went away never looks like success).
     public var optional: Bool
+    /// Globs (`include`, `exclude`, rules' `match`) match letters whatever their case (default
+    /// false: `*.jpg` does not match `SCAN.JPG`).
+    public var ignoreCase: Bool
 
     enum CodingKeys: String, CodingKey {
-        case root, include, exclude, destination, metadata, rules, hidden, followSymlinks, minSize, maxSize, minAge, optional
+        case root, include, exclude, destination, metadata, rules, hidden, followSymlinks, minSize, maxSize, minAge, optional, ignoreCase
     }
 
     public init(from decoder: any Decoder) throws {
@@ -127,9 +145,15 @@ public struct FileSet: Decodable, Sendable {
         maxSize = try c.decodeIfPresent(ByteSize.self, forKey: .maxSize)
         minAge = try c.decodeIfPresent(TimeSpan.self, forKey: .minAge)
         optional = try c.decodeIfPresent(Bool.self, forKey: .optional) ?? false
+        ignoreCase = try c.decodeIfPresent(Bool.self, forKey: .ignoreCase) ?? false
+        if ignoreCase {
+            include = include.map { $0.ignoringCase() }
+            exclude = exclude.map { $0.ignoringCase() }
+            for index in rules.indices { rules[index].match = rules[index].match.map { $0.ignoringCase() } }
+        }
         if let minSize, let maxSize, minSize > maxSize {
-            throw DecodingError.dataCorruptedError(forKey: .maxSize, in: c,
-                debugDescription: "maxSize (\(maxSize.bytes) B) is smaller than minSize (\(minSize.bytes) B)")
+            try decoder.report(.dataCorruptedError(forKey: .maxSize, in: c,
+                debugDescription: "maxSize (\(maxSize.bytes) B) is smaller than minSize (\(minSize.bytes) B)"))
         }
     }
 }
@@ -207,12 +231,14 @@ public struct UploadSettings: Decodable, Sendable {
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         concurrency = try c.decodeIfPresent(Int.self, forKey: .concurrency) ?? 4
-        guard (1...256).contains(concurrency) else {
-            throw DecodingError.dataCorruptedError(forKey: .concurrency, in: c, debugDescription: "concurrency \(concurrency) is out of range 1-256")
+        if !(1...256).contains(concurrency) {
+            try decoder.report(.dataCorruptedError(forKey: .concurrency, in: c, debugDescription: "concurrency \(concurrency) is out of range 1-256"))
+            concurrency = 4
         }
         retries = try c.decodeIfPresent(Int.self, forKey: .retries) ?? 5
-        guard (0...100).contains(retries) else {
-            throw DecodingError.dataCorruptedError(forKey: .retries, in: c, debugDescription: "retries \(retries) is out of range 0-100")
+        if !(0...100).contains(retries) {
+            try decoder.report(.dataCorruptedError(forKey: .retries, in: c, debugDescription: "retries \(retries) is out of range 0-100"))
+            retries = 5
         }
         retryTime = try c.decodeIfPresent(TimeSpan.self, forKey: .retryTime) ?? TimeSpan(seconds: 600)
         bandwidth = try c.decodeIfPresent(ByteRate.self, forKey: .bandwidth)
@@ -220,18 +246,21 @@ public struct UploadSettings: Decodable, Sendable {
         remoteCheck = try c.decodeIfPresent(Bool.self, forKey: .remoteCheck) ?? false
         maxErrors = try c.decodeIfPresent(Int.self, forKey: .maxErrors)
         if let maxErrors, maxErrors < 1 {
-            throw DecodingError.dataCorruptedError(forKey: .maxErrors, in: c, debugDescription: "maxErrors must be at least 1")
+            try decoder.report(.dataCorruptedError(forKey: .maxErrors, in: c, debugDescription: "maxErrors must be at least 1"))
+            self.maxErrors = nil
         }
         failFast = try c.decodeIfPresent(Bool.self, forKey: .failFast) ?? false
     }
 }
 
-/// An entry of `hooks:`: a Lua file (relative to the manifest) or `inline:` Lua.
+/// An entry of `hooks:`: a Lua file (relative to the manifest), `inline:` Lua, or a plugin by
+/// name with its settings (`{ plugin: webhook, with: { url: ... } }`, see `PluginCatalog`).
 public enum HookSource: Decodable, Sendable, Equatable {
     case file(String)
     case inline(String)
+    case plugin(String, settings: [String: PluginSetting])
 
-    enum CodingKeys: String, CodingKey { case inline }
+    enum CodingKeys: String, CodingKey { case inline, plugin, with }
 
     public init(from decoder: any Decoder) throws {
         if let path = try? decoder.singleValueContainer().decode(String.self) {
@@ -239,7 +268,26 @@ public enum HookSource: Decodable, Sendable, Equatable {
             return
         }
         let c = try decoder.container(keyedBy: CodingKeys.self)
+        if c.contains(.plugin) {
+            let name = try c.decode(String.self, forKey: .plugin)
+            self = .plugin(name, settings: try c.decodeIfPresent([String: PluginSetting].self, forKey: .with) ?? [:])
+            return
+        }
         self = .inline(try c.decode(String.self, forKey: .inline))
+    }
+}
+
+/// A value under a plugin's `with:`: a scalar, or a list of scalars.
+public enum PluginSetting: Decodable, Sendable, Equatable {
+    case scalar(String)
+    case list([String])
+
+    public init(from decoder: any Decoder) throws {
+        if (try? decoder.unkeyedContainer()) != nil {
+            self = .list(try [String](from: decoder))
+        } else {
+            self = .scalar(try decoder.singleValueContainer().decode(String.self))
+        }
     }
 }
 

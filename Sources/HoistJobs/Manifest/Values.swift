@@ -40,6 +40,9 @@ public struct ByteSize: Decodable, Sendable, Equatable, Comparable, CustomString
             break
         }
         guard let amount = Double(number), amount >= 0, amount.isFinite else {
+            if let suggestion = suggestion(for: trimmed) {
+                throw ValueError("bad size '\(text)': units are case-sensitive (did you mean '\(suggestion)'?)")
+            }
             throw ValueError("bad size '\(text)': write a number with an optional unit: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB")
         }
         let bytes = (amount * factor).rounded()
@@ -47,6 +50,16 @@ public struct ByteSize: Decodable, Sendable, Equatable, Comparable, CustomString
             throw ValueError("size '\(text)' is too large: at most 8 EiB (9223372036854775807 bytes)")
         }
         return ByteSize(bytes: Int64(bytes))
+    }
+
+    /// `text` with its unit spelled right, when only the unit's case is wrong (`50mb` -> `50MB`).
+    static func suggestion(for text: String) -> String? {
+        for (unit, _) in units where text.lowercased().hasSuffix(unit.lowercased()) {
+            let number = String(text.dropLast(unit.count))
+            guard let amount = Double(number.trimmingCharacters(in: .whitespaces)), amount >= 0 else { return nil }
+            return number + unit
+        }
+        return nil
     }
 
     /// The first size that does not fit an `Int64` (2^63), as a `Double`.
@@ -72,6 +85,9 @@ public struct ByteRate: Decodable, Sendable, Equatable {
             size = try ByteSize.parse(String(trimmed.dropLast(2)))
         } catch {
             if error.message.contains("too large") { throw ValueError("rate '\(text)' is too large: at most 8 EiB/s") }
+            if let suggestion = ByteSize.suggestion(for: String(trimmed.dropLast(2))) {
+                throw ValueError("bad rate '\(text)': units are case-sensitive (did you mean '\(suggestion)/s'?)")
+            }
             throw ValueError("bad rate '\(text)': write a size per second, such as 50MB/s or 512KiB/s")
         }
         guard size.bytes > 0 else { throw ValueError("bad rate '\(text)': it must be more than 0") }

@@ -32,7 +32,12 @@ public struct JobSummary: Sendable {
     public var uploaded = 0
     public var failed = 0
     public var cancelled = 0
+    /// Files not uploaded on purpose: `unchanged` + `vetoed` + those the manifest's filters left out.
     public var skipped = 0
+    /// Skipped as unchanged since their last upload (the journal).
+    public var unchanged = 0
+    /// Skipped by a `before_upload` hook.
+    public var vetoed = 0
     public var bytes: Int64 = 0
     public var seconds: Double = 0
     /// Stopped by a signal or `cancelAll()`.
@@ -45,10 +50,13 @@ public struct JobSummary: Sendable {
 
     public init(job: String) { self.job = job }
 
-    /// `photos: 12 uploaded (3.4 MiB), 2 skipped, 1 failed in 1.2 s`.
+    /// `photos: 12 uploaded (3.4 MiB), 5 unchanged, 3 not included, 1 vetoed by a hook, 1 failed in 1.2 s`
+    /// ("not included": left out by `include`, `exclude`, sizes or age).
     public var line: String {
         var parts = ["\(uploaded) uploaded (\(ByteFormatter.string(bytes)))"]
-        if skipped > 0 { parts.append("\(skipped) skipped") }
+        if unchanged > 0 { parts.append("\(unchanged) unchanged") }
+        if skipped - unchanged - vetoed > 0 { parts.append("\(skipped - unchanged - vetoed) not included") }
+        if vetoed > 0 { parts.append("\(vetoed) vetoed by a hook") }
         if failed > 0 { parts.append("\(failed) failed") }
         if cancelled > 0 { parts.append("\(cancelled) cancelled") }
         return "\(job): " + parts.joined(separator: ", ") + String(format: " in %.1f s", seconds) + (interrupted ? " (interrupted)" : "")
@@ -191,6 +199,8 @@ public final class JobRunner: Sendable {
                     }
                     if case .skip(let reason) = item.decision {
                         summary.skipped += 1
+                        if item.decision == Planner.unchanged { summary.unchanged += 1 }
+                        if item.decision == HookBus.vetoed { summary.vetoed += 1 }
                         for observer in observers { observer.fileSkipped(item, reason: reason) }
                         continue
                     }

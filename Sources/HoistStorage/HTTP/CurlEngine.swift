@@ -12,6 +12,11 @@ private import CCurl
 /// let response = try await CurlEngine.shared.perform(HTTPRequest(method: "GET", url: "http://127.0.0.1:4443/"))
 /// ```
 public final class CurlEngine: @unchecked Sendable {
+    /// The libcurl release, such as "7.88.1" (from `curl_version()`: "libcurl/7.88.1 OpenSSL/...").
+    public static var libraryVersion: String {
+        String(String(cString: curl_version()).split(separator: " ").first?.dropFirst("libcurl/".count) ?? "")
+    }
+
     // Thread confinement: `multi`, `active` and `idleHandles` are touched only on the engine's
     // own thread; other threads reach it through `inbox` and `curl_multi_wakeup` (thread-safe).
     public static let shared = CurlEngine()
