@@ -40,6 +40,8 @@ extension Hoist {
         @Flag(name: .long, help: "Print one JSON line per event (resume, progress, success, failure) and a summary line.")
         var json = false
 
+        @OptionGroup var trustOptions: TrustOptions
+
         @Argument(help: "Files or directories to upload, then the destination.")
         var paths: [String] = []
 
@@ -52,7 +54,7 @@ extension Hoist {
         }
 
         func run() async throws {
-            let target = try Destination(paths.last!, storage: storage)
+            let target = try Destination(paths.last!, storage: storage, caBundle: trustOptions.caBundlePath)
             let plan = try CopyPlan(sources: Array(paths.dropLast()), destination: target)
             let reporter = CopyReporter(json: json, terminal: !json && isatty(STDERR_FILENO) != 0,
                                         files: plan.items.count, bytes: plan.totalBytes)
@@ -107,19 +109,30 @@ struct Destination {
     let path: String
     var isPrefix: Bool { path.isEmpty || path.hasSuffix("/") }
 
-    init(_ text: String, storage: String?) throws {
+    init(_ text: String, storage: String?, caBundle: String? = nil) throws {
+        /// The storage for a URL; a gs:// one with `caBundle` trusts it (over the environment's).
+        func open(_ url: String) throws -> Storage {
+            guard let caBundle, url.hasPrefix("gs://") else { return Storage.storage(url: url) }
+            let bucket = String(url.dropFirst("gs://".count).split(separator: "/").first ?? "")
+            do {
+                return Storage(url: url, backend: GCSBackend(try GCSBackend.Configuration.fromEnvironment(bucket: bucket, caBundle: caBundle)))
+            } catch {
+                FileHandle.standardError.write(Data("hoist: \(describe(error))\n".utf8))
+                throw ExitCode(2)
+            }
+        }
         if text.hasPrefix("gs://") {
             let rest = text.dropFirst("gs://".count)
             let bucket = rest.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
             guard !bucket.isEmpty else { throw ValidationError("'\(text)' names no bucket: use gs://BUCKET/PATH.") }
-            self.storage = Storage.storage(url: "gs://\(bucket)")
+            self.storage = try open("gs://\(bucket)")
             path = String(rest.dropFirst(bucket.count).drop { $0 == "/" })
         } else if text.hasPrefix("file:") {
             // A local bucket's directory: objects go at its root.
             self.storage = Storage.storage(url: text)
             path = ""
         } else {
-            self.storage = storage.map(Storage.storage(url:)) ?? Storage.storage()
+            self.storage = try open(storage ?? ProcessInfo.processInfo.environment["HOIST_STORAGE_URL"] ?? "file:.hoist/bucket")
             path = text.hasPrefix("/") ? String(text.drop { $0 == "/" }) : text
         }
     }

@@ -1,0 +1,56 @@
+import Foundation
+import HoistTestSupport
+import Testing
+
+/// `hoist run` against fake-gcs-server over https: the job's `storage.caBundle`, the
+/// `--ca-bundle` flag, and `insecureSkipTLSVerify`, which works and warns on every run.
+@Suite struct TLSJobTests {
+    let hoist = productsDirectory.appendingPathComponent("hoist").path
+
+    func environment() throws -> [String: String] {
+        var environment = ProcessInfo.processInfo.environment
+        for name in ["SSL_CERT_FILE", "CURL_CA_BUNDLE", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] { environment[name] = nil }
+        environment["STORAGE_EMULATOR_HOST"] = try FakeGCSTLS.endpoint()
+        return environment
+    }
+
+    @Test func theJobsCABundleTheFlagAndInsecureSkipTLSVerify() async throws {
+        let ca = try TestCertificates.shared().caFile
+        let bucket = try await FakeGCSTLS.makeBucket()
+        let fixture = try JobFixture()
+        try fixture.file("a.txt", 300)
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        let environment = try environment()
+        func run(_ storage: String, _ extra: [String] = []) throws -> (status: Int32, stdout: String, stderr: String) {
+            _ = try fixture.job("storage: { url: 'gs://\(bucket)'\(storage) }\nfiles: [{ root: src, destination: '{relpath}' }]\n")
+            return try runProcess(hoist, ["run", "--force"] + extra + [manifest], environment: environment)
+        }
+
+        // No CA: the run cannot start, and says how to fix it in one line.
+        let untrusted = try run("")
+        #expect(untrusted.status == 2)
+        #expect(untrusted.stderr.contains("is not trusted") && untrusted.stderr.contains("--ca-bundle FILE"), "\(untrusted.stderr)")
+        #expect(untrusted.stderr.split(separator: "\n").count == 1, "\(untrusted.stderr)")
+
+        try FileManager.default.copyItem(atPath: ca, toPath: fixture.directory.url.appendingPathComponent("ca.pem").path)
+        let fromManifest = try run(", caBundle: ca.pem")   // relative to the manifest's folder
+        #expect(fromManifest.status == 0, "\(fromManifest.stderr)")
+        #expect(!fromManifest.stderr.contains("warning"))
+        #expect(try await FakeGCSTLS.download(bucket: bucket, object: "a.txt") == patternData(300))
+
+        let fromFlag = try run("", ["--ca-bundle", ca])
+        #expect(fromFlag.status == 0, "\(fromFlag.stderr)")
+
+        let missing = try run(", caBundle: nope.pem")
+        #expect(missing.status == 2)
+        #expect(missing.stderr.contains("job.yaml:4:") && missing.stderr.contains("nope.pem cannot be read"), "\(missing.stderr)")
+
+        // Checks off: it works, and every run says so.
+        for _ in 0..<2 {
+            let insecure = try run(", insecureSkipTLSVerify: true")
+            #expect(insecure.status == 0, "\(insecure.stderr)")
+            #expect(insecure.stderr.contains("hoist: warning: TLS certificate checks are off (storage.insecureSkipTLSVerify)"),
+                    "\(insecure.stderr)")
+        }
+    }
+}
