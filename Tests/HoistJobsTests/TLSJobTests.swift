@@ -45,6 +45,22 @@ import Testing
         #expect(missing.status == 2)
         #expect(missing.stderr.contains("job.yaml:4:") && missing.stderr.contains("nope.pem cannot be read"), "\(missing.stderr)")
 
+        // A hook's http.post trusts the job's CA bundle too (a re-signing proxy signs every host).
+        let hook = """
+            hooks:
+              - inline: |
+                  function on_success(s)
+                    local r, err = http.post("\(try FakeGCSTLS.endpoint())/storage/v1/b/\(bucket)", "")
+                    log.info("post " .. (r and tostring(r.status) or ("failed: " .. tostring(err))))
+                  end
+
+            """
+        _ = try fixture.job("storage: { url: 'gs://\(bucket)', caBundle: ca.pem }\nfiles: [{ root: src }]\n" + hook)
+        let hooked = try runProcess(hoist, ["run", "--force", manifest], environment: environment)
+        #expect(hooked.status == 0, "\(hooked.stderr)")
+        #expect(hooked.stderr.contains("info: post "), "\(hooked.stderr)")
+        #expect(!hooked.stderr.contains("post failed"), "\(hooked.stderr)")
+
         // Checks off: it works, and every run says so.
         for _ in 0..<2 {
             let insecure = try run(", insecureSkipTLSVerify: true")
