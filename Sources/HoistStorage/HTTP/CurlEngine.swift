@@ -7,7 +7,7 @@ private import CCurl
 /// Connections are kept and reused between requests. Over TLS, HTTP/2 is asked for by ALPN:
 /// transfers wait for a connection being set up (`CURLOPT_PIPEWAIT`) and then run as streams over
 /// it, so a batch of small uploads shares one or a few connections; a server that answers with
-/// HTTP/1.1 gets one connection per transfer, at most `maxConnectionsPerHost`. TLS sessions are
+/// HTTP/1.1 gets one connection per transfer in flight, at most `maxConnectionsPerHost`. TLS sessions are
 /// shared between handles (a share handle), so a new connection resumes one. Request bodies are
 /// read from their files as they are sent (never loaded whole), and a transfer can be paused and
 /// resumed on the wire through its `TransferControl`. Only this file imports libcurl.
@@ -33,9 +33,12 @@ public final class CurlEngine: @unchecked Sendable {
     /// libcurl's version line, such as `libcurl/7.88.1 OpenSSL/3.0.17 ...`.
     public static var version: String { String(cString: curl_version()) }
 
-    /// The most connections open to one host at once; more transfers wait for one (over HTTP/1.1)
-    /// or become streams of an HTTP/2 connection.
-    public static let maxConnectionsPerHost = 64
+    /// The most connections open to one host at once. Over HTTP/2, PIPEWAIT keeps the count at
+    /// one or a few (a connection holds as many streams as its server allows); the bound is for
+    /// HTTP/1.1, where each transfer needs a connection of its own. It is no lower than the most
+    /// uploads a job runs at once (256): a transfer waiting in curl's queue moves no bytes, and
+    /// the stall watchdog would count its wait.
+    public static let maxConnectionsPerHost = 256
 
     private init() {
         curl_global_init(Int(CURL_GLOBAL_DEFAULT))
