@@ -14,6 +14,24 @@ import Testing
         return environment
     }
 
+    @Test func behindAProxyWithHTTPS_PROXYAndSSL_CERT_FILE() async throws {
+        // The user: a job run through a proxy, trusting a private CA, set by environment alone.
+        let bucket = try await FakeGCSTLS.makeBucket()
+        let proxy = try TinyProxy()
+        let fixture = try JobFixture()
+        try fixture.file("photos/a.jpg", 5000)
+        try fixture.file("photos/b.jpg", 9 << 20)   // resumable
+        _ = try fixture.job("storage: { url: 'gs://\(bucket)' }\nfiles: [{ root: src }]\n")
+        var environment = try environment()
+        environment["HTTPS_PROXY"] = "http://127.0.0.1:\(proxy.port)"
+        environment["SSL_CERT_FILE"] = try TestCertificates.shared().caFile
+        let run = try runProcess(hoist, ["run", fixture.directory.url.appendingPathComponent("job.yaml").path], environment: environment)
+        #expect(run.status == 0, "\(run.stderr)\n\(proxy.log)")
+        #expect(proxy.tunnels >= 1)
+        #expect(try await FakeGCSTLS.download(bucket: bucket, object: "photos/a.jpg") == patternData(5000))
+        #expect(try await FakeGCSTLS.download(bucket: bucket, object: "photos/b.jpg") == patternData(9 << 20))
+    }
+
     @Test func theJobsCABundleTheFlagAndInsecureSkipTLSVerify() async throws {
         let ca = try TestCertificates.shared().caFile
         let bucket = try await FakeGCSTLS.makeBucket()

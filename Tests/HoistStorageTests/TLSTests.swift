@@ -30,6 +30,8 @@ import Testing
         #expect(stored.md5Hash == md5Base64(small))
         #expect(try await FakeGCSTLS.download(bucket: bucket, object: "s/small.bin") == small)
         #expect(try await storage.reference(withPath: "s/small.bin").getMetadata().customMetadata?["over"] == "tls")
+        let link = try await storage.reference(withPath: "s/small.bin").downloadURL()
+        #expect(link.absoluteString.hasPrefix(try FakeGCSTLS.endpoint() + "/v0/b/\(bucket)/o/s%2Fsmall.bin?alt=media&token="))
 
         // Resumable: the session URL is https too, and one streamed PUT goes over the same trust.
         let directory = try TemporaryDirectory()
