@@ -7,10 +7,11 @@ private import CCurl
 /// Connections are kept and reused between requests. Over TLS, HTTP/2 is asked for by ALPN:
 /// transfers wait for a connection being set up (`CURLOPT_PIPEWAIT`) and then run as streams over
 /// it, so a batch of small uploads shares one or a few connections; a server that answers with
-/// HTTP/1.1 gets one connection per transfer in flight, at most `maxConnectionsPerHost`. TLS sessions are
-/// shared between handles (a share handle), so a new connection resumes one. Request bodies are
-/// read from their files as they are sent (never loaded whole), and a transfer can be paused and
-/// resumed on the wire through its `TransferControl`. Only this file imports libcurl.
+/// HTTP/1.1 gets one connection per transfer in flight, at most `maxConnectionsPerHost`. TLS
+/// sessions are shared between handles (a share handle), so a new connection resumes one.
+/// Request bodies are read from their files as they are sent (never loaded whole), and a
+/// transfer can be paused and resumed on the wire through its `TransferControl`. Only this file
+/// imports libcurl.
 ///
 /// Proxies come from the environment as libcurl reads it: `https_proxy`/`HTTPS_PROXY` for https
 /// URLs (a `CONNECT` tunnel), `http_proxy` for http, `ALL_PROXY`, and `NO_PROXY`/`no_proxy`.
