@@ -1,8 +1,15 @@
 #!/usr/bin/env python3
 """Uploads the same data with Hoist, rclone and a raw client (the server's ceiling) to a fresh
-fake-gcs-server each, and prints wall time, rate, CPU seconds, peak RSS and the ratios.
+fake-gcs-server each, and prints wall time, rate, CPU seconds, peak RSS, the TCP connections
+each tool opened, and the ratios.
 
-CPU and peak RSS come from GNU time (its wait4 on the tool), so each tool is measured alike."""
+CPU and peak RSS come from GNU time (its wait4 on the tool), so each tool is measured alike.
+Connections are the distinct client ports `ss` saw established to the server (polled every
+10 ms from the server's side; a connection shorter than that can be missed).
+
+--https runs it all again over TLS (HTTP/2 by ALPN) against fake-gcs-server started with
+-scheme https and a certificate from a throwaway CA made with openssl: Hoist trusts the CA
+(--ca-bundle), rclone skips the check (--no-check-certificate), curl uses --cacert."""
 import argparse
 import json
 import os
@@ -10,7 +17,9 @@ import shutil
 import socket
 import subprocess
 import sys
+import ssl
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -25,13 +34,32 @@ def free_port():
         return s.getsockname()[1]
 
 
-class Server:
-    """A fresh in-memory fake-gcs-server with one bucket."""
+def make_certificates(directory):
+    """A throwaway CA and a server certificate for 127.0.0.1 it signed: (ca, cert, key) paths."""
+    ca, ca_key, cert, key, csr, ext = (os.path.join(directory, n) for n in
+                                       ("ca.pem", "ca.key", "server.pem", "server.key", "server.csr", "server.ext"))
+    with open(ext, "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    for step in (["req", "-x509"] + ec + ["-keyout", ca_key, "-out", ca, "-days", "2", "-subj", "/CN=Hoist bench CA"],
+                 ["req"] + ec + ["-keyout", key, "-out", csr, "-subj", "/CN=127.0.0.1"],
+                 ["x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial", "-out", cert, "-days", "2",
+                  "-extfile", ext]):
+        subprocess.run(["openssl"] + step, check=True, capture_output=True)
+    return ca, cert, key
 
-    def __init__(self, bucket="bench"):
+
+class Server:
+    """A fresh in-memory fake-gcs-server with one bucket; over TLS when given certificates."""
+
+    def __init__(self, bucket="bench", tls=None):
         self.port = free_port()
-        self.process = subprocess.Popen([SERVER, "-scheme", "http", "-host", "127.0.0.1", "-port", str(self.port),
-                                         "-backend", "memory", "-log-level", "error"],
+        self.scheme = "https" if tls else "http"
+        self.base = f"{self.scheme}://127.0.0.1:{self.port}"
+        self.context = ssl.create_default_context(cafile=tls[0]) if tls else None
+        extra = ["-cert-location", tls[1], "-private-key-location", tls[2], "-external-url", self.base] if tls else []
+        self.process = subprocess.Popen([SERVER, "-scheme", self.scheme, "-host", "127.0.0.1", "-port", str(self.port),
+                                         "-backend", "memory", "-log-level", "error"] + extra,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for _ in range(200):
             try:
@@ -39,15 +67,40 @@ class Server:
                 break
             except OSError:
                 time.sleep(0.05)
-        request = urllib.request.Request(f"http://127.0.0.1:{self.port}/storage/v1/b", method="POST",
+        request = urllib.request.Request(f"{self.base}/storage/v1/b", method="POST",
                                          data=json.dumps({"name": bucket}).encode(),
                                          headers={"Content-Type": "application/json"})
-        urllib.request.urlopen(request).read()
+        urllib.request.urlopen(request, context=self.context).read()
         self.bucket = bucket
+        self.peers = set()
+        self.watching = False
 
     def count(self, prefix):
-        url = f"http://127.0.0.1:{self.port}/storage/v1/b/{self.bucket}/o?prefix={prefix}&maxResults=100000"
-        return len(json.load(urllib.request.urlopen(url)).get("items", []))
+        url = f"{self.base}/storage/v1/b/{self.bucket}/o?prefix={prefix}&maxResults=100000"
+        return len(json.load(urllib.request.urlopen(url, context=self.context)).get("items", []))
+
+    def watch(self):
+        """Starts collecting the client ports of connections established to the server."""
+        self.peers, self.watching = set(), True
+
+        def poll():
+            while self.watching:
+                out = subprocess.run(["ss", "-Htn", "state", "established", f"( sport = :{self.port} )"],
+                                     capture_output=True, text=True).stdout
+                for line in out.splitlines():
+                    fields = line.split()
+                    if len(fields) >= 4:
+                        self.peers.add(fields[-1])
+                time.sleep(0.01)
+
+        self.watcher = threading.Thread(target=poll, daemon=True)
+        self.watcher.start()
+
+    def connections(self):
+        """Stops watching; the distinct connections seen."""
+        self.watching = False
+        self.watcher.join()
+        return len(self.peers)
 
     def stop(self):
         self.process.kill()
@@ -87,13 +140,85 @@ end
     sys.exit("wrk printed no rate:\n" + out)
 
 
-def large_ceiling(server, path):
+def large_ceiling(server, path, ca=None):
     init = urllib.request.Request(
-        f"http://127.0.0.1:{server.port}/upload/storage/v1/b/{server.bucket}/o?uploadType=resumable",
+        f"{server.base}/upload/storage/v1/b/{server.bucket}/o?uploadType=resumable",
         method="POST", data=json.dumps({"name": "curl/large.bin"}).encode(), headers={"Content-Type": "application/json"})
-    location = urllib.request.urlopen(init).headers["Location"]
-    wall, cpu, rss, _ = timed(["curl", "-s", "-o", "/dev/null", "-H", "Expect:", "-T", path, location])
+    location = urllib.request.urlopen(init, context=server.context).headers["Location"]
+    wall, cpu, rss, _ = timed(["curl", "-s", "-o", "/dev/null", "-H", "Expect:", "-T", path, location]
+                              + (["--cacert", ca] if ca else []))
     return wall
+
+
+def run_suite(args, label, tls, small, large, large_bytes, plain_small_rate):
+    """The small-file and large-file runs against servers over `tls` (None: plain http).
+    Returns Hoist's small-file rate."""
+    ca = tls[0] if tls else None
+
+    def hoist(server, source, dest):
+        host = server.base if tls else f"127.0.0.1:{server.port}"
+        env = dict(os.environ, STORAGE_EMULATOR_HOST=host)
+        return timed([args.hoist, "cp", "-j", str(args.concurrency)] + (["--ca-bundle", ca] if ca else [])
+                     + [source, f"gs://{server.bucket}/{dest}"], env=env)
+
+    def rclone(server, source, dest):
+        return timed([args.rclone, "copy", source, f":gcs:{server.bucket}/{dest}", "--gcs-endpoint",
+                      f"{server.base}/storage/v1/", "--gcs-anonymous",
+                      "--transfers", str(args.concurrency), "--checkers", str(args.concurrency)]
+                     + (["--no-check-certificate"] if tls else []))
+
+    print(f"\n=== {label} ===")
+    # Small files.
+    ceiling = None
+    if not tls:
+        server = Server(); ceiling = small_ceiling(server, 5, args.concurrency); server.stop()
+    results = {}
+    for name, run in (("hoist", hoist), ("rclone", rclone)):
+        server = Server(tls=tls)
+        server.watch()
+        wall, cpu, rss, _ = run(server, small, f"{name}/")
+        connections = server.connections()
+        stored = server.count(f"{name}/")
+        server.stop()
+        if stored != args.files:
+            sys.exit(f"{name} stored {stored} of {args.files} small files")
+        results[name] = (wall, cpu, rss, connections)
+    print(f"\n{args.files} files of 4 KiB, concurrency {args.concurrency}")
+    if ceiling:
+        print(f"  server ceiling (wrk, {args.concurrency} connections): {ceiling:8.0f} uploads/s")
+    print(f"  {'tool':8} {'wall s':>8} {'files/s':>9} {'CPU s':>7} {'peak RSS':>10} {'TCP conns':>10}")
+    for name, (wall, cpu, rss, connections) in results.items():
+        print(f"  {name:8} {wall:8.2f} {args.files / wall:9.0f} {cpu:7.2f} {rss / 2**20:8.1f} MiB {connections:10d}")
+    h, r = results["hoist"], results["rclone"]
+    line = f"  hoist/rclone files/s: {r[0] / h[0]:.2f}x   CPU hoist/rclone: {h[1] / r[1]:.2f}"
+    if ceiling:
+        line += f"   hoist/ceiling: {args.files / h[0] / ceiling:.2f}"
+    if plain_small_rate:
+        line += f"   hoist vs its plain HTTP rate: {args.files / h[0] / plain_small_rate:.2f}"
+    print(line)
+    small_rate = args.files / h[0]
+
+    # One large file.
+    server = Server(tls=tls); curl_wall = large_ceiling(server, large, ca); server.stop()
+    results = {}
+    for name, run in (("hoist", hoist), ("rclone", rclone)):
+        server = Server(tls=tls)
+        server.watch()
+        wall, cpu, rss, _ = run(server, large, f"{name}/" if name == "rclone" else f"{name}/large.bin")
+        connections = server.connections()
+        stored = server.count(f"{name}/")
+        server.stop()
+        if stored != 1:
+            sys.exit(f"{name} did not store the large file")
+        results[name] = (wall, cpu, rss, connections)
+    print(f"\none file of {args.large_mib} MiB")
+    print(f"  raw curl (one curl -T PUT{' over TLS' if tls else ''}): {curl_wall:.2f} s, {large_bytes / curl_wall / 1e6:.0f} MB/s")
+    print(f"  {'tool':8} {'wall s':>8} {'MB/s':>9} {'CPU s':>7} {'peak RSS':>10} {'TCP conns':>10}")
+    for name, (wall, cpu, rss, connections) in results.items():
+        print(f"  {name:8} {wall:8.2f} {large_bytes / wall / 1e6:9.0f} {cpu:7.2f} {rss / 2**20:8.1f} MiB {connections:10d}")
+    h, r = results["hoist"], results["rclone"]
+    print(f"  hoist/rclone MB/s: {r[0] / h[0]:.2f}x   hoist/curl: {curl_wall / h[0]:.2f}   CPU hoist/rclone: {h[1] / r[1]:.2f}")
+    return small_rate
 
 
 def main():
@@ -104,6 +229,7 @@ def main():
     parser.add_argument("--large-mib", type=int, default=512)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--https", action="store_true", help="also run everything over HTTPS + HTTP/2")
     args = parser.parse_args()
     if args.quick:
         args.files, args.large_mib = 200, 64
@@ -119,55 +245,10 @@ def main():
         for _ in range(args.large_mib):
             f.write(os.urandom(1 << 20))
     large_bytes = args.large_mib << 20
-    rows = []
-
-    def hoist(server, source, dest):
-        env = dict(os.environ, STORAGE_EMULATOR_HOST=f"127.0.0.1:{server.port}")
-        return timed([args.hoist, "cp", "-j", str(args.concurrency), source, f"gs://{server.bucket}/{dest}"], env=env)
-
-    def rclone(server, source, dest):
-        return timed([args.rclone, "copy", source, f":gcs:{server.bucket}/{dest}", "--gcs-endpoint",
-                      f"http://127.0.0.1:{server.port}/storage/v1/", "--gcs-anonymous",
-                      "--transfers", str(args.concurrency), "--checkers", str(args.concurrency)])
-
-    # Small files.
-    server = Server(); ceiling = small_ceiling(server, 5, args.concurrency); server.stop()
-    results = {}
-    for name, run in (("hoist", hoist), ("rclone", rclone)):
-        server = Server()
-        wall, cpu, rss, _ = run(server, small, f"{name}/")
-        stored = server.count(f"{name}/")
-        server.stop()
-        if stored != args.files:
-            sys.exit(f"{name} stored {stored} of {args.files} small files")
-        results[name] = (wall, cpu, rss)
-    print(f"\n{args.files} files of 4 KiB, concurrency {args.concurrency}")
-    print(f"  server ceiling (wrk, {args.concurrency} connections): {ceiling:8.0f} uploads/s")
-    print(f"  {'tool':8} {'wall s':>8} {'files/s':>9} {'CPU s':>7} {'peak RSS':>10}")
-    for name, (wall, cpu, rss) in results.items():
-        print(f"  {name:8} {wall:8.2f} {args.files / wall:9.0f} {cpu:7.2f} {rss / 2**20:8.1f} MiB")
-    h, r = results["hoist"], results["rclone"]
-    print(f"  hoist/rclone files/s: {r[0] / h[0]:.2f}x   hoist/ceiling: {args.files / h[0] / ceiling:.2f}   "
-          f"CPU hoist/rclone: {h[1] / r[1]:.2f}")
-
-    # One large file.
-    server = Server(); curl_wall = large_ceiling(server, large); server.stop()
-    results = {}
-    for name, run in (("hoist", hoist), ("rclone", rclone)):
-        server = Server()
-        wall, cpu, rss, _ = run(server, large, f"{name}/" if name == "rclone" else f"{name}/large.bin")
-        stored = server.count(f"{name}/")
-        server.stop()
-        if stored != 1:
-            sys.exit(f"{name} did not store the large file")
-        results[name] = (wall, cpu, rss)
-    print(f"\none file of {args.large_mib} MiB")
-    print(f"  server ceiling (one curl -T PUT): {curl_wall:.2f} s, {large_bytes / curl_wall / 1e6:.0f} MB/s")
-    print(f"  {'tool':8} {'wall s':>8} {'MB/s':>9} {'CPU s':>7} {'peak RSS':>10}")
-    for name, (wall, cpu, rss) in results.items():
-        print(f"  {name:8} {wall:8.2f} {large_bytes / wall / 1e6:9.0f} {cpu:7.2f} {rss / 2**20:8.1f} MiB")
-    h, r = results["hoist"], results["rclone"]
-    print(f"  hoist/rclone MB/s: {r[0] / h[0]:.2f}x   hoist/curl: {curl_wall / h[0]:.2f}   CPU hoist/rclone: {h[1] / r[1]:.2f}")
+    tls = make_certificates(work) if args.https else None
+    plain_small_rate = None
+    for label, certificates in (("plain HTTP/1.1", None),) + ((("HTTPS + HTTP/2", tls),) if tls else ()):
+        plain_small_rate = run_suite(args, label, certificates, small, large, large_bytes, plain_small_rate)
     shutil.rmtree(work)
 
 

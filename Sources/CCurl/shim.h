@@ -17,6 +17,7 @@ static inline CURLcode hoist_curl_easy_getinfo_long(CURL *h, CURLINFO i, long *v
 static inline CURLcode hoist_curl_easy_getinfo_off(CURL *h, CURLINFO i, curl_off_t *v) { return curl_easy_getinfo(h, i, v); }
 static inline CURLcode hoist_curl_easy_getinfo_pointer(CURL *h, CURLINFO i, void **v) { return curl_easy_getinfo(h, i, v); }
 static inline CURLMcode hoist_curl_multi_setopt_long(CURLM *m, CURLMoption o, long v) { return curl_multi_setopt(m, o, v); }
+static inline CURLSHcode hoist_curl_share_setopt_long(CURLSH *s, CURLSHoption o, long v) { return curl_share_setopt(s, o, v); }
 
 /// The read callback's "pause this transfer" answer, a macro in curl.h.
 static inline size_t hoist_curl_readfunc_pause(void) { return CURL_READFUNC_PAUSE; }
@@ -31,4 +32,6 @@ static inline CURLcode hoist_curl_msg_result(const CURLMsg *m) { return m->data.
 static inline int hoist_curl_msg_is_done(const CURLMsg *m) { return m->msg == CURLMSG_DONE; }
 static inline int hoist_curl_pause_cont(void) { return CURLPAUSE_CONT; }
 static inline long hoist_curl_http_version_2tls(void) { return CURL_HTTP_VERSION_2TLS; }
+/// Multiplexing on the multi handle (CURLPIPE_MULTIPLEX, a macro in multi.h).
+static inline long hoist_curl_pipe_multiplex(void) { return CURLPIPE_MULTIPLEX; }
 #endif

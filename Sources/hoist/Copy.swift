@@ -16,7 +16,8 @@ extension Hoist {
 
                 DEST is gs://BUCKET/PATH, or a path in the bucket named by --storage (a local \
                 directory bucket by default). gs:// uses $STORAGE_EMULATOR_HOST, \
-                $GOOGLE_OAUTH_ACCESS_TOKEN or $GOOGLE_APPLICATION_CREDENTIALS as Google's tools do.
+                $GOOGLE_OAUTH_ACCESS_TOKEN or $GOOGLE_APPLICATION_CREDENTIALS as Google's tools do, \
+                and $HTTPS_PROXY, $NO_PROXY, $CURL_CA_BUNDLE and $SSL_CERT_FILE as curl does.
 
                 Exit status: 0 all uploaded, 1 some failed, 2 could not start.
                 """
@@ -49,6 +50,8 @@ extension Hoist {
         @Flag(name: .long, help: "Upload nothing: print each file and the object it would become.")
         var dryRun = false
 
+        @OptionGroup var trustOptions: TrustOptions
+
         @Argument(help: "Files or directories to upload, then the destination.", completion: .file())
         var paths: [String] = []
 
@@ -62,7 +65,7 @@ extension Hoist {
         }
 
         func run() async throws {
-            let target = try Destination(paths.last!, storage: storage)
+            let target = try Destination(paths.last!, storage: storage, caBundle: trustOptions.caBundlePath)
             let plan = try CopyPlan(sources: Array(paths.dropLast()), destination: target)
             if dryRun {
                 var output = BufferedOutput()
@@ -130,12 +133,23 @@ struct Destination {
     let path: String
     var isPrefix: Bool { path.isEmpty || path.hasSuffix("/") }
 
-    init(_ text: String, storage: String?) throws {
+    init(_ text: String, storage: String?, caBundle: String? = nil) throws {
+        /// The storage for a URL; a gs:// one with `caBundle` trusts it (over the environment's).
+        func open(_ url: String) throws -> Storage {
+            guard let caBundle, url.hasPrefix("gs://") else { return Storage.storage(url: url) }
+            let bucket = String(url.dropFirst("gs://".count).split(separator: "/").first ?? "")
+            do {
+                return Storage(url: url, backend: GCSBackend(try GCSBackend.Configuration.fromEnvironment(bucket: bucket, caBundle: caBundle)))
+            } catch {
+                FileHandle.standardError.write(Data("hoist: \(describe(error))\n".utf8))
+                throw ExitCode(2)
+            }
+        }
         if text.hasPrefix("gs://") {
             let rest = text.dropFirst("gs://".count)
             let bucket = rest.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
             guard !bucket.isEmpty else { throw ValidationError("'\(text)' names no bucket: use gs://BUCKET/PATH.") }
-            self.storage = Storage.storage(url: "gs://\(bucket)")
+            self.storage = try open("gs://\(bucket)")
             path = String(rest.dropFirst(bucket.count).drop { $0 == "/" })
         } else if text.hasPrefix("file:") {
             // A local bucket's directory: objects go at its root.
@@ -146,7 +160,7 @@ struct Destination {
                storage.dropFirst("gs://".count).split(separator: "/", omittingEmptySubsequences: false).first?.isEmpty ?? true {
                 throw ValidationError("--storage '\(storage)' names no bucket: use gs://BUCKET.")
             }
-            self.storage = storage.map(Storage.storage(url:)) ?? Storage.storage()
+            self.storage = try open(storage ?? ProcessInfo.processInfo.environment["HOIST_STORAGE_URL"] ?? "file:.hoist/bucket")
             path = text.hasPrefix("/") ? String(text.drop { $0 == "/" }) : text
         }
     }

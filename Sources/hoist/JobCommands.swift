@@ -65,6 +65,8 @@ extension Hoist {
 
         @OptionGroup var journalOptions: JournalOptions
 
+        @OptionGroup var trustOptions: TrustOptions
+
         @Flag(name: .long, help: "Upload every file, even those the journal knows unchanged.")
         var force = false
 
@@ -118,7 +120,10 @@ extension Hoist {
             let storage: Storage
             do {
                 for note in try job.checkRoots() { FileHandle.standardError.write(Data("hoist: note: \(note)\n".utf8)) }
-                storage = try job.makeStorage()
+                storage = try job.makeStorage(caBundle: trustOptions.caBundlePath)
+                if job.manifest.storage.insecureSkipTLSVerify == true, job.manifest.storage.url.hasPrefix("gs://") {
+                    FileHandle.standardError.write(Data(insecureTLSWarning.utf8))
+                }
                 try await storage.backend.checkAccess()
             } catch {
                 try failStart(job, describe(error), journal: journal)
@@ -378,6 +383,28 @@ struct JournalOptions: ParsableArguments {
     @Option(name: .long, help: "The journal (default: the manifest's journal:, else $XDG_STATE_HOME/hoist/JOB.sqlite).")
     var journal: String?
 }
+
+/// Which TLS certificates `gs://` trusts, for `run` and `cp`.
+struct TrustOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp(
+        "A PEM file of CA certificates to trust for gs:// (a private CA, or a proxy's that re-signs TLS), over storage.caBundle, $CURL_CA_BUNDLE and $SSL_CERT_FILE. Default: the system store.",
+        valueName: "file"))
+    var caBundle: String?
+
+    func validate() throws {
+        if let caBundle, !FileManager.default.isReadableFile(atPath: caBundle) {
+            throw ValidationError("--ca-bundle \(caBundle) cannot be read: name a PEM file of CA certificates.")
+        }
+    }
+
+    /// The bundle as an absolute path (curl resolves relative ones against the working directory too,
+    /// but errors read better with the whole path).
+    var caBundlePath: String? { caBundle.map { URL(fileURLWithPath: $0).standardizedFileURL.path } }
+}
+
+/// The warning every run prints while TLS checks are off.
+let insecureTLSWarning = "hoist: warning: TLS certificate checks are off (storage.insecureSkipTLSVerify): anyone on the network "
+    + "path can read and change these uploads. Use it only against an emulator; for a private CA or proxy, use caBundle.\n"
 
 /// Lines to standard output, written in large blocks (a plan can have millions).
 struct BufferedOutput {

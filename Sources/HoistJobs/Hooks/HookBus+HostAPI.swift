@@ -54,6 +54,10 @@ extension HookBus {
         ]))
 
         let requests = self.requests
+        // The CA bundle the job trusts for storage (`--ca-bundle`, `storage.caBundle`, the
+        // environment) also serves notifications: a re-signing proxy signs every host.
+        let caBundle = (storage.backend as? GCSBackend)?.configuration.caBundle
+            ?? job.manifest.storage.caBundle.map(job.resolve) ?? HTTPRequest.caBundle(fromEnvironment: environment)
         runtime.setGlobal("http", .table([
             "post": .function(LuaFunction { [unowned runtime] arguments in
                 guard let url = arguments.first?.string else { throw HostError("http.post needs a URL") }
@@ -75,6 +79,7 @@ extension HookBus {
                 }
                 let left = runtime.secondsLeft ?? Self.httpTimeout
                 request.allowedProtocols = "http,https"
+                request.caBundle = caBundle
                 request.maxResponseBytes = Self.maxResponseBytes
                 request.totalTimeout = max(0.001, min(Self.httpTimeout, left))
                 request.connectTimeout = min(5, request.totalTimeout!)

@@ -54,7 +54,7 @@ public final class HookBus: JobObserver, @unchecked Sendable {
     private var scripts: [LuaScript] = []
     private let queue = DispatchQueue(label: "hoist.hooks")
     let job: Job
-    private let storage: Storage
+    let storage: Storage
     let log: @Sendable (HookLogLine) -> Void
     let settings: LuaSettings
     let runID: String

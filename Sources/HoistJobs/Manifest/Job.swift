@@ -197,7 +197,10 @@ public struct Job: Sendable {
     }
 
     /// The storage the job uploads to, configured from `storage:` and `upload:`.
-    public func makeStorage() throws -> Storage {
+    /// - Parameter caBundle: a CA bundle that wins over `storage.caBundle` and the environment
+    ///   (`hoist run --ca-bundle`).
+    /// - Throws: `YAMLError` at `storage.caBundle` when that file cannot be read.
+    public func makeStorage(caBundle: String? = nil) throws -> Storage {
         let settings = manifest.storage
         let backend: any StorageBackend
         if settings.url.hasPrefix("file:") {
@@ -208,7 +211,15 @@ public struct Job: Sendable {
             let bucket = String(settings.url.dropFirst("gs://".count))
             var environment = self.environment
             if let credentials = settings.credentials { environment["GOOGLE_APPLICATION_CREDENTIALS"] = resolve(credentials) }
-            var configuration = try GCSBackend.Configuration.fromEnvironment(bucket: bucket, environment)
+            var bundle = caBundle
+            if bundle == nil, let named = settings.caBundle {
+                let path = resolve(named)
+                guard FileManager.default.isReadableFile(atPath: path) else {
+                    throw locatedError("CA bundle \(path) cannot be read: name a PEM file of CA certificates", at: ["storage", "caBundle"])
+                }
+                bundle = path
+            }
+            var configuration = try GCSBackend.Configuration.fromEnvironment(bucket: bucket, environment, caBundle: bundle)
             if let threshold = settings.multipartThreshold { configuration.multipartThreshold = threshold.bytes }
             if let tokens = settings.downloadTokens { configuration.setsDownloadTokens = tokens }
             if let insecure = settings.insecureSkipTLSVerify { configuration.insecureSkipTLSVerify = insecure }

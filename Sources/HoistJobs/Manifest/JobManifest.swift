@@ -72,8 +72,11 @@ public struct StorageSettings: Decodable, Sendable {
     public var downloadTokens: Bool?
     /// Skip TLS certificate checks. Never do this outside a test network.
     public var insecureSkipTLSVerify: Bool?
+    /// A PEM file of CA certificates to trust for `gs://` instead of the system store (relative to
+    /// the manifest's folder): a private CA, or a proxy's that re-signs TLS.
+    public var caBundle: String?
 
-    enum CodingKeys: String, CodingKey { case url, credentials, multipartThreshold, downloadTokens, insecureSkipTLSVerify }
+    enum CodingKeys: String, CodingKey { case url, credentials, multipartThreshold, downloadTokens, insecureSkipTLSVerify, caBundle }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -96,6 +99,7 @@ public struct StorageSettings: Decodable, Sendable {
         multipartThreshold = try c.decodeIfPresent(ByteSize.self, forKey: .multipartThreshold)
         downloadTokens = try c.decodeIfPresent(Bool.self, forKey: .downloadTokens)
         insecureSkipTLSVerify = try c.decodeIfPresent(Bool.self, forKey: .insecureSkipTLSVerify)
+        caBundle = try c.decodeIfPresent(String.self, forKey: .caBundle).flatMap { $0.isEmpty ? nil : $0 }
     }
 }
 

@@ -23,15 +23,16 @@ public struct StaticToken: AccessTokenProvider {
 /// The credentials Google's clients would pick up from the environment: none when
 /// `STORAGE_EMULATOR_HOST` is set; else `HOIST_ACCESS_TOKEN` or `GOOGLE_OAUTH_ACCESS_TOKEN`;
 /// else the service-account key file named by `GOOGLE_APPLICATION_CREDENTIALS`; else none.
-public func credentialsFromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment)
-    throws -> any AccessTokenProvider
+/// `caBundle` is the CA bundle a service account trusts at its token endpoint.
+public func credentialsFromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment,
+                                      caBundle: String? = nil) throws -> any AccessTokenProvider
 {
     if let host = environment["STORAGE_EMULATOR_HOST"], !host.isEmpty { return NoCredentials() }
     for name in ["HOIST_ACCESS_TOKEN", "GOOGLE_OAUTH_ACCESS_TOKEN"] {
         if let token = environment[name], !token.isEmpty { return StaticToken(token) }
     }
     if let keyFile = environment["GOOGLE_APPLICATION_CREDENTIALS"], !keyFile.isEmpty {
-        return try ServiceAccountCredentials(keyFile: keyFile)
+        return try ServiceAccountCredentials(keyFile: keyFile, caBundle: caBundle)
     }
     return NoCredentials()
 }

@@ -20,19 +20,22 @@ public final class ServiceAccountCredentials: AccessTokenProvider {
     /// Where tokens come from (the key's `token_uri`, or Google's).
     public let tokenURI: String
     public let scope: String
+    /// The CA bundle to trust at the token endpoint (nil: the system store).
+    public let caBundle: String?
     private let cached = Mutex<(token: String, expires: Date)?>(nil)
 
     /// Reads a key file. - Throws: `unauthenticated` naming the file and what is wrong (never the key).
-    public convenience init(keyFile: String, scope: String = "https://www.googleapis.com/auth/devstorage.read_write") throws {
+    public convenience init(keyFile: String, scope: String = "https://www.googleapis.com/auth/devstorage.read_write",
+                            caBundle: String? = nil) throws {
         guard let data = FileManager.default.contents(atPath: keyFile) else {
             throw StorageErrorCode.unauthenticated.error("Cannot read the credentials file \(keyFile).")
         }
-        try self.init(keyJSON: data, source: keyFile, scope: scope)
+        try self.init(keyJSON: data, source: keyFile, scope: scope, caBundle: caBundle)
     }
 
     /// Reads a key file's contents; `source` names it in errors.
     public init(keyJSON: Data, source: String = "service account key",
-                scope: String = "https://www.googleapis.com/auth/devstorage.read_write") throws {
+                scope: String = "https://www.googleapis.com/auth/devstorage.read_write", caBundle: String? = nil) throws {
         let key: Key
         do {
             key = try JSONDecoder().decode(Key.self, from: keyJSON)
@@ -52,6 +55,7 @@ public final class ServiceAccountCredentials: AccessTokenProvider {
         keyID = key.private_key_id
         tokenURI = key.token_uri ?? "https://oauth2.googleapis.com/token"
         self.scope = scope
+        self.caBundle = caBundle
     }
 
     public func accessToken() async throws -> String? {
@@ -64,6 +68,7 @@ public final class ServiceAccountCredentials: AccessTokenProvider {
             let form = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=" + (try assertion(at: issued))
             request.body = [.data(Data(form.utf8))]
             request.stallTimeout = 30
+            request.caBundle = caBundle
             response = try await CurlEngine.shared.perform(request)
         } catch let error as HTTPTransportError {
             throw StorageErrorCode.unauthenticated.error(

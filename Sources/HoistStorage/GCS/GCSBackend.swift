@@ -20,6 +20,9 @@ public final class GCSBackend: StorageBackend {
         public var setsDownloadTokens = true
         /// Skip TLS certificate checks (only for a job that asks for it by name).
         public var insecureSkipTLSVerify = false
+        /// A PEM file of CA certificates to trust instead of the system store: a private CA, or
+        /// the CA of a proxy that re-signs TLS. nil: the system store.
+        public var caBundle: String?
         /// Seconds without a byte moving before a request is given up and retried.
         public var stallTimeout: Double = 60
 
@@ -33,16 +36,23 @@ public final class GCSBackend: StorageBackend {
         }
 
         /// As Google's clients read the environment: `STORAGE_EMULATOR_HOST` (`host:port` or a URL)
-        /// points both the API and download URLs at an emulator, without credentials.
-        public static func fromEnvironment(bucket: String, _ environment: [String: String] = ProcessInfo.processInfo.environment)
-            throws -> Configuration
+        /// points both the API and download URLs at an emulator, without credentials. The CA
+        /// bundle is `caBundle` when given, else the one `CURL_CA_BUNDLE` or `SSL_CERT_FILE` names
+        /// (`HTTPRequest.caBundle(fromEnvironment:)`), else the system store.
+        public static func fromEnvironment(bucket: String, _ environment: [String: String] = ProcessInfo.processInfo.environment,
+                                           caBundle: String? = nil) throws -> Configuration
         {
-            let credentials = try credentialsFromEnvironment(environment)
+            let bundle = caBundle ?? HTTPRequest.caBundle(fromEnvironment: environment)
+            let credentials = try credentialsFromEnvironment(environment, caBundle: bundle)
+            var configuration: Configuration
             if let host = environment["STORAGE_EMULATOR_HOST"], !host.isEmpty {
                 let base = host.contains("://") ? host : "http://\(host)"
-                return Configuration(bucket: bucket, endpoint: base, downloadEndpoint: base, credentials: credentials)
+                configuration = Configuration(bucket: bucket, endpoint: base, downloadEndpoint: base, credentials: credentials)
+            } else {
+                configuration = Configuration(bucket: bucket, credentials: credentials)
             }
-            return Configuration(bucket: bucket, credentials: credentials)
+            configuration.caBundle = bundle
+            return configuration
         }
     }
 
@@ -106,9 +116,10 @@ public final class GCSBackend: StorageBackend {
         do {
             response = try await send(request)
         } catch let error as NSError where error.domain == StorageErrorDomain && error.userInfo[StorageErrorRetryableKey] != nil {
+            let route = EnvironmentProxy.describe(for: endpoint).map { " through the proxy \($0)" } ?? ""
             throw StorageErrorCode.unknown.error(
-                "Cannot reach Cloud Storage at \(endpoint) (\(error.localizedDescription)). Check the network, a proxy, "
-                    + "or STORAGE_EMULATOR_HOST.", userInfo: ["bucket": bucket])
+                "Cannot reach Cloud Storage at \(endpoint)\(route) (\(error.localizedDescription)). Check the network, the proxy "
+                    + "(HTTPS_PROXY, NO_PROXY), or STORAGE_EMULATOR_HOST.", userInfo: ["bucket": bucket])
         }
         switch response.status {
         case 200, 403:
@@ -185,14 +196,32 @@ public final class GCSBackend: StorageBackend {
             request.headers.append(("Authorization", "Bearer \(token)"))
         }
         request.insecureSkipTLSVerify = configuration.insecureSkipTLSVerify
+        request.caBundle = configuration.caBundle
         request.stallTimeout = configuration.stallTimeout
         do {
             return try await CurlEngine.shared.perform(request, hooks: hooks)
+        } catch let error as HTTPTransportError where error.isCertificateProblem {
+            // Not retryable, and not "unreachable": the fix is trust, so say which.
+            throw StorageErrorCode.unknown.error(certificateAdvice(error, url: request.url), userInfo: ["bucket": bucket])
         } catch let error as HTTPTransportError {
             throw StorageErrorCode.unknown.error(
                 "Connection to Cloud Storage failed: \(error.message)",
                 userInfo: [StorageErrorRetryableKey: error.isTransient, "bucket": bucket])
         }
+    }
+
+    /// One line for a TLS certificate that was not trusted: the server, curl's reason, and how to
+    /// name the CA that signs it.
+    func certificateAdvice(_ error: HTTPTransportError, url: String) -> String {
+        let server = URL(string: url).map { "\($0.scheme ?? "https")://\($0.host ?? "")\($0.port.map { ":\($0)" } ?? "")" } ?? url
+        let reason = error.message.components(separatedBy: ": ").first ?? error.message
+        if let bundle = configuration.caBundle, error.code == 77 {   // CURLE_SSL_CACERT_BADFILE
+            return "Cannot use the CA bundle \(bundle) (\(reason)): name a readable PEM file with --ca-bundle, "
+                + "storage.caBundle or SSL_CERT_FILE."
+        }
+        let trusted = configuration.caBundle.map { "the CA bundle \($0)" } ?? "the system's CA store"
+        return "The TLS certificate of \(server) is not trusted by \(trusted) (\(reason)). If a private CA or a proxy "
+            + "signs it, name that CA's bundle with --ca-bundle FILE, storage.caBundle or SSL_CERT_FILE."
     }
 
     func decodeResource(_ response: HTTPResponse) throws -> ObjectResource {

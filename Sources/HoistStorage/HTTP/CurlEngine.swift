@@ -4,9 +4,17 @@ private import CCurl
 
 /// Many HTTP transfers on one thread, over libcurl's multi interface.
 ///
-/// Connections are kept and reused between requests (HTTP/2 where the server offers it), request
-/// bodies are read from their files as they are sent (never loaded whole), and a transfer can be
-/// paused and resumed on the wire through its `TransferControl`. Only this file imports libcurl.
+/// Connections are kept and reused between requests. Over TLS, HTTP/2 is asked for by ALPN:
+/// transfers wait for a connection being set up (`CURLOPT_PIPEWAIT`) and then run as streams over
+/// it, so a batch of small uploads shares one or a few connections; a server that answers with
+/// HTTP/1.1 gets one connection per transfer in flight, at most `maxConnectionsPerHost`. TLS
+/// sessions are shared between handles (a share handle), so a new connection resumes one.
+/// Request bodies are read from their files as they are sent (never loaded whole), and a
+/// transfer can be paused and resumed on the wire through its `TransferControl`. Only this file
+/// imports libcurl.
+///
+/// Proxies come from the environment as libcurl reads it: `https_proxy`/`HTTPS_PROXY` for https
+/// URLs (a `CONNECT` tunnel), `http_proxy` for http, `ALL_PROXY`, and `NO_PROXY`/`no_proxy`.
 ///
 /// ```swift
 /// let response = try await CurlEngine.shared.perform(HTTPRequest(method: "GET", url: "http://127.0.0.1:4443/"))
@@ -22,6 +30,8 @@ public final class CurlEngine: @unchecked Sendable {
     public static let shared = CurlEngine()
 
     private let multi: UnsafeMutableRawPointer
+    /// TLS sessions shared by every handle. Only the engine thread uses it, so it needs no lock.
+    private let share: UnsafeMutableRawPointer
     private let inbox = Mutex<[Transfer]>([])
     private var active: [UnsafeMutableRawPointer: Transfer] = [:]
     private var idleHandles: [UnsafeMutableRawPointer] = []
@@ -29,9 +39,20 @@ public final class CurlEngine: @unchecked Sendable {
     /// libcurl's version line, such as `libcurl/7.88.1 OpenSSL/3.0.17 ...`.
     public static var version: String { String(cString: curl_version()) }
 
+    /// The most connections open to one host at once. Over HTTP/2, PIPEWAIT keeps the count at
+    /// one or a few (a connection holds as many streams as its server allows); the bound is for
+    /// HTTP/1.1, where each transfer needs a connection of its own. It is no lower than the most
+    /// uploads a job runs at once (256): a transfer waiting in curl's queue moves no bytes, and
+    /// the stall watchdog would count its wait.
+    public static let maxConnectionsPerHost = 256
+
     private init() {
         curl_global_init(Int(CURL_GLOBAL_DEFAULT))
         multi = curl_multi_init()!
+        _ = hoist_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, hoist_curl_pipe_multiplex())
+        _ = hoist_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, Self.maxConnectionsPerHost)
+        share = curl_share_init()!
+        _ = hoist_curl_share_setopt_long(share, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_SSL_SESSION.rawValue))
         let thread = Thread { [unowned self] in self.loop() }
         thread.name = "hoist.curl"
         thread.start()
@@ -90,7 +111,7 @@ public final class CurlEngine: @unchecked Sendable {
     private func start(_ transfer: Transfer) {
         let handle = idleHandles.popLast() ?? curl_easy_init()!
         do {
-            try transfer.configure(handle)
+            try transfer.configure(handle, share: share)
         } catch {
             curl_easy_reset(handle)
             idleHandles.append(handle)
@@ -138,7 +159,7 @@ private final class Transfer: @unchecked Sendable {
         self.hooks = hooks
     }
 
-    func configure(_ handle: UnsafeMutableRawPointer) throws {
+    func configure(_ handle: UnsafeMutableRawPointer, share: UnsafeMutableRawPointer) throws {
         func set(_ option: CURLoption, _ value: Int) throws {
             try check(hoist_curl_easy_setopt_long(handle, option, value))
         }
@@ -149,6 +170,10 @@ private final class Transfer: @unchecked Sendable {
         retained = context
         try set(CURLOPT_URL, request.url)
         try set(CURLOPT_HTTP_VERSION, hoist_curl_http_version_2tls())
+        // Wait for a connection being set up rather than open another: if it speaks HTTP/2, this
+        // transfer becomes one of its streams.
+        try set(CURLOPT_PIPEWAIT, 1)
+        try check(hoist_curl_easy_setopt_pointer(handle, CURLOPT_SHARE, share))
         try set(CURLOPT_CONNECTTIMEOUT_MS, Int(request.connectTimeout * 1000))
         try set(CURLOPT_NOSIGNAL, 1)
         try set(CURLOPT_TCP_KEEPALIVE, 1)
@@ -157,6 +182,7 @@ private final class Transfer: @unchecked Sendable {
             try set(CURLOPT_REDIR_PROTOCOLS_STR, protocols)
         }
         if let total = request.totalTimeout { try set(CURLOPT_TIMEOUT_MS, max(1, Int(total * 1000))) }
+        if let bundle = request.caBundle { try set(CURLOPT_CAINFO, bundle) }
         if request.insecureSkipTLSVerify {
             try set(CURLOPT_SSL_VERIFYPEER, 0)
             try set(CURLOPT_SSL_VERIFYHOST, 0)
@@ -217,11 +243,19 @@ private final class Transfer: @unchecked Sendable {
         guard code == CURLE_OK else {
             return .failure(HTTPTransportError(
                 code: Int(code.rawValue), message: "\(String(cString: curl_easy_strerror(code))): \(request.url)",
-                isTransient: Self.transientCodes.contains(code)))
+                isTransient: Self.transientCodes.contains(code), isCertificateProblem: Self.certificateCodes.contains(code)))
         }
         var status = 0
         _ = hoist_curl_easy_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
-        return .success(HTTPResponse(status: status, headers: responseHeaders, body: responseBody))
+        var version = 0
+        _ = hoist_curl_easy_getinfo_long(handle, CURLINFO_HTTP_VERSION, &version)
+        let versionName = switch version {   // CURL_HTTP_VERSION_1_0, _2_0, _3
+        case 1: "1.0"
+        case 3: "2"
+        case 30: "3"
+        default: "1.1"
+        }
+        return .success(HTTPResponse(status: status, headers: responseHeaders, body: responseBody, httpVersion: versionName))
     }
 
     func complete(_ result: Result<HTTPResponse, any Error>) {
@@ -239,6 +273,11 @@ private final class Transfer: @unchecked Sendable {
         CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_OPERATION_TIMEDOUT, CURLE_SEND_ERROR,
         CURLE_RECV_ERROR, CURLE_GOT_NOTHING, CURLE_PARTIAL_FILE, CURLE_SSL_CONNECT_ERROR, CURLE_HTTP2,
         CURLE_HTTP2_STREAM, CURLE_WEIRD_SERVER_REPLY, CURLE_READ_ERROR, CURLE_SEND_FAIL_REWIND,
+    ]
+
+    /// The server's certificate was not trusted, or the CA bundle could not be used.
+    private static let certificateCodes: Set<CURLcode> = [
+        CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH,
     ]
 
     private func check(_ code: CURLcode) throws {

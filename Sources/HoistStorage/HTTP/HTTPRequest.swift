@@ -13,6 +13,9 @@ public struct HTTPRequest: Sendable {
     public var stallTimeout: Double = 60
     /// Skip TLS certificate checks. Only ever set when a job asks for it by name.
     public var insecureSkipTLSVerify = false
+    /// A PEM file of CA certificates to trust instead of the system store (`CURLOPT_CAINFO`);
+    /// nil: the system store.
+    public var caBundle: String?
     /// URL schemes curl may use, for the request and any redirect (`"http,https"`); nil: curl's default.
     public var allowedProtocols: String?
     /// The most response body bytes kept; a longer answer fails the transfer. nil: no limit.
@@ -44,6 +47,16 @@ public struct HTTPRequest: Sendable {
 
     /// The body's total length.
     public var bodyLength: Int64 { body.reduce(0) { $0 + $1.length } }
+
+    /// The CA bundle the environment names, read as curl's own tool reads it: `CURL_CA_BUNDLE`,
+    /// else `SSL_CERT_FILE` (OpenSSL's name, which Python and Go tools also honour); nil: the
+    /// system store.
+    public static func caBundle(fromEnvironment environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
+        for name in ["CURL_CA_BUNDLE", "SSL_CERT_FILE"] {
+            if let path = environment[name], !path.isEmpty { return path }
+        }
+        return nil
+    }
 }
 
 /// The answer to an `HTTPRequest`.
@@ -52,6 +65,15 @@ public struct HTTPResponse: Sendable {
     /// Header values by lowercased name (the last one wins).
     public let headers: [String: String]
     public let body: Data
+    /// The protocol the answer came over: `"1.1"`, `"2"` (or `"1.0"`).
+    public var httpVersion: String = "1.1"
+
+    public init(status: Int, headers: [String: String], body: Data, httpVersion: String = "1.1") {
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.httpVersion = httpVersion
+    }
 
     public func header(_ name: String) -> String? { headers[name.lowercased()] }
     public var bodyText: String { String(decoding: body, as: UTF8.self) }
@@ -64,7 +86,17 @@ public struct HTTPTransportError: Error, CustomStringConvertible, Sendable {
     public let message: String
     /// True for failures worth retrying: refused or broken connections, timeouts, resets.
     public let isTransient: Bool
+    /// True when the server's TLS certificate was not trusted (unknown issuer, wrong name,
+    /// expired) or the CA bundle could not be read: retrying cannot help, naming a CA bundle can.
+    public var isCertificateProblem = false
     public var description: String { message }
+
+    public init(code: Int, message: String, isTransient: Bool, isCertificateProblem: Bool = false) {
+        self.code = code
+        self.message = message
+        self.isTransient = isTransient
+        self.isCertificateProblem = isCertificateProblem
+    }
 }
 
 /// Hooks a transfer calls on the engine's thread.
@@ -81,5 +113,34 @@ public struct TransferHooks: Sendable {
         self.onContentBytes = onContentBytes
         self.onUploadProgress = onUploadProgress
         self.control = control
+    }
+}
+
+/// The proxy libcurl takes from the environment for a URL, as it reads it: `https_proxy` or
+/// `HTTPS_PROXY` for https (`http_proxy` for http), else `all_proxy`/`ALL_PROXY`; none when
+/// `no_proxy`/`NO_PROXY` is `*` or names the host (or a domain it is in).
+public enum EnvironmentProxy {
+    /// The proxy for `url` with its credentials hidden (`http://***@proxy:3128`), and the variable
+    /// that named it; nil when the request goes direct. For messages: never print a proxy URL unredacted.
+    public static func describe(for url: String, environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
+        guard let target = URLComponents(string: url), let scheme = target.scheme?.lowercased() else { return nil }
+        let names = (scheme == "https" ? ["https_proxy", "HTTPS_PROXY"] : ["http_proxy"]) + ["all_proxy", "ALL_PROXY"]
+        guard let name = names.first(where: { !(environment[$0] ?? "").isEmpty }), let proxy = environment[name] else { return nil }
+        let host = (target.host ?? "").lowercased()
+        let exceptions = (environment["no_proxy"] ?? environment["NO_PROXY"] ?? "").split(separator: ",")
+            .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty }
+        for entry in exceptions {
+            let domain = entry.hasPrefix(".") ? String(entry.dropFirst()) : entry
+            if entry == "*" || host == domain || host.hasSuffix("." + domain) { return nil }
+        }
+        return "\(redacted(proxy)) (\(name))"
+    }
+
+    /// A proxy URL without its user and password.
+    public static func redacted(_ proxy: String) -> String {
+        guard let at = proxy.lastIndex(of: "@") else { return proxy }
+        let start = proxy.range(of: "://").map(\.upperBound) ?? proxy.startIndex
+        guard start <= at else { return proxy }
+        return String(proxy[..<start]) + "***" + String(proxy[at...])
     }
 }
