@@ -113,3 +113,28 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: bucketDir.appendingPathComponent("s.txt").path))
     }
 }
+
+/// Cloud Storage's naming rules hold for every backend and every caller of the library, not only
+/// for job templates: a NUL made `a\0b` and `a` one local file; a newline or 1,025 bytes went to
+/// gs:// unchecked.
+@Suite struct ObjectNameRuleTests {
+    @Test(arguments: ["a\u{0}b", "line\nbreak", "tab\there", String(repeating: "n", count: 1025)])
+    func namesCloudStorageRefusesAreRefusedOnEveryBackend(name: String) async throws {
+        let local = try LocalBucketFixture()
+        let bucket = try await FakeGCS.makeBucket()
+        for storage in [local.storage, gcsStorage(bucket: bucket, port: try FakeGCS.port())] {
+            await #expect { try await storage.reference(withPath: name).putDataAsync(Data("x".utf8)) } throws: { error in
+                (error as NSError).code == StorageErrorCode.invalidArgument.rawValue
+            }
+        }
+        #expect(local.allFiles().filter { !$0.hasPrefix(".hoist/") }.isEmpty, "\(local.allFiles())")
+        #expect(try await !FakeGCS.exists(bucket: bucket, object: name))
+    }
+
+    @Test func aNameOf1024BytesIsFine() async throws {
+        let bucket = try await FakeGCS.makeBucket()
+        let name = String(repeating: "n", count: 1024)
+        let stored = try await gcsStorage(bucket: bucket, port: try FakeGCS.port()).reference(withPath: name).putDataAsync(Data("x".utf8))
+        #expect(stored.size == 1)
+    }
+}

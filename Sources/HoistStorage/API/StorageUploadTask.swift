@@ -178,6 +178,18 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
                     + "such as storage.reference().child(\"file.png\").",
                 userInfo: ["bucket": reference.bucket])
         }
+        // Cloud Storage's naming rules, for every backend: a NUL would also make `a\0b` the local
+        // file `a`, a newline a second header line.
+        if let control = path.unicodeScalars.first(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+            throw StorageErrorCode.invalidArgument.error(
+                "Object name \(path.debugDescription) contains the control character U+\(String(format: "%04X", control.value)): "
+                    + "Cloud Storage object names cannot.", userInfo: ["bucket": reference.bucket])
+        }
+        guard path.utf8.count <= 1024 else {
+            throw StorageErrorCode.invalidArgument.error(
+                "Object name '\(path.prefix(60))...' is \(path.utf8.count) bytes long: Cloud Storage object names are at most 1024 bytes.",
+                userInfo: ["bucket": reference.bucket])
+        }
         var attributes = self.attributes
         switch content {
         case .data(let data):
