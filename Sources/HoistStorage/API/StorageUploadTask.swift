@@ -223,8 +223,8 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
 
     /// True for a regular file (not a directory, not a symbolic link).
     static func isRegularFile(_ path: String) -> Bool {
-        let type = (try? FileManager.default.attributesOfItem(atPath: path))?[.type] as? FileAttributeType
-        return type == .typeRegular
+        var info = stat()
+        return lstat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
     }
 
     /// The error a task ends with once retrying has taken all its time.

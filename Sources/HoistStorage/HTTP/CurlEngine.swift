@@ -348,8 +348,10 @@ private final class Transfer: @unchecked Sendable {
         }
         guard let colon = line.firstIndex(of: ":") else { return }
         let name = line[..<colon].lowercased()
-        let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
-        responseHeaders[name] = value
+        // ASCII white space around the value (Foundation's trimming bridges to NSString: slow per line).
+        let value = line[line.index(after: colon)...].drop { $0.isWhitespace }
+        let end = value.lastIndex { !$0.isWhitespace }   // "\r\n" is one Character, and white space
+        responseHeaders[name] = end.map { String(value[...$0]) } ?? ""
     }
 
     /// Moves the body back (or forward) to `offset` from its start, for a request sent again.
