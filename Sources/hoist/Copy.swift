@@ -89,7 +89,7 @@ extension Hoist {
                 FileHandle.standardError.write(Data("hoist: \(describe(error))\n".utf8))
                 throw ExitCode(2)
             }
-            let signals = TerminationSignals { reporter.cancelAll() }
+            let signals = SignalSources.termination { reporter.cancelAll() }
             defer { signals.cancel() }
             reporter.start()
             await withTaskGroup(of: Void.self) { group in

@@ -163,7 +163,7 @@ extension Hoist {
             display?.pausedBy { runner.isPaused }
             var resized: (@Sendable () -> Void)?
             if let display { resized = { display.draw() } }
-            let signals = SignalHandlers(runner: runner, resized: resized)
+            let signals = SignalSources.run(runner, resized: resized)
             let summary = await runner.run()
             signals.cancel()
             withExtendedLifetime(lock) {}
@@ -420,52 +420,42 @@ struct BufferedOutput {
     }
 }
 
-/// SIGINT and SIGTERM call `stop` (on a queue of their own) instead of ending the process, so
-/// uploads in flight can be cancelled and leave nothing behind.
-final class TerminationSignals {
+/// Signals handled on a queue of their own instead of by their default action, until `cancel()`.
+final class SignalSources {
     private let sources: [any DispatchSourceSignal]
 
-    init(stop: @escaping @Sendable () -> Void) {
+    init(_ actions: [(Int32, @Sendable () -> Void)]) {
         let queue = DispatchQueue(label: "hoist.signals")
-        sources = [SIGINT, SIGTERM].map { number in
+        sources = actions.map { number, action in
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
-            source.setEventHandler(handler: stop)
+            source.setEventHandler(handler: action)
             source.resume()
             return source
         }
     }
 
-    func cancel() {
-        for source in sources { source.cancel() }
+    /// SIGINT and SIGTERM call `stop` instead of ending the process, so uploads in flight can be
+    /// cancelled and leave nothing behind (`hoist cp`).
+    static func termination(stop: @escaping @Sendable () -> Void) -> SignalSources {
+        SignalSources([(SIGINT, stop), (SIGTERM, stop)])
     }
-}
 
-/// Signals during `hoist run`: INT/TERM stop, TSTP pauses and stops the process, CONT resumes,
-/// USR1 toggles pause.
-final class SignalHandlers {
-    private let sources: [any DispatchSourceSignal]
-
-    init(runner: JobRunner, resized: (@Sendable () -> Void)? = nil) {
-        let queue = DispatchQueue(label: "hoist.signals")
-        var sources: [any DispatchSourceSignal] = []
-        func on(_ number: Int32, _ action: @escaping @Sendable () -> Void) {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
-            source.setEventHandler(handler: action)
-            source.resume()
-            sources.append(source)
-        }
-        on(SIGINT) { runner.cancelAll() }
-        on(SIGTERM) { runner.cancelAll() }
-        on(SIGTSTP) {
-            runner.pauseAll()
-            kill(getpid(), SIGSTOP)
-        }
-        on(SIGCONT) { if runner.isPaused { runner.resumeAll() } }
-        on(SIGUSR1) { runner.isPaused ? runner.resumeAll() : runner.pauseAll() }
-        if let resized { on(SIGWINCH, resized) }
-        self.sources = sources
+    /// Signals during `hoist run`: INT/TERM stop, TSTP pauses and stops the process, CONT
+    /// resumes, USR1 toggles pause, WINCH redraws.
+    static func run(_ runner: JobRunner, resized: (@Sendable () -> Void)? = nil) -> SignalSources {
+        var actions: [(Int32, @Sendable () -> Void)] = [
+            (SIGINT, { runner.cancelAll() }),
+            (SIGTERM, { runner.cancelAll() }),
+            (SIGTSTP, {
+                runner.pauseAll()
+                kill(getpid(), SIGSTOP)
+            }),
+            (SIGCONT, { if runner.isPaused { runner.resumeAll() } }),
+            (SIGUSR1, { runner.isPaused ? runner.resumeAll() : runner.pauseAll() }),
+        ]
+        if let resized { actions.append((SIGWINCH, resized)) }
+        return SignalSources(actions)
     }
 
     func cancel() {

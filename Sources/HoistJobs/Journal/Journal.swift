@@ -267,21 +267,8 @@ public final class Journal: Sendable {
         }
     }
 
-    /// Writes a file's row.
-    public func save(_ record: FileRecord) throws {
-        try write { db in try record.save(db) }
-    }
-
-    /// Updates the session and confirmed offset of a file in flight.
-    public func saveProgress(source: String, destination: String, session: String?, offset: Int64) throws {
-        try write { db in
-            try db.execute(sql: "UPDATE file SET session = ?, confirmedOffset = ?, updated = ? WHERE source = ? AND destination = ?",
-                           arguments: [session, offset, Date().timeIntervalSince1970, source, destination])
-        }
-    }
-
     public func save(_ run: RunRecord) throws {
-        try write { db in try run.save(db) }
+        try apply([.run(run)])
     }
 
     /// The last `limit` runs, newest first.

@@ -37,10 +37,13 @@ public final class LocalBucket: StorageBackend {
     }
 
     var uploadsDirectory: URL { directory.appendingPathComponent("\(Self.reservedName)/uploads", isDirectory: true) }
-    private var metaDirectory: URL { directory.appendingPathComponent("\(Self.reservedName)/meta", isDirectory: true) }
 
-    func objectURL(_ path: String) -> URL { directory.appendingPathComponent(path, isDirectory: false) }
-    private func metaURL(_ path: String) -> URL { metaDirectory.appendingPathComponent(path + ".json") }
+    /// Where object `path` and its metadata sidecar live: plain string joins (the upload path
+    /// makes them for every object).
+    func objectPath(_ path: String) -> String { directoryPath + "/" + path }
+    private func metaPath(_ path: String) -> String { directoryPath + "/\(Self.reservedName)/meta/" + path + ".json" }
+    func objectURL(_ path: String) -> URL { URL(fileURLWithPath: objectPath(path), isDirectory: false) }
+    private func metaURL(_ path: String) -> URL { URL(fileURLWithPath: metaPath(path)) }
 
     /// Rejects paths a directory cannot hold safely.
     func validate(_ path: String) throws {
@@ -200,8 +203,8 @@ public final class LocalBucket: StorageBackend {
             resource.updated = now
             if resource.contentType == nil { resource.contentType = ContentType.fallback }
 
-            let object = directoryPath + "/" + path
-            let meta = directoryPath + "/\(Self.reservedName)/meta/" + path + ".json"
+            let object = objectPath(path)
+            let meta = metaPath(path)
             do {
                 let folder = Self.parent(object)
                 if !knownFolders.withLock({ $0.contains(folder) }) {
