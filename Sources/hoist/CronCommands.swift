@@ -2,49 +2,6 @@ import ArgumentParser
 import Foundation
 import HoistJobs
 
-/// One run of a job at a time: an exclusive `flock` on `JOURNAL.lock`.
-struct JobLock {
-    private let descriptor: Int32
-
-    /// Another run holds the lock.
-    struct Busy: Error {
-        /// The process holding it, as it wrote itself there.
-        let holder: String
-    }
-
-    /// A lock file that cannot be made or opened: says which and why.
-    struct Unavailable: Error, CustomStringConvertible {
-        let description: String
-    }
-
-    /// Takes the lock, waiting for it when `wait`, else failing at once when another run holds it.
-    /// - Throws: `Busy` when another run holds it; `Unavailable` when the lock file cannot be opened.
-    init(path: String, wait: Bool) throws {
-        let folder = (path as NSString).deletingLastPathComponent
-        try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else {
-            throw Unavailable(description: "cannot open the lock file \(path): \(String(cString: strerror(errno))). "
-                + "Give this user write access to \(folder), or name another journal with --journal.")
-        }
-        while flock(descriptor, LOCK_EX | (wait ? 0 : LOCK_NB)) != 0 {
-            let reason = errno
-            if reason == EINTR { continue }
-            close(descriptor)
-            if reason == EWOULDBLOCK { throw Busy(holder: Self.holder(path)) }
-            throw Unavailable(description: "cannot lock \(path): \(String(cString: strerror(reason))).")
-        }
-        _ = ftruncate(descriptor, 0)
-        let pid = "\(getpid())\n"
-        _ = pid.withCString { write(descriptor, $0, strlen($0)) }
-    }
-
-    /// The process that holds the lock, as it wrote itself there.
-    static func holder(_ path: String) -> String {
-        ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-}
-
 /// Prometheus text-format metrics for node_exporter's textfile collector, written atomically.
 enum Metrics {
     static func write(_ summary: JobSummary, to path: String) throws {
@@ -167,26 +124,26 @@ extension Hoist {
                 print("\(job.manifest.name): no runs yet (journal \(path))")
                 return
             }
-            let journal: Journal
-            do { journal = try Journal(path: path) } catch {
+            let journal: any JournalStore
+            do { journal = try Journal.open(path) } catch {
                 FileHandle.standardError.write(Data("hoist: \(error)\n".utf8))
                 throw ExitCode(2)
             }
             print("\(job.manifest.name): journal \(path)")
-            let counts = journal.fileCounts()
-            print("files: \(counts["done"] ?? 0) uploaded, \(counts["uploading"] ?? 0) pending, \(counts["failed"] ?? 0) failed")
+            let counts = (try? journal.fileCounts()) ?? [:]
+            print("files: \(counts[.done] ?? 0) uploaded, \(counts[.uploading] ?? 0) pending, \(counts[.failed] ?? 0) failed")
             print("last runs:")
-            for run in journal.runs() {
+            for run in (try? journal.runs(limit: 10)) ?? [] {
                 let started = Date(timeIntervalSince1970: run.started).formatted(.iso8601)
                 let seconds = run.finished.map { String(format: "%.1f s", $0 - run.started) } ?? "-"
-                print("  \(started)  \(run.status.padding(toLength: 11, withPad: " ", startingAt: 0)) \(run.uploaded) uploaded, "
+                print("  \(started)  \(run.status.rawValue.padding(toLength: 11, withPad: " ", startingAt: 0)) \(run.uploaded) uploaded, "
                       + "\(run.skipped) skipped, \(run.failed) failed, \(ByteFormatter.string(run.bytes)), \(seconds)"
                       + (run.error.map { ": \($0)" } ?? ""))
             }
-            for file in journal.files(state: "uploading") {
+            for file in (try? journal.files(state: .uploading, limit: 20)) ?? [] {
                 print("pending: \(file.source) -> \(file.destination) (\(file.confirmedOffset) of \(file.size) bytes confirmed)")
             }
-            for file in journal.files(state: "failed") {
+            for file in (try? journal.files(state: .failed, limit: 20)) ?? [] {
                 print("failed:  \(file.source) -> \(file.destination): \(file.error ?? "")")
             }
         }

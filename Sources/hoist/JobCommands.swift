@@ -99,21 +99,16 @@ extension Hoist {
                 throw error
             }
             let journalPath = job.journalPath(override: journalOptions.journal)
-            let lock: JobLock
+            let lock: any JobRunLock
+            let journal: any JournalStore
             do {
-                lock = try JobLock(path: journalPath + ".lock", wait: wait)
+                try job.checkJournalOwner(override: journalOptions.journal, claim: true)
+                journal = try Journal.open(journalPath)
+                lock = try journal.claimRun(wait: wait)
             } catch let error as JobLock.Busy {
                 FileHandle.standardError.write(Data(
                     "hoist: \(job.manifest.name) is already running (pid \(error.holder)); use --wait to wait for it\n".utf8))
                 throw ExitCode(2)
-            } catch {
-                try failStart(job, "\(error)", journal: nil)
-            }
-            let journal: Journal
-            do {
-                try job.checkJournalOwner(override: journalOptions.journal, claim: true)
-                journal = try Journal(path: journalPath)
-                try journal.markInterruptedRuns()
             } catch {
                 try failStart(job, describe(error), journal: nil)
             }
@@ -166,7 +161,7 @@ extension Hoist {
             let signals = SignalSources.run(runner, resized: resized)
             let summary = await runner.run()
             signals.cancel()
-            withExtendedLifetime(lock) {}
+            lock.release()
             if let metricsFile {
                 do { try Metrics.write(summary, to: metricsFile) } catch {
                     FileHandle.standardError.write(Data("hoist: \(error)\n".utf8))
@@ -198,7 +193,7 @@ extension Hoist {
 
         /// A run that could not start: one line saying why, the failure in the metrics file (so an
         /// old success does not stand), a failed run in the journal (so `hoist status` shows it); exit 2.
-        private func failStart(_ job: Job, _ message: String, journal: Journal?) throws -> Never {
+        private func failStart(_ job: Job, _ message: String, journal: (any JournalStore)?) throws -> Never {
             FileHandle.standardError.write(Data("hoist: \(message)\n".utf8))
             if let metricsFile {
                 do { try Metrics.writeFailure(job: job.manifest.name, to: metricsFile) } catch {
@@ -305,9 +300,9 @@ extension Hoist {
                 FileHandle.standardError.write(Data("hoist: \(error)\n".utf8))
                 throw ExitCode(2)
             }
-            var journal: Journal?
+            var journal: (any JournalStore)?
             if FileManager.default.fileExists(atPath: journalPath) {
-                do { journal = try Journal(path: journalPath) } catch {
+                do { journal = try Journal.open(journalPath) } catch {
                     FileHandle.standardError.write(Data("hoist: \(error)\n".utf8))
                     throw ExitCode(2)
                 }

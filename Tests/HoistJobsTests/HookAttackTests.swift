@@ -237,7 +237,7 @@ import Testing
     @Test func aRewrittenFileIsNotUploadedAgainByTheNextRun() async throws {
         let hooks = try HookFixture()
         for name in ["a.txt", "b.txt"] { try hooks.fixture.file(name, 10) }
-        let journal = try Journal(path: hooks.fixture.directory.url.appendingPathComponent("journal.sqlite").path)
+        let journal = try SQLiteJournal(path: hooks.fixture.directory.url.appendingPathComponent("journal.sqlite").path)
         let lua = "function before_upload(f) return { destination = 'moved/' .. f.destination, metadata = { cacheControl = 'no-cache' } } end"
         let first = try await hooks.run(lua, journal: journal)
         #expect(first.uploaded == 2)

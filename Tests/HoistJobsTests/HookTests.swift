@@ -21,7 +21,7 @@ struct HookFixture {
 
     /// Runs a job whose hooks are `lua` (inline) plus `files` (paths relative to the job).
     func run(_ lua: String, files: [String] = [], extra: String = "", environment: [String: String] = ["HOME": "/root"],
-             journal: Journal? = nil, during: (@Sendable (JobRunner) async -> Void)? = nil) async throws -> JobSummary {
+             journal: (any JournalStore)? = nil, during: (@Sendable (JobRunner) async -> Void)? = nil) async throws -> JobSummary {
         var hooks = files.map { "  - \($0)\n" }.joined()
         if !lua.isEmpty {
             hooks += "  - inline: |\n" + lua.split(separator: "\n", omittingEmptySubsequences: false).map { "      \($0)" }.joined(separator: "\n") + "\n"

@@ -145,7 +145,7 @@ final class SendClock: JobObserver {
         for index in 0..<1200 { try fixture.file("d\(index % 5)/f\(index).txt", 3) }
         let job = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { concurrency: 8 }")
         let backend = PersistRecordingBackend(LocalBucket(directory: fixture.directory.url.appendingPathComponent("bucket").path))
-        let journal = try Journal(path: fixture.directory.url.appendingPathComponent("journal.sqlite").path)
+        let journal = try SQLiteJournal(path: fixture.directory.url.appendingPathComponent("journal.sqlite").path)
         let summary = await JobRunner(job: job, storage: Storage(url: "file:bucket", backend: backend), observers: [],
                                       journal: journal).run()
         #expect(summary.uploaded == 1200)
@@ -153,7 +153,7 @@ final class SendClock: JobObserver {
         let persisted = backend.persisted.withLock { $0 }
         #expect(!persisted.isEmpty && persisted.count < 100, "\(persisted.count) syncs")   // batches, not one per file
         #expect(persisted.last == 1200)
-        #expect(journal.fileCounts()["done"] == 1200)
+        #expect(try journal.fileCounts()[.done] == 1200)
     }
 
     @Test func neverMoreThanConcurrencyInFlight() async throws {

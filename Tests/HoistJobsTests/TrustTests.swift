@@ -128,15 +128,16 @@ import Testing
     @Test func lockFileThatCannotBeOpenedIsNotCalledAlreadyRunning() throws {
         let fixture = try JobFixture()
         try fixture.file("a.txt")
-        // The journal's folder is a file: nothing can be created in it (even by root).
-        try fixture.directory.write("state", Data("not a folder".utf8))
+        // The lock file's name is taken by a folder: it cannot be opened (even by root).
+        try FileManager.default.createDirectory(atPath: fixture.directory.url.appendingPathComponent("state/journal.sqlite.lock").path,
+                                                withIntermediateDirectories: true)
         _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\n")
         let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
         let journal = fixture.directory.url.appendingPathComponent("state/journal.sqlite").path
         let run = try runProcess(hoist, ["run", "--journal", journal, manifest])
         #expect(run.status == 2)
         #expect(!run.stderr.contains("already running"))
-        #expect(run.stderr.contains("cannot open the lock file \(journal).lock: Not a directory"), "\(run.stderr)")
+        #expect(run.stderr.contains("cannot open the lock file \(journal).lock: Is a directory"), "\(run.stderr)")
     }
 
     @Test func killedRunIsShownInterrupted() throws {

@@ -41,11 +41,11 @@ public struct Planner: Sequence {
     let job: Job
     let now: Date
     /// What earlier runs did: unchanged files are skipped, unfinished ones resumed.
-    let journal: Journal?
+    let journal: (any JournalStore)?
     /// Upload everything, whatever the journal says.
     let force: Bool
 
-    public init(job: Job, now: Date = Date(), journal: Journal? = nil, force: Bool = false) {
+    public init(job: Job, now: Date = Date(), journal: (any JournalStore)? = nil, force: Bool = false) {
         self.job = job
         self.now = now
         self.journal = journal
@@ -76,9 +76,9 @@ public struct Planner: Sequence {
         guard !force, let record = known,
               record.size == item.file.size, abs(record.mtime - item.file.modified.timeIntervalSince1970) < 0.001,
               record.attributes == attributesText ?? Journal.attributesText(item.attributes) else { return }
-        if record.state == "done", job.manifest.upload.skipUnchanged {
+        if record.state == .done, job.manifest.upload.skipUnchanged {
             item.decision = Planner.unchanged
-        } else if record.state == "uploading", let session = record.session {
+        } else if record.state == .uploading, let session = record.session {
             item.resumeSession = session
         }
     }
@@ -256,7 +256,7 @@ struct JournalMerge {
 
     /// The row for (`source`, `destination`), or nil when the rows in walk order do not have it.
     /// `set` is the file set being walked: each walk reads the rows from the start.
-    mutating func find(source: String, destination: String, set: Int, root: String, in journal: Journal) throws -> Journal.Known? {
+    mutating func find(source: String, destination: String, set: Int, root: String, in journal: any JournalStore) throws -> Journal.Known? {
         if set != self.set {
             self = JournalMerge()
             self.set = set

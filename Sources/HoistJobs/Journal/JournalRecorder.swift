@@ -12,7 +12,7 @@ import Synchronization
 /// `persist()`: one `syncfs` for a local bucket), so no row says done before its bytes are on
 /// stable storage, and that costs once per batch rather than fsyncs per file.
 final class JournalRecorder: JobObserver {
-    let journal: Journal
+    let journal: any JournalStore
     private let runID = UUID().uuidString.lowercased()
     private let persist: @Sendable () throws -> Void
     private let writer = DispatchQueue(label: "hoist.journal")
@@ -31,7 +31,7 @@ final class JournalRecorder: JobObserver {
     /// The first write that failed; the runner stops the job on it.
     var failure: JournalError? { state.withLock { $0.failure } }
 
-    init(journal: Journal, persist: @escaping @Sendable () throws -> Void = {}) {
+    init(journal: any JournalStore, persist: @escaping @Sendable () throws -> Void = {}) {
         self.journal = journal
         self.persist = persist
     }
@@ -64,14 +64,14 @@ final class JournalRecorder: JobObserver {
             if done { try persist() }
             try journal.apply(writes)
         } catch {
-            let failure = error as? JournalError ?? JournalError(message: "cannot record finished uploads in \(journal.path): \(error)")
+            let failure = error as? JournalError ?? JournalError(message: "cannot record finished uploads in \(journal.location): \(error)")
             state.withLock { if $0.failure == nil { $0.failure = failure } }
         }
     }
 
     func jobStarted(_ job: Job, files: Int?, bytes: Int64?) {
         let run = Journal.RunRecord(id: runID, job: job.manifest.name, started: Date().timeIntervalSince1970, finished: nil,
-                                    uploaded: 0, skipped: 0, failed: 0, cancelled: 0, bytes: 0, status: "running",
+                                    uploaded: 0, skipped: 0, failed: 0, cancelled: 0, bytes: 0, status: .running,
                                     pid: getpid(), error: nil)
         state.withLock { $0.run = run }
         record(.run(run))
@@ -87,7 +87,7 @@ final class JournalRecorder: JobObserver {
             let isNew = state.withLock { $0.lastSaved[key] == nil }
             guard isNew else { return }
             state.withLock { $0.lastSaved[key] = .distantPast }
-            record(.file(row(item, state: "uploading", session: task?.sessionID ?? item.resumeSession)))
+            record(.file(row(item, state: .uploading, session: task?.sessionID ?? item.resumeSession)))
         case .progress:
             let now = Date()
             let due = state.withLock { state -> Bool in
@@ -100,7 +100,7 @@ final class JournalRecorder: JobObserver {
                              offset: snapshot.progress?.completedUnitCount ?? 0))
         case .success:
             state.withLock { _ = $0.lastSaved.removeValue(forKey: key) }
-            var done = row(item, state: "done", session: nil)
+            var done = row(item, state: .done, session: nil)
             done.confirmedOffset = snapshot.metadata?.size ?? item.file.size
             done.md5Hash = snapshot.metadata?.md5Hash
             done.crc32c = snapshot.metadata?.resource.crc32c
@@ -108,7 +108,7 @@ final class JournalRecorder: JobObserver {
             record(.file(done), done: true)
         case .failure:
             state.withLock { _ = $0.lastSaved.removeValue(forKey: key) }
-            var failed = row(item, state: "failed", session: nil)
+            var failed = row(item, state: .failed, session: nil)
             failed.error = snapshot.error.map { "\(StorageErrorCode(of: $0).name): \($0.localizedDescription)" }
             record(.file(failed))
         default:
@@ -124,13 +124,13 @@ final class JournalRecorder: JobObserver {
         run.failed = summary.failed
         run.cancelled = summary.cancelled
         run.bytes = summary.bytes
-        run.status = summary.interrupted ? "interrupted" : (summary.failed > 0 || summary.fatal != nil ? "failed" : "ok")
+        run.status = summary.interrupted ? .interrupted : (summary.failed > 0 || summary.fatal != nil ? .failed : .ok)
         run.error = summary.fatal
         record(.run(run))
         writer.sync { flush() }
     }
 
-    private func row(_ item: PlanItem, state: String, session: String?) -> Journal.FileRecord {
+    private func row(_ item: PlanItem, state: Journal.FileState, session: String?) -> Journal.FileRecord {
         Journal.FileRecord(source: item.file.path, destination: item.destination, size: item.file.size,
                            mtime: item.file.modified.timeIntervalSince1970, attributes: Journal.attributesText(item.attributes),
                            state: state, session: session, confirmedOffset: 0, md5Hash: nil, crc32c: nil, generation: nil,

@@ -72,7 +72,7 @@ public final class JobRunner: Sendable {
     public let storage: Storage
     private let observers: [any JobObserver]
     private let hooks: HookBus?
-    private let journal: Journal?
+    private let journal: (any JournalStore)?
     private let recorder: JournalRecorder?
     private let force: Bool
     private let remoteCheck: Bool
@@ -94,7 +94,7 @@ public final class JobRunner: Sendable {
     /// - Parameter remoteCheck: before skipping a file as unchanged, ask the server (also on with
     ///   `upload.remoteCheck`).
     public init(job: Job, storage: Storage, observers: [any JobObserver], hooks: HookBus? = nil,
-                journal: Journal? = nil, force: Bool = false, remoteCheck: Bool = false) {
+                journal: (any JournalStore)? = nil, force: Bool = false, remoteCheck: Bool = false) {
         self.job = job
         self.storage = storage
         self.journal = journal

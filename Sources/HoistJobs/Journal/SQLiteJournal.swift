@@ -2,62 +2,16 @@ import Foundation
 import GRDB
 import HoistStorage
 
-/// A job's memory between runs, in SQLite (WAL): one row per (source file, destination) with
-/// what was last uploaded and, for a file in flight, its upload session and confirmed offset;
-/// one row per run. It is what makes runs incremental and resumable after a crash.
+/// The default journal: one SQLite file (WAL) per job, beside its lock file `PATH.lock`. One row
+/// per (source file, destination) with what was last uploaded and, for a file in flight, its
+/// upload session and confirmed offset; one row per run.
 ///
 /// Default path: `$XDG_STATE_HOME/hoist/JOB.sqlite` (`~/.local/state/hoist/JOB.sqlite`);
 /// `journal:` in the manifest or `--journal` on the command line choose another.
-public final class Journal: Sendable {
+public final class SQLiteJournal: JournalStore {
     public let path: String
+    public var location: String { path }
     private let database: DatabaseQueue
-
-    /// What the journal knows of one file.
-    public struct FileRecord: Codable, Sendable, FetchableRecord, PersistableRecord {
-        public static let databaseTableName = "file"
-        public var source: String
-        public var destination: String
-        public var size: Int64
-        public var mtime: Double
-        /// The metadata sent, as sorted JSON: a change of metadata is a change.
-        public var attributes: String
-        /// `uploading`, `done` or `failed`.
-        public var state: String
-        public var session: String?
-        public var confirmedOffset: Int64
-        public var md5Hash: String?
-        public var crc32c: String?
-        public var generation: Int64?
-        public var error: String?
-        public var runID: String
-        public var updated: Double
-    }
-
-    /// One run, as `hoist status` shows it.
-    public struct RunRecord: Codable, Sendable, FetchableRecord, PersistableRecord {
-        public static let databaseTableName = "run"
-        public var id: String
-        public var job: String
-        public var started: Double
-        public var finished: Double?
-        public var uploaded: Int
-        public var skipped: Int
-        public var failed: Int
-        public var cancelled: Int
-        public var bytes: Int64
-        /// `running`, `ok`, `failed`, `interrupted` (a run still `running` with no process died).
-        public var status: String
-        public var pid: Int32
-        /// Why a run that could not start or stopped early failed.
-        public var error: String?
-    }
-
-    /// The default journal of a job.
-    public static func defaultPath(job: String, environment: [String: String]) -> String {
-        let state = environment["XDG_STATE_HOME"].flatMap { $0.isEmpty ? nil : $0 }
-            ?? ((environment["HOME"] ?? NSHomeDirectory()) + "/.local/state")
-        return state + "/hoist/\(job).sqlite"
-    }
 
     /// Opens (creating when missing), checks (`PRAGMA quick_check`) and migrates a journal.
     /// - Throws: `JournalError` naming the file, what is wrong (damaged, not writable, disk
@@ -68,7 +22,7 @@ public final class Journal: Sendable {
         do {
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         } catch {
-            throw JournalError(message: "cannot create the journal's folder \(folder): \(error.localizedDescription). "
+            throw JournalError(message: "cannot create the journal's folder \(folder): \(error.localizedDescription.trimmingCharacters(in: CharacterSet(charactersIn: "."))). "
                 + "Create it with write access for this user, or name another journal with --journal.")
         }
         do {
@@ -92,26 +46,26 @@ public final class Journal: Sendable {
         }
     }
 
-    /// Marks runs still `running` as `interrupted`: called by the run that holds the job's lock,
-    /// so no process of theirs is alive (they were killed, or their machine went down).
-    public func markInterruptedRuns() throws {
+    /// Takes the job's lock file (`PATH.lock`, an exclusive `flock`), then marks runs still
+    /// `running` as `interrupted`: no process of theirs is alive (they were killed, or their
+    /// machine went down), since each held the lock while it ran.
+    public func claimRun(wait: Bool) throws -> any JobRunLock {
+        let lock = try JobLock(path: path + ".lock", wait: wait)
+        try markInterruptedRuns()
+        return lock
+    }
+
+
+    func markInterruptedRuns() throws {
         try write { db in
             try db.execute(sql: "UPDATE run SET status = 'interrupted', finished = COALESCE(finished, ?) WHERE status = 'running'",
                            arguments: [Date().timeIntervalSince1970])
         }
     }
 
-    /// One write of a batch.
-    public enum Write: Sendable {
-        case file(FileRecord)
-        /// The session and confirmed offset of a file in flight.
-        case progress(source: String, destination: String, session: String?, offset: Int64)
-        case run(RunRecord)
-    }
-
     /// Applies writes in order, in one transaction: what a run records is batched, never a
     /// transaction per file.
-    public func apply(_ writes: [Write]) throws {
+    public func apply(_ writes: [Journal.Write]) throws {
         try write { db in
             for item in writes {
                 switch item {
@@ -123,13 +77,6 @@ public final class Journal: Sendable {
                 }
             }
         }
-    }
-
-    /// Records a run that could not start (a missing root, no credentials, a missing bucket...).
-    public func recordFailedStart(job: String, reason: String) throws {
-        let now = Date().timeIntervalSince1970
-        try save(RunRecord(id: UUID().uuidString.lowercased(), job: job, started: now, finished: now, uploaded: 0, skipped: 0,
-                           failed: 0, cancelled: 0, bytes: 0, status: "failed", pid: getpid(), error: reason))
     }
 
     /// Writes, turning SQLite's errors into `JournalError`s that say what to do.
@@ -186,25 +133,9 @@ public final class Journal: Sendable {
         return migrator
     }
 
-    /// The metadata as the journal compares it.
-    public static func attributesText(_ attributes: ObjectResource) -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return (try? encoder.encode(attributes)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
-    }
-
-    /// What a plan compares for a file: enough to tell it unchanged, or to resume it.
-    public struct Known: Sendable {
-        public let size: Int64
-        public let mtime: Double
-        public let attributes: String
-        public let state: String
-        public let session: String?
-    }
-
     /// The columns a plan compares, read by position from one reused statement (no record
     /// decoding): every file of the tree is looked up.
-    public func lookup(source: String, destination: String) throws -> Known? {
+    public func lookup(source: String, destination: String) throws -> Journal.Known? {
         do {
             return try database.inDatabase { db in
                 let statement = try db.cachedStatement(
@@ -213,24 +144,17 @@ public final class Journal: Sendable {
                 // A cursor's row reads the statement's columns in place (fetchOne copies the row).
                 let rows = try Row.fetchCursor(statement)
                 guard let row = try rows.next() else { return nil }
-                return Known(size: row[0], mtime: row[1], attributes: row[2], state: row[3], session: row[4])
+                return Journal.Known(size: row[0], mtime: row[1], attributes: row[2], state: Self.state(row[3]), session: row[4])
             }
         } catch {
             throw JournalError(reading: path, error)
         }
     }
 
-    /// A file's row as a plan reads the journal alongside its walk.
-    public struct KnownRow: Sendable {
-        public let source: String
-        public let destination: String
-        public let known: Known
-    }
-
     /// Up to `limit` rows whose source is in `[from, below)` and whose (source, destination)
     /// comes after `after`, in byte order of (source, destination): the order of a walk, so a
     /// plan reads a thousand rows per query instead of querying once per file.
-    public func rows(from: String, below: String, after: (source: String, destination: String)?, limit: Int) throws -> [KnownRow] {
+    public func rows(from: String, below: String, after: (source: String, destination: String)?, limit: Int) throws -> [Journal.KnownRow] {
         do {
             return try database.inDatabase { db in
                 // The row value alone bounds the index search from below (with `source >= ?` as
@@ -241,11 +165,11 @@ public final class Journal: Sendable {
                     ORDER BY source, destination LIMIT ?
                     """)
                 statement.setUncheckedArguments([after?.source ?? from, after?.destination ?? "", below, limit])
-                var found: [KnownRow] = []
+                var found: [Journal.KnownRow] = []
                 let cursor = try Row.fetchCursor(statement)
                 while let row = try cursor.next() {
-                    found.append(KnownRow(source: row[0], destination: row[1], known: Known(
-                        size: row[2], mtime: row[3], attributes: row[4], state: row[5], session: row[6])))
+                    found.append(Journal.KnownRow(source: row[0], destination: row[1], known: Journal.Known(
+                        size: row[2], mtime: row[3], attributes: row[4], state: Self.state(row[5]), session: row[6])))
                 }
                 return found
             }
@@ -256,39 +180,55 @@ public final class Journal: Sendable {
 
     /// What the journal knows of a file, or nil. One statement, prepared once and reused: a
     /// plan looks up every file of the tree.
-    public func record(source: String, destination: String) throws -> FileRecord? {
+    public func record(source: String, destination: String) throws -> Journal.FileRecord? {
         do {
             return try database.inDatabase { db in
                 let statement = try db.cachedStatement(sql: "SELECT * FROM file WHERE source = ? AND destination = ?")
-                return try FileRecord.fetchOne(statement, arguments: [source, destination])
+                return try Journal.FileRecord.fetchOne(statement, arguments: [source, destination])
             }
         } catch {
             throw JournalError(reading: path, error)
         }
     }
 
-    public func save(_ run: RunRecord) throws {
-        try apply([.run(run)])
-    }
-
     /// The last `limit` runs, newest first.
-    public func runs(limit: Int = 10) -> [RunRecord] {
-        (try? database.read { db in try RunRecord.order(Column("started").desc).limit(limit).fetchAll(db) }) ?? []
+    public func runs(limit: Int = 10) throws -> [Journal.RunRecord] {
+        try read { db in try Journal.RunRecord.order(Column("started").desc).limit(limit).fetchAll(db) }
     }
 
-    /// Files by state, and the failed and unfinished ones.
-    public func fileCounts() -> [String: Int] {
-        (try? database.read { db in
-            Dictionary(uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT state, COUNT(*) AS n FROM file GROUP BY state")
-                .map { ($0["state"] as String, $0["n"] as Int) })
-        }) ?? [:]
+    /// How many files are in each state.
+    public func fileCounts() throws -> [Journal.FileState: Int] {
+        try read { db in
+            var counts: [Journal.FileState: Int] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT state, COUNT(*) AS n FROM file GROUP BY state") {
+                counts[Self.state(row["state"]), default: 0] += row["n"] as Int
+            }
+            return counts
+        }
     }
 
-    public func files(state: String, limit: Int = 20) -> [FileRecord] {
-        (try? database.read { db in
-            try FileRecord.filter(Column("state") == state).order(Column("updated").desc).limit(limit).fetchAll(db)
-        }) ?? []
+    /// The most recently updated files in `state`.
+    public func files(state: Journal.FileState, limit: Int = 20) throws -> [Journal.FileRecord] {
+        try read { db in
+            try Journal.FileRecord.filter(Column("state") == state.rawValue).order(Column("updated").desc).limit(limit).fetchAll(db)
+        }
     }
+
+    private func read<T>(_ body: (Database) throws -> T) throws -> T {
+        do { return try database.read(body) } catch { throw JournalError(reading: path, error) }
+    }
+
+    /// A state as stored; a value this version does not know (written by a newer one) reads as
+    /// `failed`, so the file is tried again rather than skipped.
+    static func state(_ text: String) -> Journal.FileState { Journal.FileState(rawValue: text) ?? .failed }
+}
+
+extension Journal.FileRecord: FetchableRecord, PersistableRecord {
+    public static let databaseTableName = "file"
+}
+
+extension Journal.RunRecord: FetchableRecord, PersistableRecord {
+    public static let databaseTableName = "run"
 }
 
 /// A journal that cannot be used: names the file, what is wrong, and the way back.
@@ -302,21 +242,21 @@ public struct JournalError: Error, CustomStringConvertible, Sendable {
         let folder = (path as NSString).deletingLastPathComponent
         switch (error as? DatabaseError)?.resultCode.primaryResultCode {
         case .SQLITE_CORRUPT?, .SQLITE_NOTADB?:
-            message = "the journal \(path) is damaged (\(Journal.reason(error))). To start over, move it aside "
+            message = "the journal \(path) is damaged (\(SQLiteJournal.reason(error))). To start over, move it aside "
                 + "(mv \(path) \(path).bad): the next run uploads again every file it cannot prove unchanged."
         case .SQLITE_READONLY?, .SQLITE_CANTOPEN?, .SQLITE_PERM?, .SQLITE_AUTH?:
-            message = "the journal \(path) cannot be opened for writing (\(Journal.reason(error))). "
+            message = "the journal \(path) cannot be opened for writing (\(SQLiteJournal.reason(error))). "
                 + "Give this user write access to \(folder) and the journal, or name another with --journal."
         case .SQLITE_FULL?:
             message = "the disk holding the journal \(path) is full: free space there, or name another journal with --journal."
         default:
-            message = "\(path) is not a usable Hoist journal (\(Journal.reason(error))). "
+            message = "\(path) is not a usable Hoist journal (\(SQLiteJournal.reason(error))). "
                 + "To start over, move it aside (mv \(path) \(path).bad): the next run uploads again every file it cannot prove unchanged."
         }
     }
 
     init(reading path: String, _ error: any Error) {
-        message = "cannot read the journal \(path): \(Journal.reason(error)). If it is damaged, move it aside "
+        message = "cannot read the journal \(path): \(SQLiteJournal.reason(error)). If it is damaged, move it aside "
             + "(mv \(path) \(path).bad) and run again."
     }
 
@@ -325,10 +265,10 @@ public struct JournalError: Error, CustomStringConvertible, Sendable {
         case .SQLITE_FULL?:
             message = "cannot write the journal \(path): the disk is full. Free space there; the next run goes on from what was recorded."
         case .SQLITE_CORRUPT?, .SQLITE_NOTADB?:
-            message = "cannot write the journal \(path): it is damaged (\(Journal.reason(error))). Move it aside "
+            message = "cannot write the journal \(path): it is damaged (\(SQLiteJournal.reason(error))). Move it aside "
                 + "(mv \(path) \(path).bad) and run again."
         default:
-            message = "cannot write the journal \(path): \(Journal.reason(error))."
+            message = "cannot write the journal \(path): \(SQLiteJournal.reason(error))."
         }
     }
 }

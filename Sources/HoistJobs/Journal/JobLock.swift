@@ -1,0 +1,58 @@
+import Foundation
+import Synchronization
+
+/// One run of a job at a time: an exclusive `flock` on `JOURNAL.lock`.
+public final class JobLock: JobRunLock {
+    private let descriptor: Int32
+    private let released = Mutex(false)
+
+    /// Another run holds the lock.
+    public struct Busy: Error, CustomStringConvertible {
+        /// The process holding it, as it wrote itself there.
+        public let holder: String
+        public var description: String { "another run holds the job (pid \(holder))" }
+    }
+
+    /// A lock file that cannot be made or opened: says which and why.
+    public struct Unavailable: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// Takes the lock, waiting for it when `wait`, else failing at once when another run holds it.
+    /// - Throws: `Busy` when another run holds it; `Unavailable` when the lock file cannot be opened.
+    public init(path: String, wait: Bool) throws {
+        let folder = (path as NSString).deletingLastPathComponent
+        try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
+            throw Unavailable(description: "cannot open the lock file \(path): \(String(cString: strerror(errno))). "
+                + "Give this user write access to \(folder), or name another journal with --journal.")
+        }
+        while flock(descriptor, LOCK_EX | (wait ? 0 : LOCK_NB)) != 0 {
+            let reason = errno
+            if reason == EINTR { continue }
+            close(descriptor)
+            if reason == EWOULDBLOCK { throw Busy(holder: Self.holder(path)) }
+            throw Unavailable(description: "cannot lock \(path): \(String(cString: strerror(reason))).")
+        }
+        _ = ftruncate(descriptor, 0)
+        let pid = "\(getpid())\n"
+        _ = pid.withCString { write(descriptor, $0, strlen($0)) }
+    }
+
+    /// Lets the next run in (also when this object goes, or the process ends).
+    public func release() {
+        let first = released.withLock { released in
+            defer { released = true }
+            return !released
+        }
+        if first { close(descriptor) }
+    }
+
+    deinit { release() }
+
+    /// The process that holds the lock, as it wrote itself there.
+    public static func holder(_ path: String) -> String {
+        ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}

@@ -1,0 +1,207 @@
+import Foundation
+import HoistStorage
+
+/// A job's memory between runs, behind one small protocol so that a second implementation (a
+/// database shared by many machines) can stand where the SQLite file does. What a run needs of
+/// it, in the order it needs it:
+///
+/// - **claim**: `claimRun(wait:)` takes the job for this process (one run at a time) and marks
+///   runs left `running` by processes that died as `interrupted`;
+/// - **look up**: `rows(...)` (in walk order, a chunk at a time) and `lookup(...)` (one file):
+///   what earlier runs did, so unchanged files are skipped and unfinished ones resumed;
+/// - **record**: `apply(_:)`, batched writes of file and run rows;
+/// - **finish**: the run's last row is a `.run` write; `JobRunLock.release()` lets the next run in.
+///
+/// Invariants every implementation keeps (`JournalStoreTests` runs them on each): a `done` row is
+/// written only after its object was stored and verified; writes of one `apply` land together or
+/// not at all; errors are `JournalError`s that say what to do, never swallowed.
+public protocol JournalStore: Sendable {
+    /// Where the journal is, for messages: a file's path, or a URL with its password removed.
+    var location: String { get }
+
+    /// Takes the job for this run: waits for, or (`wait` false) refuses with `JobLock.Busy`, a
+    /// run of the same job holding it; then marks runs that were left `running` `interrupted`.
+    func claimRun(wait: Bool) throws -> any JobRunLock
+
+    /// What the journal knows of one file going to one destination.
+    func lookup(source: String, destination: String) throws -> Journal.Known?
+    /// Up to `limit` rows whose source is in `[from, below)` and whose (source, destination)
+    /// comes after `after`, in byte order of (source, destination): the order of a walk.
+    func rows(from: String, below: String, after: (source: String, destination: String)?, limit: Int) throws -> [Journal.KnownRow]
+    /// The whole row of one file, or nil.
+    func record(source: String, destination: String) throws -> Journal.FileRecord?
+
+    /// Applies writes in order, all or none.
+    func apply(_ writes: [Journal.Write]) throws
+
+    /// The last `limit` runs, newest first.
+    func runs(limit: Int) throws -> [Journal.RunRecord]
+    /// How many files are in each state.
+    func fileCounts() throws -> [Journal.FileState: Int]
+    /// The most recently updated files in `state`.
+    func files(state: Journal.FileState, limit: Int) throws -> [Journal.FileRecord]
+}
+
+/// A run's hold on its job; released when the run ends (or its process does).
+public protocol JobRunLock: Sendable {
+    func release()
+}
+
+extension JournalStore {
+    /// Records a run that could not start (a missing root, no credentials, a missing bucket...).
+    public func recordFailedStart(job: String, reason: String) throws {
+        let now = Date().timeIntervalSince1970
+        try apply([.run(Journal.RunRecord(id: UUID().uuidString.lowercased(), job: job, started: now, finished: now,
+                                          uploaded: 0, skipped: 0, failed: 0, cancelled: 0, bytes: 0, status: .failed,
+                                          pid: getpid(), error: reason))])
+    }
+}
+
+/// The journal's records, and how a job's journal is found and opened.
+public enum Journal {
+    /// A file's state.
+    public enum FileState: String, Codable, Sendable, CaseIterable {
+        /// Started; `session` and `confirmedOffset` say how far it got.
+        case uploading
+        /// Stored and verified; `md5Hash`, `crc32c` and `generation` are the server's.
+        case done
+        /// The last attempt failed; `error` says why. The next run tries again.
+        case failed
+    }
+
+    /// How a run ended (or that it is still going).
+    public enum RunStatus: String, Codable, Sendable {
+        case running, ok, failed
+        /// Stopped by a signal, or left `running` by a process that died.
+        case interrupted
+    }
+
+    /// What the journal knows of one file.
+    public struct FileRecord: Codable, Sendable {
+        public var source: String
+        public var destination: String
+        public var size: Int64
+        public var mtime: Double
+        /// The metadata sent, as sorted JSON: a change of metadata is a change.
+        public var attributes: String
+        public var state: FileState
+        public var session: String?
+        public var confirmedOffset: Int64
+        public var md5Hash: String?
+        public var crc32c: String?
+        public var generation: Int64?
+        public var error: String?
+        public var runID: String
+        public var updated: Double
+
+        public init(source: String, destination: String, size: Int64, mtime: Double, attributes: String, state: FileState,
+                    session: String? = nil, confirmedOffset: Int64 = 0, md5Hash: String? = nil, crc32c: String? = nil,
+                    generation: Int64? = nil, error: String? = nil, runID: String, updated: Double = Date().timeIntervalSince1970) {
+            self.source = source
+            self.destination = destination
+            self.size = size
+            self.mtime = mtime
+            self.attributes = attributes
+            self.state = state
+            self.session = session
+            self.confirmedOffset = confirmedOffset
+            self.md5Hash = md5Hash
+            self.crc32c = crc32c
+            self.generation = generation
+            self.error = error
+            self.runID = runID
+            self.updated = updated
+        }
+    }
+
+    /// One run, as `hoist status` shows it.
+    public struct RunRecord: Codable, Sendable {
+        public var id: String
+        public var job: String
+        public var started: Double
+        public var finished: Double?
+        public var uploaded: Int
+        public var skipped: Int
+        public var failed: Int
+        public var cancelled: Int
+        public var bytes: Int64
+        public var status: RunStatus
+        public var pid: Int32
+        /// Why a run that could not start or stopped early failed.
+        public var error: String?
+
+        public init(id: String, job: String, started: Double, finished: Double?, uploaded: Int, skipped: Int, failed: Int,
+                    cancelled: Int, bytes: Int64, status: RunStatus, pid: Int32, error: String?) {
+            self.id = id
+            self.job = job
+            self.started = started
+            self.finished = finished
+            self.uploaded = uploaded
+            self.skipped = skipped
+            self.failed = failed
+            self.cancelled = cancelled
+            self.bytes = bytes
+            self.status = status
+            self.pid = pid
+            self.error = error
+        }
+    }
+
+    /// What a plan compares for a file: enough to tell it unchanged, or to resume it.
+    public struct Known: Sendable {
+        public let size: Int64
+        public let mtime: Double
+        public let attributes: String
+        public let state: FileState
+        public let session: String?
+
+        public init(size: Int64, mtime: Double, attributes: String, state: FileState, session: String?) {
+            self.size = size
+            self.mtime = mtime
+            self.attributes = attributes
+            self.state = state
+            self.session = session
+        }
+    }
+
+    /// A file's row as a plan reads the journal alongside its walk.
+    public struct KnownRow: Sendable {
+        public let source: String
+        public let destination: String
+        public let known: Known
+
+        public init(source: String, destination: String, known: Known) {
+            self.source = source
+            self.destination = destination
+            self.known = known
+        }
+    }
+
+    /// One write of a batch.
+    public enum Write: Sendable {
+        case file(FileRecord)
+        /// The session and confirmed offset of a file in flight.
+        case progress(source: String, destination: String, session: String?, offset: Int64)
+        case run(RunRecord)
+    }
+
+    /// The default journal of a job.
+    public static func defaultPath(job: String, environment: [String: String]) -> String {
+        let state = environment["XDG_STATE_HOME"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? ((environment["HOME"] ?? NSHomeDirectory()) + "/.local/state")
+        return state + "/hoist/\(job).sqlite"
+    }
+
+    /// The metadata as the journal compares it.
+    public static func attributesText(_ attributes: ObjectResource) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return (try? encoder.encode(attributes)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+    }
+
+    /// Opens the journal at `location`: a SQLite file by its path (created when missing).
+    /// - Throws: `JournalError` saying what is wrong and the way back.
+    public static func open(_ location: String) throws -> any JournalStore {
+        try SQLiteJournal(path: location)
+    }
+}
