@@ -103,7 +103,7 @@ extension Hoist {
             let journal: any JournalStore
             do {
                 try job.checkJournalOwner(override: journalOptions.journal, claim: true)
-                journal = try Journal.open(journalPath)
+                journal = try Journal.open(journalPath, job: job.manifest.name)
                 lock = try journal.claimRun(wait: wait)
             } catch let error as JobLock.Busy {
                 FileHandle.standardError.write(Data(
@@ -301,8 +301,8 @@ extension Hoist {
                 throw ExitCode(2)
             }
             var journal: (any JournalStore)?
-            if FileManager.default.fileExists(atPath: journalPath) {
-                do { journal = try Journal.open(journalPath) } catch {
+            if Journal.exists(journalPath) {
+                do { journal = try Journal.open(journalPath, job: job.manifest.name) } catch {
                     FileHandle.standardError.write(Data("hoist: \(error)\n".utf8))
                     throw ExitCode(2)
                 }
@@ -375,7 +375,7 @@ extension Hoist {
 
 /// `--journal`, shared by the commands that read a job's journal.
 struct JournalOptions: ParsableArguments {
-    @Option(name: .long, help: "The journal (default: the manifest's journal:, else $XDG_STATE_HOME/hoist/JOB.sqlite).")
+    @Option(name: .long, help: "The journal: a SQLite file, or postgres://USER@HOST/DATABASE shared by many machines (default: the manifest's journal:, else $XDG_STATE_HOME/hoist/JOB.sqlite).")
     var journal: String?
 }
 

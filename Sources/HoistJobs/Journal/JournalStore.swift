@@ -199,9 +199,27 @@ public enum Journal {
         return (try? encoder.encode(attributes)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
     }
 
-    /// Opens the journal at `location`: a SQLite file by its path (created when missing).
+    /// Opens the journal at `location`: a SQLite file by its path (created when missing), or a
+    /// PostgreSQL database shared by many machines (`postgres://...`, `PostgresJournal`), where
+    /// the rows are the job's (`job`, its manifest's name).
     /// - Throws: `JournalError` saying what is wrong and the way back.
-    public static func open(_ location: String) throws -> any JournalStore {
-        try SQLiteJournal(path: location)
+    public static func open(_ location: String, job: String = "") throws -> any JournalStore {
+        if PostgresLocation.isPostgres(location) {
+            guard !job.isEmpty else { throw JournalError(message: "a shared journal (\(location)) needs the job's name.") }
+            return try PostgresJournal(url: location, job: job)
+        }
+        return try SQLiteJournal(path: location)
+    }
+
+    /// Whether `location` holds a journal to read: a SQLite file that exists, or any shared
+    /// journal (its server says whether it knows the job).
+    public static func exists(_ location: String) -> Bool {
+        PostgresLocation.isPostgres(location) || FileManager.default.fileExists(atPath: location)
+    }
+
+    /// `location` as messages show it: a shared journal's URL without its password.
+    public static func shown(_ location: String) -> String {
+        guard PostgresLocation.isPostgres(location) else { return location }
+        return (try? PostgresLocation(location, environment: [:]).location) ?? "a postgres:// URL that does not parse"
     }
 }

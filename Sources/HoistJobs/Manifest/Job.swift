@@ -190,9 +190,10 @@ public struct Job: Sendable {
     }
 
     /// The journal's path: `override`, else `journal:` in the manifest, else the default.
+    /// A `postgres://` URL is a shared journal's, taken as it is.
     public func journalPath(override: String? = nil) -> String {
-        if let override { return URL(fileURLWithPath: override).standardizedFileURL.path }
-        if let path = manifest.journal { return resolve(path) }
+        if let override { return PostgresLocation.isPostgres(override) ? override : URL(fileURLWithPath: override).standardizedFileURL.path }
+        if let path = manifest.journal { return PostgresLocation.isPostgres(path) ? path : resolve(path) }
         return Journal.defaultPath(job: manifest.name, environment: environment)
     }
 
