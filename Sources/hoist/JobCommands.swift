@@ -65,6 +65,8 @@ extension Hoist {
 
         @OptionGroup var journalOptions: JournalOptions
 
+        @OptionGroup var shardOptions: ShardOptions
+
         @OptionGroup var trustOptions: TrustOptions
 
         @Flag(name: .long, help: "Upload every file, even those the journal knows unchanged.")
@@ -86,11 +88,11 @@ extension Hoist {
         func run() async throws {
             if dryRun {
                 let plan = try Plan.parse([job] + (journalOptions.journal.map { ["--journal", $0] } ?? [])
-                    + (force ? ["--force"] : []) + (json ? ["--json"] : []))
+                    + shardOptions.arguments + (force ? ["--force"] : []) + (json ? ["--json"] : []))
                 try await plan.run()
                 return
             }
-            let job: Job
+            var job: Job
             do { job = try loadJob(self.job) } catch {
                 // A manifest that does not load: the metrics say so too, under the name it gives.
                 if let metricsFile, let name = Self.nameInManifest(self.job) {
@@ -98,12 +100,13 @@ extension Hoist {
                 }
                 throw error
             }
+            job.shard = try shardOptions.resolve()
             let journalPath = job.journalPath(override: journalOptions.journal)
             let lock: any JobRunLock
             let journal: any JournalStore
             do {
                 try job.checkJournalOwner(override: journalOptions.journal, claim: true)
-                journal = try Journal.open(journalPath, job: job.manifest.name)
+                journal = try Journal.open(journalPath, job: job.manifest.name, shard: job.shard)
                 lock = try journal.claimRun(wait: wait)
             } catch let error as JobLock.Busy {
                 FileHandle.standardError.write(Data(
@@ -281,6 +284,8 @@ extension Hoist {
 
         @OptionGroup var journalOptions: JournalOptions
 
+        @OptionGroup var shardOptions: ShardOptions
+
         @Flag(name: .long, help: "Plan to upload every file, whatever the journal says.")
         var force = false
 
@@ -288,7 +293,8 @@ extension Hoist {
         var hooks = false
 
         func run() async throws {
-            let job = try loadJob(self.job)
+            var job = try loadJob(self.job)
+            job.shard = try shardOptions.resolve()
             do {
                 for note in try job.checkRoots() { FileHandle.standardError.write(Data("hoist: note: \(note)\n".utf8)) }
             } catch let error as YAMLError {

@@ -201,6 +201,48 @@ import Testing
         #expect(next.status == 0, "\(next.stderr)")
     }
 
+    /// Shards of one job run together on one shared journal (each holds its shard's lock and
+    /// the job's shared), a run of the whole job beside them is refused, and one shard's claim
+    /// does not take another's live run for an interrupted one.
+    @Test func shardsOfAJobRunTogetherOnASharedJournal() throws {
+        let server = try PostgresServer.shared()
+        let url = try server.makeDatabase()
+        let fixture = try JobFixture()
+        for index in 0..<6 { try fixture.file("f\(index).bin", 1_500_000 + index) }
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { bandwidth: 2MB/s }\n")
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        let shards = try (0..<2).map { index in
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: hoist)
+            process.arguments = ["run", "--quiet", "--shard", "\(index)/2", "--journal", url, manifest]
+            try process.run()
+            return process
+        }
+        let database = PostgresServer.database(of: url)
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline,
+              try server.psql("SELECT count(*) FROM hoist_run WHERE status = 'running'", database: database).stdout != "2\n" {
+            usleep(20_000)
+        }
+        #expect(try server.psql("SELECT count(*) FROM hoist_run WHERE status = 'running'", database: database).stdout == "2\n")
+        let whole = try runProcess(hoist, ["run", "--journal", url, manifest])
+        #expect(whole.status == 2)
+        #expect(whole.stderr.contains("test is already running (pid "), "\(whole.stderr)")
+        let again = try runProcess(hoist, ["run", "--shard", "1/2", "--journal", url, manifest])
+        #expect(again.stderr.contains("test is already running (pid \(shards[1].processIdentifier) on "), "\(again.stderr)")
+        for shard in shards {
+            shard.waitUntilExit()
+            #expect(shard.terminationStatus == 0)
+        }
+        #expect(try server.psql("SELECT status, uploaded FROM hoist_run WHERE status <> 'failed' ORDER BY uploaded", database: database).stdout
+            == "ok|3\nok|3\n")
+        for index in 0..<6 {
+            #expect(try Data(contentsOf: fixture.directory.url.appendingPathComponent("bucket/f\(index).bin")) == patternData(1_500_000 + index))
+        }
+        let status = try runProcess(hoist, ["status", "--journal", url, manifest])
+        #expect(status.stdout.contains("files: 6 uploaded, 0 pending, 0 failed"), "\(status.stdout)")
+    }
+
     @Test func aJournalThatCannotBeReachedOrEnteredIsOneSentenceAndExit2() throws {
         let server = try PostgresServer.shared()
         let url = try server.makeDatabase()

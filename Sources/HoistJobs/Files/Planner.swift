@@ -130,6 +130,8 @@ public struct Planner: Sequence {
                                         followSymlinks: sets[setIndex].followSymlinks)
                 }
                 if let file = walker!.next() {
+                    // Another shard's file is not this process's: not planned, not counted.
+                    if let shard = planner.job.shard, !shard.contains(file.relativePath) { continue }
                     if let item = plan(file, sets[setIndex], setIndex) { return item }
                     continue
                 }

@@ -203,10 +203,12 @@ public enum Journal {
     /// PostgreSQL database shared by many machines (`postgres://...`, `PostgresJournal`), where
     /// the rows are the job's (`job`, its manifest's name).
     /// - Throws: `JournalError` saying what is wrong and the way back.
-    public static func open(_ location: String, job: String = "") throws -> any JournalStore {
+    /// A run of one `shard` of a job takes only that shard's lock in a shared journal (and
+    /// excludes a run of the whole job).
+    public static func open(_ location: String, job: String = "", shard: Shard? = nil) throws -> any JournalStore {
         if PostgresLocation.isPostgres(location) {
             guard !job.isEmpty else { throw JournalError(message: "a shared journal (\(location)) needs the job's name.") }
-            return try PostgresJournal(url: location, job: job)
+            return try PostgresJournal(url: location, job: job, shard: shard)
         }
         return try SQLiteJournal(path: location)
     }

@@ -26,6 +26,8 @@ import Synchronization
 /// Every value reaches the server as a bind parameter; no SQL is built from inputs.
 public final class PostgresJournal: JournalStore {
     public let job: String
+    /// The shard whose runs this journal claims, or nil for the whole job.
+    public let shard: Shard?
     public let target: PostgresLocation
     public var location: String { target.location }
     private let connection: PostgresConnection
@@ -37,8 +39,9 @@ public final class PostgresJournal: JournalStore {
     /// Connects, and creates or migrates the schema.
     /// - Throws: `JournalError` in a sentence: the server cannot be reached, refused the password,
     ///   has no such database...
-    public init(url: String, job: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
+    public init(url: String, job: String, shard: Shard? = nil, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
         self.job = job
+        self.shard = shard
         target = try PostgresLocation(url, environment: environment)
         connection = try Self.connect(target, purpose: "journal")
         do {
@@ -191,14 +194,16 @@ public final class PostgresJournal: JournalStore {
 
     // MARK: JournalStore
 
-    /// The advisory lock a run of this job holds: the job's.
-    var runLockName: String { "hoist run " + job }
+    /// The advisory lock a run holds exclusively: the job's, or its shard's (then holding the
+    /// job's shared, so shards run together but not beside a run of the whole job).
+    var runLockName: String { shard.map { "hoist run \(job) shard \($0)" } ?? jobLockName }
+    var jobLockName: String { "hoist run " + job }
 
     /// Takes the job's advisory lock on a connection of its own, then marks this job's runs
     /// still `running` as `interrupted` when no session holds their lock any more: each held it
     /// while it ran, so none of those is alive.
     public func claimRun(wait: Bool) throws -> any JobRunLock {
-        let lock = try PostgresRunLock(target: target, key: runLockName, wait: wait)
+        let lock = try PostgresRunLock(target: target, key: runLockName, shared: shard == nil ? nil : jobLockName, wait: wait)
         do {
             _ = try query("""
                 UPDATE hoist_run SET status = 'interrupted', finished = COALESCE(finished, \(Date().timeIntervalSince1970))
@@ -383,15 +388,23 @@ final class PostgresRunLock: JobRunLock {
     /// The server process of the lock's session (`pg_backend_pid()`).
     let backendPID: Int32
 
-    init(target: PostgresLocation, key: String, wait: Bool) throws {
+    init(target: PostgresLocation, key: String, shared: String?, wait: Bool) throws {
         connection = try PostgresJournal.connect(target, purpose: "run")
         do {
             if wait {
+                if let shared {
+                    _ = try connection.query("SELECT pg_advisory_lock_shared(hashtextextended(\(shared), 0))", logger: PostgresJournal.logger).wait()
+                }
                 _ = try connection.query("SELECT pg_advisory_lock(hashtextextended(\(key), 0))", logger: PostgresJournal.logger).wait()
             } else {
-                let taken = try connection.query("SELECT pg_try_advisory_lock(hashtextextended(\(key), 0))", logger: PostgresJournal.logger)
-                    .wait().first?.decode(Bool.self) ?? false
-                if !taken {
+                for (name, exclusive) in [(shared, false), (Optional(key), true)] {
+                    guard let name else { continue }
+                    let taken = try connection.query(exclusive
+                        ? "SELECT pg_try_advisory_lock(hashtextextended(\(name), 0))"
+                        : "SELECT pg_try_advisory_lock_shared(hashtextextended(\(name), 0))", logger: PostgresJournal.logger)
+                        .wait().first?.decode(Bool.self) ?? false
+                    if taken { continue }
+                    let key = name
                     let holder = try? connection.query("""
                         SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
                         WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1

@@ -11,6 +11,8 @@ public struct Job: Sendable {
     /// The folder holding the manifest, absolute.
     public let directory: URL
     public let environment: [String: String]
+    /// The static shard this process plans and uploads (`--shard K/N`), or nil for every file.
+    public var shard: Shard?
     /// The manifest's text, to locate problems found after reading it (a missing root).
     private let text: String
 
