@@ -18,7 +18,7 @@ import Testing
     /// For random trees and shard counts, the shards of a plan are disjoint and together the
     /// whole plan, with each file in the shard its hash names.
     @Test(arguments: 0..<12) func shardsOfRandomTreesAreDisjointAndComplete(seed: Int) throws {
-        var random = SplitMix(seed: UInt64(seed) &* 0x9E37_79B9 &+ 17)
+        var random = FuzzTests.Random(state: UInt64(seed) &* 0x9E37_79B9 &+ 17)
         let fixture = try JobFixture()
         let alphabet = Array("abcXYZ019_-. éß漢")
         var paths = Set<String>()
@@ -91,18 +91,5 @@ import Testing
         let bad = try runProcess(hoist, ["run", "--shard", "3/3", manifest])
         #expect(bad.status == 2)
         #expect(bad.stderr.contains("shard 3 of 3 does not exist: the index goes from 0 to 2."), "\(bad.stderr)")
-    }
-}
-
-/// A small seeded generator: the same trees on every run of a seed.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
