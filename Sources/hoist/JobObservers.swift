@@ -41,7 +41,9 @@ final class JSONEventLog: JobObserver {
     }
 
     func fileSkipped(_ item: PlanItem, reason: String) {
-        emit(["event": "skip", "file": item.file.path, "reason": reason])
+        var fields: [String: any Sendable] = ["event": "skip", "file": item.file.path, "reason": reason]
+        if !item.destination.isEmpty { fields["object"] = item.destination }
+        emit(fields)
     }
 
     func fileEvent(_ item: PlanItem, _ snapshot: StorageTaskSnapshot) {
@@ -82,7 +84,8 @@ final class JSONEventLog: JobObserver {
     func jobFinished(_ summary: JobSummary) {
         emit(["event": "job_end", "job": summary.job, "uploaded": summary.uploaded, "failed": summary.failed,
               "skipped": summary.skipped, "cancelled": summary.cancelled, "bytes": summary.bytes,
-              "seconds": summary.seconds, "interrupted": summary.interrupted])
+              "unchanged": summary.unchanged, "seconds": summary.seconds, "interrupted": summary.interrupted,
+              "peakRSSBytes": peakResidentBytes()].merging(summary.fatal.map { ["fatal": $0] } ?? [:]) { a, _ in a })
     }
 }
 

@@ -126,8 +126,9 @@ public struct Planner: Sequence {
             let sets = planner.job.manifest.files
             while setIndex < sets.count, error == nil {
                 if walker == nil {
-                    walker = FileWalker(root: planner.job.root(of: sets[setIndex]), hidden: sets[setIndex].hidden,
-                                        followSymlinks: sets[setIndex].followSymlinks)
+                    let root = planner.job.root(of: sets[setIndex])
+                    walker = FileWalker(root: root, hidden: sets[setIndex].hidden, followSymlinks: sets[setIndex].followSymlinks,
+                                        skipping: planner.bucketInside(root))
                 }
                 if let file = walker!.next() {
                     if let item = plan(file, sets[setIndex], setIndex) { return item }
@@ -230,6 +231,16 @@ public struct Planner: Sequence {
         while iterator.next() != nil {}
         if let error = iterator.error { throw error }
         return (iterator.uploadCount, iterator.uploadBytes)
+    }
+
+    /// The job's local bucket's path below `root`, when the bucket is inside it: never uploaded
+    /// into itself (`hoist cp . web/` beside `.hoist/bucket`).
+    func bucketInside(_ root: String) -> String? {
+        guard let folder = job.localBucketFolder else { return nil }
+        let bucket = URL(fileURLWithPath: folder).resolvingSymlinksInPath().path
+        let real = URL(fileURLWithPath: root).resolvingSymlinksInPath().path
+        let prefix = real == "/" ? "/" : real + "/"
+        return bucket.hasPrefix(prefix) ? String(bucket.dropFirst(prefix.count)) : nil
     }
 
     /// The first file planned to `destination`, walking again from the start (only when a

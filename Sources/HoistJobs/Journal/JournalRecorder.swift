@@ -13,7 +13,7 @@ import Synchronization
 /// stable storage, and that costs once per batch rather than fsyncs per file.
 final class JournalRecorder: JobObserver {
     let journal: any JournalStore
-    private let runID = UUID().uuidString.lowercased()
+    private let runID: String
     private let persist: @Sendable () throws -> Void
     private let writer = DispatchQueue(label: "hoist.journal")
     private struct State {
@@ -31,8 +31,9 @@ final class JournalRecorder: JobObserver {
     /// The first write that failed; the runner stops the job on it.
     var failure: JournalError? { state.withLock { $0.failure } }
 
-    init(journal: any JournalStore, persist: @escaping @Sendable () throws -> Void = {}) {
+    init(journal: any JournalStore, runID: String, persist: @escaping @Sendable () throws -> Void = {}) {
         self.journal = journal
+        self.runID = runID
         self.persist = persist
     }
 

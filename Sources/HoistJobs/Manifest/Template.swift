@@ -19,6 +19,13 @@ public struct Template: Decodable, Sendable, Equatable, CustomStringConvertible 
 
     public init(from decoder: any Decoder) throws { self = try parseScalar(decoder, Template.init(parsing:)) }
 
+    /// `literal` as written, then (when `relpath`) the file's path below its root: what
+    /// `hoist cp` names objects with. Braces in `literal` are text, not placeholders.
+    public init(literal: String, relpath: Bool = false) {
+        text = literal.replacingOccurrences(of: "{", with: "{{").replacingOccurrences(of: "}", with: "}}") + (relpath ? "{relpath}" : "")
+        parts = (literal.isEmpty ? [] : [.literal(literal)]) + (relpath ? [.relpath] : [])
+    }
+
     public init(parsing text: String) throws(ValueError) {
         self.text = text
         // Templates become object names and header values: neither may hold a control character.

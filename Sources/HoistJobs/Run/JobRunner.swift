@@ -38,6 +38,8 @@ public struct JobSummary: Sendable {
     public var unchanged = 0
     /// Skipped by a `before_upload` hook.
     public var vetoed = 0
+    /// Skipped because the object exists (`upload.noClobber`).
+    public var existing = 0
     public var bytes: Int64 = 0
     public var seconds: Double = 0
     /// Stopped by a signal or `cancelAll()`.
@@ -55,8 +57,9 @@ public struct JobSummary: Sendable {
     public var line: String {
         var parts = ["\(uploaded) uploaded (\(ByteFormatter.string(bytes)))"]
         if unchanged > 0 { parts.append("\(unchanged) unchanged") }
-        if skipped - unchanged - vetoed > 0 { parts.append("\(skipped - unchanged - vetoed) not included") }
+        if skipped - unchanged - vetoed - existing > 0 { parts.append("\(skipped - unchanged - vetoed - existing) not included") }
         if vetoed > 0 { parts.append("\(vetoed) vetoed by a hook") }
+        if existing > 0 { parts.append("\(existing) already in the bucket") }
         if failed > 0 { parts.append("\(failed) failed") }
         if cancelled > 0 { parts.append("\(cancelled) cancelled") }
         return "\(job): " + parts.joined(separator: ", ") + String(format: " in %.1f s", seconds) + (interrupted ? " (interrupted)" : "")
@@ -94,7 +97,8 @@ public final class JobRunner: Sendable {
     /// - Parameter remoteCheck: before skipping a file as unchanged, ask the server (also on with
     ///   `upload.remoteCheck`).
     public init(job: Job, storage: Storage, observers: [any JobObserver], hooks: HookBus? = nil,
-                journal: (any JournalStore)? = nil, force: Bool = false, remoteCheck: Bool = false) {
+                journal: (any JournalStore)? = nil, force: Bool = false, remoteCheck: Bool = false,
+                runID: String = UUID().uuidString.lowercased()) {
         self.job = job
         self.storage = storage
         self.journal = journal
@@ -103,7 +107,7 @@ public final class JobRunner: Sendable {
         // With a journal, the backend may leave each object's durability to the journal's
         // batches (a local bucket then syncs once per batch instead of fsyncs per file).
         if journal != nil { storage.backend.deferPersistence() }
-        recorder = journal.map { [backend = storage.backend] in JournalRecorder(journal: $0, persist: { try backend.persist() }) }
+        recorder = journal.map { [backend = storage.backend] in JournalRecorder(journal: $0, runID: runID, persist: { try backend.persist() }) }
         self.observers = (recorder.map { [$0] } ?? []) + (hooks.map { [$0] } ?? []) + observers
         self.hooks = hooks
         hooks?.attach(pause: { [weak self] in self?.pauseAll() }, resume: { [weak self] in self?.resumeAll() })
@@ -172,6 +176,9 @@ public final class JobRunner: Sendable {
                     if remoteCheck, item.decision == Planner.unchanged, await !storedAsJournaled(item) {
                         item.decision = .upload
                     }
+                    if settings.noClobber, item.decision == .upload, await exists(item.destination) {
+                        item.decision = Self.exists
+                    }
                     if item.decision == .upload, let hooks {
                         let planned = item
                         do { item = try await hooks.beforeUpload(item) } catch {
@@ -201,6 +208,7 @@ public final class JobRunner: Sendable {
                         summary.skipped += 1
                         if item.decision == Planner.unchanged { summary.unchanged += 1 }
                         if item.decision == HookBus.vetoed { summary.vetoed += 1 }
+                        if item.decision == Self.exists { summary.existing += 1 }
                         for observer in observers { observer.fileSkipped(item, reason: reason) }
                         continue
                     }
@@ -316,7 +324,9 @@ public final class JobRunner: Sendable {
         // Another file now (saved anew by an editor, say), or a link: only a link on the way is refused.
         let root = URL(fileURLWithPath: job.root(of: set)).resolvingSymlinksInPath().path
         let real = URL(fileURLWithPath: item.file.path).resolvingSymlinksInPath().path
-        guard real != (root == "/" ? "" : root) + "/" + item.file.relativePath else { return nil }
+        // (A file set whose root is the file itself: the file is its root.)
+        let expected = item.file.path == job.root(of: set) ? root : (root == "/" ? "" : root) + "/" + item.file.relativePath
+        guard real != expected else { return nil }
         return "\(item.file.path) became a symbolic link (or a folder above it did) after the walk found it: not uploaded"
     }
 
@@ -326,6 +336,20 @@ public final class JobRunner: Sendable {
               let stored = try? await storage.reference(withPath: item.destination).getMetadata()
         else { return false }
         return stored.size == record.size && stored.md5Hash != nil && stored.md5Hash == record.md5Hash
+    }
+
+    /// The decision for a file whose object exists, with `upload.noClobber`.
+    public static let exists = PlanItem.Decision.skip("the object exists (no-clobber)")
+
+    /// Whether the bucket holds `object` (an error other than "not found" counts as yes: nothing
+    /// is overwritten on a guess).
+    private func exists(_ object: String) async -> Bool {
+        do {
+            _ = try await storage.reference(withPath: object).getMetadata()
+            return true
+        } catch {
+            return StorageErrorCode(of: error as NSError) != .objectNotFound
+        }
     }
 
     /// Starts nothing more; uploads in flight go on.
