@@ -52,6 +52,8 @@ let package = Package(
             dependencies: [
                 "HoistStorage",
                 "HoistJobs",
+                // YAMLError (a manifest's located error) and libyaml's version for --version.
+                "HoistYAML",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

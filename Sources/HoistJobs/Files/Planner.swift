@@ -191,9 +191,7 @@ public struct Planner: Sequence {
 
         /// The first metadata value that cannot be an HTTP header (a control character), or nil.
         static func headerProblem(_ attributes: ObjectResource) -> String? {
-            let fields: [(String, String?)] = [("contentType", attributes.contentType), ("cacheControl", attributes.cacheControl),
-                                               ("contentDisposition", attributes.contentDisposition),
-                                               ("contentEncoding", attributes.contentEncoding), ("contentLanguage", attributes.contentLanguage)]
+            let fields: [(String, String?)] = ObjectResource.headerFields.map { ($0.name, attributes[keyPath: $0.keyPath]) }
                 + (attributes.metadata ?? [:]).sorted { $0.key < $1.key }.flatMap { [("customMetadata key", $0.key), ("customMetadata.\($0.key)", $0.value)] }
             for (name, value) in fields {
                 if let value, let problem = headerValueProblem(value) { return "\(name) \(problem)" }
@@ -210,11 +208,9 @@ public struct Planner: Sequence {
         }
 
         private func apply(_ settings: MetadataSettings, to attributes: inout ObjectResource, _ context: Template.Context) throws(ValueError) {
-            if let value = settings.contentType { attributes.contentType = try value.render(context) }
-            if let value = settings.cacheControl { attributes.cacheControl = try value.render(context) }
-            if let value = settings.contentDisposition { attributes.contentDisposition = try value.render(context) }
-            if let value = settings.contentEncoding { attributes.contentEncoding = try value.render(context) }
-            if let value = settings.contentLanguage { attributes.contentLanguage = try value.render(context) }
+            for field in MetadataSettings.fields {
+                if let value = settings[keyPath: field.template] { attributes[keyPath: field.keyPath] = try value.render(context) }
+            }
             if let custom = settings.customMetadata {
                 var merged = attributes.metadata ?? [:]
                 for (key, template) in custom { merged[key] = try template.render(context) }

@@ -59,11 +59,10 @@ public final class HookBus: JobObserver, @unchecked Sendable {
     let settings: LuaSettings
     let runID: String
     let started = Date()
-    private struct Pacing {
-        var waiting = 0
-        var lastProgress: [String: Date] = [:]
-    }
-    private let pacing = Mutex(Pacing())
+    /// Events queued for the hooks and not yet delivered: past `lua.queueLimit`, progress is dropped.
+    private let waiting = Mutex(0)
+    /// `on_progress` at most once per `lua.progressInterval` per upload.
+    private let progressPacer: ProgressPacer
     let controls = JobControls()
     /// Uploads hooks may control, by id; `s.task:pause()` and friends look them up.
     let tasks = TaskRegistry()
@@ -228,6 +227,7 @@ public final class HookBus: JobObserver, @unchecked Sendable {
         self.log = log
         self.runID = runID
         settings = job.manifest.lua
+        progressPacer = ProgressPacer(interval: job.manifest.lua.progressInterval.seconds)
         taskMethods = Self.makeTaskMethods(tasks)
         do {
             runtime = try LuaRuntime(limits: .init(instructions: settings.instructionLimit, memory: Int(settings.memoryLimit.bytes),
@@ -274,9 +274,9 @@ public final class HookBus: JobObserver, @unchecked Sendable {
 
     private func deliver(_ function: String, _ argument: LuaValue) {
         guard defined.contains(function) else { return }
-        pacing.withLock { $0.waiting += 1 }
+        waiting.withLock { $0 += 1 }
         queue.async { [self] in
-            pacing.withLock { $0.waiting -= 1 }
+            waiting.withLock { $0 -= 1 }
             callAll(function, [argument])
         }
     }
@@ -329,18 +329,10 @@ public final class HookBus: JobObserver, @unchecked Sendable {
         let completed = snapshot.progress?.completedUnitCount ?? 0
         let total = snapshot.progress?.totalUnitCount ?? item.file.size
         if snapshot.status == .progress {
-            let now = Date()
-            let send = pacing.withLock { pacing -> Bool in
-                let last = pacing.lastProgress[item.destination]
-                let final = completed >= total
-                guard final || last == nil || (now.timeIntervalSince(last!) >= settings.progressInterval.seconds
-                                               && pacing.waiting < settings.queueLimit) else { return false }
-                pacing.lastProgress[item.destination] = now
-                return true
-            }
-            guard send else { return }
+            let allowed = waiting.withLock { $0 < settings.queueLimit }
+            guard progressPacer.admit(item.destination, final: completed >= total, allowed: allowed) else { return }
         } else if snapshot.status == .success || snapshot.status == .failure {
-            pacing.withLock { _ = $0.lastProgress.removeValue(forKey: item.destination) }
+            progressPacer.finished(item.destination)
         }
         var table = Self.table(for: snapshot, item: item)
         if let task = snapshot.task as? StorageUploadTask {
@@ -351,9 +343,9 @@ public final class HookBus: JobObserver, @unchecked Sendable {
         let path = item.destination
         let stored = snapshot.status == .success ? snapshot.metadata?.resource : nil
         let prepared = table
-        pacing.withLock { $0.waiting += 1 }
+        waiting.withLock { $0 += 1 }
         queue.async { [self] in
-            pacing.withLock { $0.waiting -= 1 }
+            waiting.withLock { $0 -= 1 }
             var table = prepared
             if let stored, let url = blocking({ try await self.storage.backend.downloadURL(for: path, stored: stored) }) {
                 table["downloadURL"] = .string(url.absoluteString)
@@ -410,12 +402,11 @@ public final class HookBus: JobObserver, @unchecked Sendable {
                     if let text, let problem = headerValueProblem(text) {
                         throw HookError(description: "before_upload: metadata \(key) \(problem)")
                     }
+                    if let field = ObjectResource.headerFields.first(where: { $0.name == key }) {
+                        attributes[keyPath: field.keyPath] = text
+                        continue
+                    }
                     switch key {
-                    case "contentType": attributes.contentType = text
-                    case "cacheControl": attributes.cacheControl = text
-                    case "contentDisposition": attributes.contentDisposition = text
-                    case "contentEncoding": attributes.contentEncoding = text
-                    case "contentLanguage": attributes.contentLanguage = text
                     case "customMetadata":
                         if case .table(let custom) = value {
                             var merged = attributes.metadata ?? [:]
@@ -447,7 +438,7 @@ public final class HookBus: JobObserver, @unchecked Sendable {
         let completed = snapshot.progress?.completedUnitCount ?? 0
         let total = snapshot.progress?.totalUnitCount ?? 0
         var table: [String: LuaValue] = [
-            "status": .string(["unknown", "resume", "progress", "pause", "success", "failure"][snapshot.status.rawValue]),
+            "status": .string(snapshot.status.name),
             "reference": .table(["bucket": .string(snapshot.reference.bucket), "fullPath": .string(snapshot.reference.fullPath),
                                  "name": .string(snapshot.reference.name)]),
             "progress": .table(["completed": .integer(completed), "total": .integer(total),
@@ -456,10 +447,9 @@ public final class HookBus: JobObserver, @unchecked Sendable {
                             "size": .integer(item.file.size), "mtime": .integer(Int64(item.file.modified.timeIntervalSince1970))]),
         ]
         if let metadata = snapshot.metadata { table["metadata"] = metadataTable(metadata.resource) }
-        if let error = snapshot.error.map({ $0 as NSError }) {
-            let code = StorageErrorCode(of: error)
+        if let (code, message) = snapshot.failure {
             table["error"] = .table(["code": .string(code.name), "rawValue": .integer(Int64(code.rawValue)),
-                                     "message": .string(redactingQueries(error.localizedDescription))])
+                                     "message": .string(redactingQueries(message))])
         }
         return table
     }
@@ -470,11 +460,7 @@ public final class HookBus: JobObserver, @unchecked Sendable {
         put("bucket", resource.bucket)
         put("name", resource.name.map { String($0.split(separator: "/").last ?? "") })
         put("fullPath", resource.name)
-        put("contentType", resource.contentType)
-        put("cacheControl", resource.cacheControl)
-        put("contentDisposition", resource.contentDisposition)
-        put("contentEncoding", resource.contentEncoding)
-        put("contentLanguage", resource.contentLanguage)
+        for field in ObjectResource.headerFields { put(field.name, resource[keyPath: field.keyPath]) }
         put("md5Hash", resource.md5Hash)
         put("crc32c", resource.crc32c)
         if let size = resource.size { fields["size"] = .integer(size) }

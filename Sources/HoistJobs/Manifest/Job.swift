@@ -113,11 +113,7 @@ public struct Job: Sendable {
         }
         func check(_ metadata: MetadataSettings?, _ path: [any Sendable]) {
             guard let metadata else { return }
-            check(metadata.contentType, path + ["contentType"])
-            check(metadata.cacheControl, path + ["cacheControl"])
-            check(metadata.contentDisposition, path + ["contentDisposition"])
-            check(metadata.contentEncoding, path + ["contentEncoding"])
-            check(metadata.contentLanguage, path + ["contentLanguage"])
+            for field in MetadataSettings.fields { check(metadata[keyPath: field.template], path + [field.name]) }
             for (key, value) in (metadata.customMetadata ?? [:]).sorted(by: { $0.key < $1.key }) {
                 check(value, path + ["customMetadata", key])
             }

@@ -1,5 +1,6 @@
 import Foundation
 import HoistYAML
+import HoistStorage
 
 /// A job: what to upload, where, and how. See docs/manifest.md for every key.
 public struct JobManifest: Decodable, Sendable {
@@ -221,6 +222,16 @@ public struct MetadataSettings: Decodable, Sendable {
     public var contentEncoding: Template?
     public var contentLanguage: Template?
     public var customMetadata: [String: Template]?
+
+    /// Each header field's template and the object field it fills, in `ObjectResource.headerFields`' order.
+    static let fields: [(name: String, template: KeyPath<MetadataSettings, Template?> & Sendable,
+                         keyPath: WritableKeyPath<ObjectResource, String?> & Sendable)] = [
+        ("contentType", \.contentType, \.contentType),
+        ("cacheControl", \.cacheControl, \.cacheControl),
+        ("contentDisposition", \.contentDisposition, \.contentDisposition),
+        ("contentEncoding", \.contentEncoding, \.contentEncoding),
+        ("contentLanguage", \.contentLanguage, \.contentLanguage),
+    ]
 
     public init(contentType: Template? = nil, cacheControl: Template? = nil, customMetadata: [String: Template]? = nil) {
         self.contentType = contentType
