@@ -156,7 +156,7 @@ extension Hoist {
                 }
                 var valid = true
                 do {
-                    try HookBus.check(job)
+                    try HookSources.check(job)
                 } catch {
                     FileHandle.standardError.write(Data("\(error)\n".utf8))
                     valid = false
