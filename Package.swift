@@ -70,6 +70,8 @@ let package = Package(
             dependencies: [
                 "HoistStorage",
                 "HoistJobs",
+                // YAMLError (a manifest's located error) and libyaml's version for --version.
+                "HoistYAML",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -78,7 +80,7 @@ let package = Package(
         // Shared by the test targets: temporary folders, child processes, the real test servers.
         .target(
             name: "HoistTestSupport",
-            dependencies: ["HoistStorage", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["HoistStorage", "HoistJobs", .product(name: "Crypto", package: "swift-crypto")],
             path: "Tests/HoistTestSupport"
         ),
         .testTarget(
@@ -88,6 +90,8 @@ let package = Package(
         .testTarget(name: "HoistYAMLTests", dependencies: ["HoistYAML"]),
         .testTarget(name: "HoistLuaTests", dependencies: ["HoistLua"]),
         .testTarget(name: "HoistJobsTests", dependencies: ["HoistJobs", "HoistYAML", "HoistStorage", "HoistLua", "HoistTestSupport"]),
+        // The `hoist` command as a user meets it: help, exit statuses, output, the JSON events' schema.
+        .testTarget(name: "HoistCommandTests", dependencies: ["HoistJobs", "HoistTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

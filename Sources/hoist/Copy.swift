@@ -4,7 +4,8 @@ import HoistJobs
 import HoistStorage
 
 extension Hoist {
-    /// `hoist cp SRC... DEST`: ad-hoc uploads with the same engine as jobs.
+    /// `hoist cp SRC... DEST`: ad-hoc uploads, run by the engine of `hoist run` (a job made from
+    /// the command line, without a journal).
     struct Copy: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "cp",
@@ -19,15 +20,31 @@ extension Hoist {
                 $GOOGLE_OAUTH_ACCESS_TOKEN or $GOOGLE_APPLICATION_CREDENTIALS as Google's tools do, \
                 and $HTTPS_PROXY, $NO_PROXY, $CURL_CA_BUNDLE and $SSL_CERT_FILE as curl does.
 
-                Exit status: 0 all uploaded, 1 some failed, 2 could not start.
+                It runs as `hoist run` does (the same display, JSON events and signals: SIGINT or \
+                SIGTERM cancel the uploads in flight, which leave nothing behind; SIGTSTP and SIGUSR1 \
+                pause), keeping no journal. Options carry the manifest's names (docs/manifest.md).
+
+                Exit status: 0 all uploaded, 1 some failed, 2 could not start, 130 interrupted.
                 """
         )
 
         @Option(name: .long, help: "The bucket for a DEST without gs://: file:///ABS/DIR, file:REL/DIR or gs://BUCKET. Default: $HOIST_STORAGE_URL, else file:.hoist/bucket.")
         var storage: String?
 
-        @Option(name: [.customShort("j"), .customLong("concurrency")], help: "How many uploads run at once.")
+        @Option(name: [.customShort("j"), .customLong("concurrency")], help: "How many uploads run at once (1-256).")
         var concurrency: Int = 4
+
+        @Option(name: .long, help: ArgumentHelp("The most bytes per second all uploads send together, such as 10MB/s.", valueName: "rate"))
+        var bandwidth: String?
+
+        @Option(name: .long, help: ArgumentHelp("Upload only files of a directory whose path below it matches; repeat for more.", valueName: "glob"))
+        var include: [String] = []
+
+        @Option(name: .long, help: ArgumentHelp("Leave out files whose path below their directory matches; repeat for more.", valueName: "glob"))
+        var exclude: [String] = []
+
+        @Flag(name: .long, help: "Skip a file whose object already exists (checked before each upload).")
+        var noClobber = false
 
         @Option(name: .long, help: "The Content-Type of every object (default: from each file's extension).")
         var contentType: String?
@@ -38,13 +55,13 @@ extension Hoist {
         @Option(name: .long, help: "Custom metadata KEY=VALUE; repeat for more.")
         var metadata: [String] = []
 
-        @Flag(name: .long, help: "Print one JSON line per event (resume, progress, success, failure) and a summary line.")
+        @Flag(name: .long, help: "Print one JSON line per event (the events of hoist run --json; docs/events.md).")
         var json = false
 
-        @Flag(name: .shortAndLong, help: "Print nothing but errors (no progress line, no summary).")
+        @Flag(name: .shortAndLong, help: "Print nothing but errors (no progress, no summary line).")
         var quiet = false
 
-        @Flag(name: .shortAndLong, help: "Print a line per uploaded file.")
+        @Flag(name: .shortAndLong, help: "Print a line per file.")
         var verbose = false
 
         @Flag(name: .long, help: "Upload nothing: print each file and the object it would become.")
@@ -57,7 +74,7 @@ extension Hoist {
 
         func validate() throws {
             guard paths.count >= 2 else { throw ValidationError("Give at least one file and a destination.") }
-            guard concurrency >= 1 else { throw ValidationError("--concurrency must be at least 1.") }
+            guard (1...256).contains(concurrency) else { throw ValidationError("--concurrency must be 1 to 256.") }
             if quiet && verbose { throw ValidationError("--quiet and --verbose say opposite things: choose one.") }
             for pair in metadata where !pair.contains("=") {
                 throw ValidationError("--metadata takes KEY=VALUE, not '\(pair)'.")
@@ -65,158 +82,114 @@ extension Hoist {
         }
 
         func run() async throws {
-            let target = try Destination(paths.last!, storage: storage, caBundle: trustOptions.caBundlePath)
-            let plan = try CopyPlan(sources: Array(paths.dropLast()), destination: target)
+            let job = try makeJob()
             if dryRun {
-                var output = BufferedOutput()
-                for item in plan.items {
-                    output.write(json
-                        ? JSONLine.encode(["action": "upload", "file": item.file, "object": item.object, "size": item.size])
-                        : "upload  \(item.file) -> \(item.object) (\(ByteFormatter.string(item.size)))")
-                }
-                output.write(json
-                    ? JSONLine.encode(["action": "total", "upload": plan.items.count, "bytes": plan.totalBytes])
-                    : "\(plan.items.count) files to upload (\(ByteFormatter.string(plan.totalBytes))); nothing was uploaded (--dry-run)")
-                output.flush()
+                try await printPlan(job, journal: nil, json: json, totalsOnly: false, suffix: "; nothing was uploaded (--dry-run)")
                 return
             }
-            let reporter = CopyReporter(json: json, terminal: !json && !quiet && isatty(STDERR_FILENO) != 0,
-                                        verbose: verbose && !json, files: plan.items.count, bytes: plan.totalBytes)
-            let custom = makeMetadata()
-            do {
-                try await target.storage.backend.checkAccess()
-            } catch {
-                FileHandle.standardError.write(Data("hoist: \(describe(error))\n".utf8))
+            let output = RunOutput(json: json, quiet: quiet, verbose: verbose)
+            var options = JobSession.Options()
+            options.journal = false
+            options.caBundle = trustOptions.caBundlePath
+            options.log = { output.say($0, isError: true) }
+            let session: JobSession
+            do { session = try await JobSession.open(job, options: options) } catch {
+                FileHandle.standardError.write(Data("hoist: \(error.description)\n".utf8))
                 throw ExitCode(2)
             }
-            let signals = SignalSources.termination { reporter.cancelAll() }
-            defer { signals.cancel() }
-            reporter.start()
-            await withTaskGroup(of: Void.self) { group in
-                var next = plan.items.makeIterator()
-                func addNext() {
-                    guard !reporter.isStopped, let item = next.next() else { return }
-                    let ref = target.storage.reference(withPath: item.object)
-                    let metadata = metadataFor(custom)
-                    group.addTask { await reporter.upload(item, to: ref, metadata: metadata) }
+            let observers: [any JobObserver] = json ? [JSONEventLog(sink: .standardOutput)] : []
+            let summary = await output.run(session.makeRunner(observers: observers + output.observers))
+            _ = session.finish(summary)
+            try output.end(summary)
+        }
+
+        /// The job the command line describes: one file set per source (a directory, or one file),
+        /// in the bucket DEST names, with the flags' metadata and upload settings.
+        func makeJob() throws -> Job {
+            let here = URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
+            let target = try Destination(paths.last!, storage: storage)
+            var upload = UploadSettings()
+            upload.concurrency = concurrency
+            upload.skipUnchanged = false
+            upload.noClobber = noClobber
+            do {
+                upload.bandwidth = try bandwidth.map { rate throws(ValueError) in try ByteRate.parse(rate) }
+            } catch { throw ValidationError("--bandwidth: \(error.message).") }
+            let includes = try globs(include, "--include")
+            let excludes = try globs(exclude, "--exclude")
+            let settings = metadataSettings()
+            let sources = paths.dropLast()
+            var sets: [FileSet] = []
+            for source in sources {
+                let root = URL(fileURLWithPath: source, relativeTo: here).standardizedFileURL.path
+                var info = stat()
+                guard stat(root, &info) == 0 else {
+                    FileHandle.standardError.write(Data("hoist: \(source): \(String(cString: strerror(errno))). Nothing was uploaded.\n".utf8))
+                    throw ExitCode(2)
                 }
-                for _ in 0..<concurrency { addNext() }
-                for await _ in group { addNext() }
+                let name = (root as NSString).lastPathComponent
+                if (info.st_mode & S_IFMT) == S_IFDIR {
+                    guard target.isPrefix else { throw ValidationError("'\(source)' is a directory: give a destination ending in '/'.") }
+                    sets.append(FileSet(root: root, destination: Template(literal: target.path + name + "/", relpath: true),
+                                        include: includes, exclude: excludes, metadata: settings, hidden: true))
+                } else {
+                    if !target.isPrefix, sources.count > 1 { throw ValidationError("Several sources need a destination ending in '/'.") }
+                    let object = target.isPrefix ? target.path + name : target.path
+                    sets.append(FileSet(root: root, destination: Template(literal: object), include: includes, exclude: excludes,
+                                        metadata: settings, hidden: true))
+                }
             }
-            let failed = reporter.finish()
-            if reporter.isStopped { throw ExitCode(130) }
-            if failed > 0 { throw ExitCode(1) }
+            let manifest = JobManifest(name: "cp", storage: StorageSettings(url: target.storageURL), files: sets, upload: upload)
+            return Job(manifest: manifest, file: "hoist cp", directory: here)
         }
 
-        private func makeMetadata() -> [String: String]? {
-            guard !metadata.isEmpty else { return nil }
-            return Dictionary(metadata.map { pair in
+        private func globs(_ patterns: [String], _ flag: String) throws -> [Glob] {
+            try patterns.map { pattern in
+                do { return try Glob(parsing: pattern) } catch let error as ValueError { throw ValidationError("\(flag): \(error.message).") }
+            }
+        }
+
+        private func metadataSettings() -> MetadataSettings? {
+            guard contentType != nil || cacheControl != nil || !metadata.isEmpty else { return nil }
+            let custom = Dictionary(metadata.map { pair in
                 let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-                return (String(parts[0]), String(parts[1]))
+                return (String(parts[0]), Template(literal: String(parts[1])))
             }, uniquingKeysWith: { _, last in last })
-        }
-
-        /// Each upload's metadata, fresh (metadata objects are not shared between tasks).
-        func metadataFor(_ custom: [String: String]?) -> StorageMetadata {
-            let result = StorageMetadata()
-            result.contentType = contentType
-            result.cacheControl = cacheControl
-            result.customMetadata = custom
-            return result
+            return MetadataSettings(contentType: contentType.map { Template(literal: $0) },
+                                    cacheControl: cacheControl.map { Template(literal: $0) },
+                                    customMetadata: custom.isEmpty ? nil : custom)
         }
     }
 }
 
-/// Where `hoist cp` puts things: a storage and a path (or prefix) in it.
+/// Where `hoist cp` puts things: a bucket (its storage URL) and a path, or a prefix, in it.
 struct Destination {
-    let storage: Storage
+    let storageURL: String
     let path: String
     var isPrefix: Bool { path.isEmpty || path.hasSuffix("/") }
 
-    init(_ text: String, storage: String?, caBundle: String? = nil) throws {
-        /// The storage for a URL; a gs:// one with `caBundle` trusts it (over the environment's).
-        func open(_ url: String) throws -> Storage {
-            guard let caBundle, url.hasPrefix("gs://") else { return Storage.storage(url: url) }
-            let bucket = String(url.dropFirst("gs://".count).split(separator: "/").first ?? "")
-            do {
-                return Storage(url: url, backend: GCSBackend(try GCSBackend.Configuration.fromEnvironment(bucket: bucket, caBundle: caBundle)))
-            } catch {
-                FileHandle.standardError.write(Data("hoist: \(describe(error))\n".utf8))
-                throw ExitCode(2)
-            }
-        }
+    init(_ text: String, storage: String?) throws {
         if text.hasPrefix("gs://") {
             let rest = text.dropFirst("gs://".count)
             let bucket = rest.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
             guard !bucket.isEmpty else { throw ValidationError("'\(text)' names no bucket: use gs://BUCKET/PATH.") }
-            self.storage = try open("gs://\(bucket)")
+            storageURL = "gs://\(bucket)"
             path = String(rest.dropFirst(bucket.count).drop { $0 == "/" })
         } else if text.hasPrefix("file:") {
             // A local bucket's directory: objects go at its root.
-            self.storage = Storage.storage(url: text)
+            storageURL = text
             path = ""
         } else {
-            if let storage, storage.hasPrefix("gs://"),
-               storage.dropFirst("gs://".count).split(separator: "/", omittingEmptySubsequences: false).first?.isEmpty ?? true {
-                throw ValidationError("--storage '\(storage)' names no bucket: use gs://BUCKET.")
+            let url = storage ?? ProcessInfo.processInfo.environment["HOIST_STORAGE_URL"] ?? "file:.hoist/bucket"
+            if url.hasPrefix("gs://") {
+                let bucket = url.dropFirst("gs://".count)
+                guard !bucket.isEmpty, !bucket.hasPrefix("/") else { throw ValidationError("--storage '\(url)' names no bucket: use gs://BUCKET.") }
+                guard !bucket.contains("/") else { throw ValidationError("--storage '\(url)' names a path: use gs://BUCKET, and put the path in DEST.") }
+            } else if !url.hasPrefix("file:") {
+                throw ValidationError("--storage '\(url)': use gs://BUCKET, file:///ABS/DIR or file:REL/DIR.")
             }
-            self.storage = try open(storage ?? ProcessInfo.processInfo.environment["HOIST_STORAGE_URL"] ?? "file:.hoist/bucket")
+            storageURL = url
             path = text.hasPrefix("/") ? String(text.drop { $0 == "/" }) : text
-        }
-    }
-}
-
-/// The files to upload and their object names, found before the first byte moves.
-struct CopyPlan {
-    struct Item: Sendable {
-        let file: String
-        let object: String
-        let size: Int64
-    }
-
-    private(set) var items: [Item] = []
-    var totalBytes: Int64 { items.reduce(0) { $0 + $1.size } }
-
-    init(sources: [String], destination: Destination) throws {
-        let fm = FileManager.default
-        // A local bucket inside a folder being copied (`hoist cp . web/` beside `.hoist/bucket`)
-        // is not copied into itself.
-        let bucketFolder = (destination.storage.backend as? LocalBucket)
-            .map { URL(fileURLWithPath: $0.directory.path).resolvingSymlinksInPath().path + "/" }
-        for source in sources {
-            var isDirectory: ObjCBool = false
-            let exists = fm.fileExists(atPath: source, isDirectory: &isDirectory)
-            if exists, isDirectory.boolValue {
-                guard destination.isPrefix else {
-                    throw ValidationError("'\(source)' is a directory: give a destination ending in '/'.")
-                }
-                let root = URL(fileURLWithPath: source).standardizedFileURL
-                let base = destination.path + root.lastPathComponent + "/"
-                // The job walker: a name that is not UTF-8 or a folder that cannot be listed is an
-                // error, never a file silently left out.
-                var walker = FileWalker(root: root.path, hidden: true)
-                var found: [Item] = []
-                let realRoot = root.resolvingSymlinksInPath().path
-                while let file = walker.next() {
-                    if let bucketFolder, (realRoot + "/" + file.relativePath).hasPrefix(bucketFolder) { continue }
-                    found.append(Item(file: file.path, object: base + file.relativePath, size: file.size))
-                }
-                if let problem = walker.problems.first(where: \.isFailure) {
-                    throw ValidationError("\(problem). Nothing was uploaded.")
-                }
-                items += found.sorted { $0.object < $1.object }
-            } else {
-                let name = URL(fileURLWithPath: source).lastPathComponent
-                if !destination.isPrefix, sources.count > 1 {
-                    throw ValidationError("Several sources need a destination ending in '/'.")
-                }
-                let object = destination.isPrefix ? destination.path + name : destination.path
-                let size = (try? fm.attributesOfItem(atPath: source)[.size] as? NSNumber)?.int64Value ?? 0
-                items.append(Item(file: source, object: object, size: size))
-            }
-        }
-        if let problem = items.lazy.compactMap({ objectNameProblem($0.object) }).first {
-            throw ValidationError("\(problem). Nothing was uploaded.")
         }
     }
 }

@@ -2,60 +2,6 @@ import ArgumentParser
 import Foundation
 import HoistJobs
 
-/// Prometheus text-format metrics for node_exporter's textfile collector, written atomically.
-enum Metrics {
-    static func write(_ summary: JobSummary, to path: String) throws {
-        let job = summary.job.replacingOccurrences(of: "\"", with: "")
-        let now = Int(Date().timeIntervalSince1970)
-        let text = """
-            # HELP hoist_last_run_timestamp_seconds When the last run of the job ended.
-            # TYPE hoist_last_run_timestamp_seconds gauge
-            hoist_last_run_timestamp_seconds{job="\(job)"} \(now)
-            # HELP hoist_last_run_success 1 when the last run uploaded everything it should.
-            # TYPE hoist_last_run_success gauge
-            hoist_last_run_success{job="\(job)"} \(summary.failed == 0 && !summary.interrupted && summary.fatal == nil ? 1 : 0)
-            # HELP hoist_last_run_duration_seconds How long the last run took.
-            # TYPE hoist_last_run_duration_seconds gauge
-            hoist_last_run_duration_seconds{job="\(job)"} \(String(format: "%.3f", summary.seconds))
-            # HELP hoist_last_run_files Files of the last run by outcome.
-            # TYPE hoist_last_run_files gauge
-            hoist_last_run_files{job="\(job)",outcome="uploaded"} \(summary.uploaded)
-            hoist_last_run_files{job="\(job)",outcome="skipped"} \(summary.skipped)
-            hoist_last_run_files{job="\(job)",outcome="failed"} \(summary.failed)
-            hoist_last_run_files{job="\(job)",outcome="cancelled"} \(summary.cancelled)
-            # HELP hoist_last_run_bytes Bytes uploaded by the last run.
-            # TYPE hoist_last_run_bytes gauge
-            hoist_last_run_bytes{job="\(job)"} \(summary.bytes)
-
-            """
-        try writeAtomically(text, to: path)
-    }
-
-    /// A run that could not start: success 0, so an earlier success does not stand.
-    static func writeFailure(job: String, to path: String) throws {
-        let job = job.replacingOccurrences(of: "\"", with: "")
-        let text = """
-            # HELP hoist_last_run_timestamp_seconds When the last run of the job ended.
-            # TYPE hoist_last_run_timestamp_seconds gauge
-            hoist_last_run_timestamp_seconds{job="\(job)"} \(Int(Date().timeIntervalSince1970))
-            # HELP hoist_last_run_success 1 when the last run uploaded everything it should.
-            # TYPE hoist_last_run_success gauge
-            hoist_last_run_success{job="\(job)"} 0
-
-            """
-        try writeAtomically(text, to: path)
-    }
-
-    private static func writeAtomically(_ text: String, to path: String) throws {
-        let temporary = path + ".tmp.\(getpid())"
-        try Data(text.utf8).write(to: URL(fileURLWithPath: temporary))
-        guard rename(temporary, path) == 0 else {
-            try? FileManager.default.removeItem(atPath: temporary)
-            throw ValidationError("cannot write the metrics file \(path)")
-        }
-    }
-}
-
 extension Hoist {
     /// `hoist cron JOB...`: crontab lines from each job's `schedule:`.
     struct Cron: ParsableCommand {

@@ -4,17 +4,6 @@ import HoistJobs
 import HoistStorage
 import HoistYAML
 
-/// An error as a person reads it: the message of a storage error (never an `NSError` dump),
-/// the description of Hoist's own errors.
-func describe(_ error: any Error) -> String {
-    switch error {
-    case let error as YAMLError: return error.description
-    case let error as JournalError: return error.message
-    case let error as CustomStringConvertible where !(error is NSError): return error.description
-    default: return (error as NSError).localizedDescription
-    }
-}
-
 /// Loads a manifest for a command; a bad one prints its located error and exits 2.
 func loadJob(_ path: String) throws -> Job {
     do {
@@ -101,31 +90,6 @@ extension Hoist {
                 throw error
             }
             job.shard = try shardOptions.resolve()
-            let journalPath = job.journalPath(override: journalOptions.journal)
-            let lock: any JobRunLock
-            let journal: any JournalStore
-            do {
-                try job.checkJournalOwner(override: journalOptions.journal, claim: true)
-                journal = try Journal.open(journalPath, job: job.manifest.name, shard: job.shard)
-                lock = try journal.claimRun(wait: wait)
-            } catch let error as JobLock.Busy {
-                FileHandle.standardError.write(Data(
-                    "hoist: \(job.manifest.name) is already running (pid \(error.holder)); use --wait to wait for it\n".utf8))
-                throw ExitCode(2)
-            } catch {
-                try failStart(job, describe(error), journal: nil)
-            }
-            let storage: Storage
-            do {
-                for note in try job.checkRoots() { FileHandle.standardError.write(Data("hoist: note: \(note)\n".utf8)) }
-                storage = try job.makeStorage(caBundle: trustOptions.caBundlePath)
-                if job.manifest.storage.insecureSkipTLSVerify == true, job.manifest.storage.url.hasPrefix("gs://") {
-                    FileHandle.standardError.write(Data(insecureTLSWarning.utf8))
-                }
-                try await storage.backend.checkAccess()
-            } catch {
-                try failStart(job, describe(error), journal: journal)
-            }
             var observers: [any JobObserver] = []
             if json { observers.append(JSONEventLog(sink: .standardOutput)) }
             if let logFile {
@@ -135,53 +99,23 @@ extension Hoist {
                 }
                 observers.append(log)
             }
-            let terminal = !json && !quiet && isatty(STDERR_FILENO) != 0
-            let display = terminal ? ProgressDisplay() : nil
-            if let display { observers.append(display) }
-            // Lines of the run: above the progress line on a terminal, else errors to standard error.
-            let say: @Sendable (String, Bool) -> Void = { text, isError in
-                if let display { return display.printAbove(text) }
-                (isError ? FileHandle.standardError : FileHandle.standardOutput).write(Data((text + "\n").utf8))
-            }
-            // On a terminal (or with -v) failures are shown as they happen, not after the summary.
-            let liveFailures = !json && (display != nil || verbose)
-            if liveFailures { observers.append(FileLines(verbose: verbose, say: say)) }
-            var hooks: HookBus?
-            if !job.manifest.hooks.isEmpty {
-                do {
-                    hooks = try HookBus(job: job, storage: storage) { line in
-                        say("hoist: [\(line.script)] \(line.level.rawValue): \(line.message)", true)
-                    }
-                } catch {
-                    try failStart(job, describe(error), journal: journal)
-                }
-            }
-            let runner = JobRunner(job: job, storage: storage, observers: observers, hooks: hooks, journal: journal, force: force,
-                                   remoteCheck: remoteCheck)
-            display?.pausedBy { runner.isPaused }
-            var resized: (@Sendable () -> Void)?
-            if let display { resized = { display.draw() } }
-            let signals = SignalSources.run(runner, resized: resized)
-            let summary = await runner.run()
-            signals.cancel()
-            lock.release()
-            if let metricsFile {
-                do { try Metrics.write(summary, to: metricsFile) } catch {
-                    FileHandle.standardError.write(Data("hoist: \(error)\n".utf8))
-                }
-            }
-            if !json && !quiet { print(summary.line) }
-            if !json && !liveFailures {
-                for failure in summary.failures {
-                    FileHandle.standardError.write(Data("hoist: \(failure.file): \(failure.code.name): \(failure.message)\n".utf8))
-                }
-            }
-            if let fatal = summary.fatal {
-                FileHandle.standardError.write(Data("hoist: \(job.manifest.name) stopped: \(fatal)\n".utf8))
+            let output = RunOutput(json: json, quiet: quiet, verbose: verbose)
+            var options = JobSession.Options()
+            options.journalOverride = journalOptions.journal
+            options.wait = wait
+            options.force = force
+            options.remoteCheck = remoteCheck
+            options.caBundle = trustOptions.caBundlePath
+            options.metricsFile = metricsFile
+            options.log = { output.say($0, isError: true) }
+            let session: JobSession
+            do { session = try await JobSession.open(job, options: options) } catch {
+                FileHandle.standardError.write(Data("hoist: \(error.description)\n".utf8))
                 throw ExitCode(2)
             }
-            if summary.interrupted { throw ExitCode(130) }
-            if summary.failed > 0 { throw ExitCode(1) }
+            let summary = await output.run(session.makeRunner(observers: observers + output.observers))
+            if let problem = session.finish(summary) { FileHandle.standardError.write(Data("hoist: \(problem)\n".utf8)) }
+            try output.end(summary)
         }
 
         /// The `name:` a manifest that does not load gives, when it gives one.
@@ -192,19 +126,6 @@ extension Hoist {
                   name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) })
             else { return nil }
             return name
-        }
-
-        /// A run that could not start: one line saying why, the failure in the metrics file (so an
-        /// old success does not stand), a failed run in the journal (so `hoist status` shows it); exit 2.
-        private func failStart(_ job: Job, _ message: String, journal: (any JournalStore)?) throws -> Never {
-            FileHandle.standardError.write(Data("hoist: \(message)\n".utf8))
-            if let metricsFile {
-                do { try Metrics.writeFailure(job: job.manifest.name, to: metricsFile) } catch {
-                    FileHandle.standardError.write(Data("hoist: \(error)\n".utf8))
-                }
-            }
-            try? journal?.recordFailedStart(job: job.manifest.name, reason: message)
-            throw ExitCode(2)
         }
     }
 
@@ -238,7 +159,7 @@ extension Hoist {
                 }
                 var valid = true
                 do {
-                    try HookBus.check(job)
+                    try HookSources.check(job)
                 } catch {
                     FileHandle.standardError.write(Data("\(error)\n".utf8))
                     valid = false
@@ -313,7 +234,6 @@ extension Hoist {
                     throw ExitCode(2)
                 }
             }
-            let planner = Planner(job: job, journal: journal, force: force)
             var bus: HookBus?
             if hooks, !job.manifest.hooks.isEmpty {
                 do {
@@ -325,58 +245,67 @@ extension Hoist {
                     throw ExitCode(2)
                 }
             }
-            var iterator = planner.makeIterator()
-            var uploads = 0, skips = 0, failures = 0
-            var bytes: Int64 = 0
-            var output = BufferedOutput()
-            while var item = iterator.next() {
-                if let bus, item.decision == .upload {
-                    let planned = item
-                    do {
-                        item = try await bus.beforeUpload(item)
-                        if item.decision == .upload, item.destination != planned.destination || item.attributes != planned.attributes {
-                            try planner.consultJournal(&item)
-                        }
-                    } catch {
-                        failures += 1
-                        if !summary {
-                            output.write(json
-                                ? JSONLine.encode(["action": "fail", "file": item.file.path, "reason": "\(error)"])
-                                : "fail    \(item.file.relativePath) (\(error))")
-                        }
-                        continue
-                    }
-                }
-                switch item.decision {
-                case .upload:
-                    uploads += 1
-                    bytes += item.file.size
-                    if summary { continue }
-                    output.write(json
-                        ? JSONLine.encode(["action": "upload", "file": item.file.path, "object": item.destination, "size": item.file.size])
-                        : "upload  \(item.file.relativePath) -> \(item.destination) (\(ByteFormatter.string(item.file.size)))"
-                        + (item.resumeSession != nil ? " (resume)" : ""))
-                case .skip(let reason):
-                    skips += 1
-                    if summary { continue }
-                    output.write(json
-                        ? JSONLine.encode(["action": "skip", "file": item.file.path, "reason": reason])
-                        : "skip    \(item.file.relativePath) (\(reason))")
-                }
-            }
-            output.flush()
-            if let error = iterator.error {
-                FileHandle.standardError.write(Data("hoist: \(error.message)\n".utf8))
-                throw ExitCode(2)
-            }
-            for problem in iterator.problems { FileHandle.standardError.write(Data("hoist: warning: \(problem)\n".utf8)) }
-            let total = "\(job.manifest.name): \(uploads) to upload (\(ByteFormatter.string(bytes))), \(skips) to skip"
-                + (failures > 0 ? ", \(failures) failed in before_upload" : "")
-            var fields: [String: any Sendable] = ["action": "total", "upload": uploads, "skip": skips, "bytes": bytes]
-            if failures > 0 { fields["fail"] = failures }
-            print(json ? JSONLine.encode(fields) : total)
+            try await printPlan(job, journal: journal, force: force, hooks: bus, json: json, totalsOnly: summary)
         }
     }
+}
+
+/// Prints what a run of `job` would do, file by file (unless `totalsOnly`), then the totals:
+/// `hoist plan`, `hoist run --dry-run` and `hoist cp --dry-run`. With `hooks`, each file to upload
+/// goes through `before_upload` first. Exits 2 on a plan error.
+func printPlan(_ job: Job, journal: (any JournalStore)?, force: Bool = false, hooks bus: HookBus? = nil, json: Bool,
+               totalsOnly summary: Bool, suffix: String = "") async throws {
+    let planner = Planner(job: job, journal: journal, force: force)
+    var iterator = planner.makeIterator()
+    var uploads = 0, skips = 0, failures = 0
+    var bytes: Int64 = 0
+    var output = BufferedOutput()
+    while var item = iterator.next() {
+        if let bus, item.decision == .upload {
+            let planned = item
+            do {
+                item = try await bus.beforeUpload(item)
+                if item.decision == .upload, item.destination != planned.destination || item.attributes != planned.attributes {
+                    try planner.consultJournal(&item)
+                }
+            } catch {
+                failures += 1
+                if !summary {
+                    output.write(json
+                        ? JSONLine.encode(["action": "fail", "file": item.file.path, "reason": "\(error)"])
+                        : "fail    \(item.file.relativePath) (\(error))")
+                }
+                continue
+            }
+        }
+        switch item.decision {
+        case .upload:
+            uploads += 1
+            bytes += item.file.size
+            if summary { continue }
+            output.write(json
+                ? JSONLine.encode(["action": "upload", "file": item.file.path, "object": item.destination, "size": item.file.size])
+                : "upload  \(item.file.relativePath) -> \(item.destination) (\(ByteFormatter.string(item.file.size)))"
+                + (item.resumeSession != nil ? " (resume)" : ""))
+        case .skip(let reason):
+            skips += 1
+            if summary { continue }
+            output.write(json
+                ? JSONLine.encode(["action": "skip", "file": item.file.path, "reason": reason])
+                : "skip    \(item.file.relativePath) (\(reason))")
+        }
+    }
+    output.flush()
+    if let error = iterator.error {
+        FileHandle.standardError.write(Data("hoist: \(error.message)\n".utf8))
+        throw ExitCode(2)
+    }
+    for problem in iterator.problems { FileHandle.standardError.write(Data("hoist: warning: \(problem)\n".utf8)) }
+    let total = "\(job.manifest.name): \(uploads) to upload (\(ByteFormatter.string(bytes))), \(skips) to skip"
+        + (failures > 0 ? ", \(failures) failed in before_upload" : "") + suffix
+    var fields: [String: any Sendable] = ["action": "total", "upload": uploads, "skip": skips, "bytes": bytes]
+    if failures > 0 { fields["fail"] = failures }
+    print(json ? JSONLine.encode(fields) : total)
 }
 
 /// `--journal`, shared by the commands that read a job's journal.
@@ -402,10 +331,6 @@ struct TrustOptions: ParsableArguments {
     /// but errors read better with the whole path).
     var caBundlePath: String? { caBundle.map { URL(fileURLWithPath: $0).standardizedFileURL.path } }
 }
-
-/// The warning every run prints while TLS checks are off.
-let insecureTLSWarning = "hoist: warning: TLS certificate checks are off (storage.insecureSkipTLSVerify): anyone on the network "
-    + "path can read and change these uploads. Use it only against an emulator; for a private CA or proxy, use caBundle.\n"
 
 /// Lines to standard output, written in large blocks (a plan can have millions).
 struct BufferedOutput {

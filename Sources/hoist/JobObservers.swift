@@ -6,7 +6,7 @@ import Synchronization
 /// Every job event as one JSON line, to standard output or appended to a file.
 final class JSONEventLog: JobObserver {
     private let handle: FileHandle
-    private let lastProgress = Mutex<[String: Date]>([:])
+    private let pacer = ProgressPacer(interval: 0.5)
 
     enum Sink { case standardOutput }
 
@@ -41,39 +41,31 @@ final class JSONEventLog: JobObserver {
     }
 
     func fileSkipped(_ item: PlanItem, reason: String) {
-        emit(["event": "skip", "file": item.file.path, "reason": reason])
+        var fields: [String: any Sendable] = ["event": "skip", "file": item.file.path, "reason": reason]
+        if !item.destination.isEmpty { fields["object"] = item.destination }
+        emit(fields)
     }
 
     func fileEvent(_ item: PlanItem, _ snapshot: StorageTaskSnapshot) {
         let completed = snapshot.progress?.completedUnitCount ?? 0
         let total = snapshot.progress?.totalUnitCount ?? item.file.size
         var fields: [String: any Sendable] = ["file": item.file.path, "object": item.destination, "completed": completed, "total": total]
+        fields["event"] = snapshot.status.name
         switch snapshot.status {
-        case .resume: fields["event"] = "resume"
-        case .pause: fields["event"] = "pause"
+        case .resume, .pause: break
         case .progress:
-            let now = Date()
-            let show = lastProgress.withLock { last in
-                if let previous = last[item.destination], now.timeIntervalSince(previous) < 0.5, completed < total { return false }
-                last[item.destination] = now
-                return true
-            }
-            guard show else { return }
-            fields["event"] = "progress"
+            guard pacer.admit(item.destination, final: completed >= total) else { return }
         case .success:
-            lastProgress.withLock { _ = $0.removeValue(forKey: item.destination) }
-            fields["event"] = "success"
+            pacer.finished(item.destination)
             fields["size"] = snapshot.metadata?.size ?? 0
             fields["md5Hash"] = snapshot.metadata?.md5Hash ?? ""
             fields["generation"] = snapshot.metadata?.generation ?? 0
         case .failure:
-            lastProgress.withLock { _ = $0.removeValue(forKey: item.destination) }
-            let error = snapshot.error.map { $0 as NSError }
-            let code = error.map { StorageErrorCode(of: $0) } ?? .unknown
-            fields["event"] = "failure"
-            fields["code"] = code.name
-            fields["rawValue"] = code.rawValue
-            fields["message"] = error?.localizedDescription ?? ""
+            pacer.finished(item.destination)
+            let failure = snapshot.failure ?? (.unknown, "")
+            fields["code"] = failure.code.name
+            fields["rawValue"] = failure.code.rawValue
+            fields["message"] = failure.message
         case .unknown: return
         }
         emit(fields)
@@ -82,7 +74,8 @@ final class JSONEventLog: JobObserver {
     func jobFinished(_ summary: JobSummary) {
         emit(["event": "job_end", "job": summary.job, "uploaded": summary.uploaded, "failed": summary.failed,
               "skipped": summary.skipped, "cancelled": summary.cancelled, "bytes": summary.bytes,
-              "seconds": summary.seconds, "interrupted": summary.interrupted])
+              "unchanged": summary.unchanged, "seconds": summary.seconds, "interrupted": summary.interrupted,
+              "peakRSSBytes": peakResidentBytes()].merging(summary.fatal.map { ["fatal": $0] } ?? [:]) { a, _ in a })
     }
 }
 
@@ -112,9 +105,8 @@ final class FileLines: JobObserver {
                 say("uploaded  \(item.file.relativePath) -> \(item.destination) (\(ByteFormatter.string(item.file.size)))", false)
             }
         case .failure:
-            let error = snapshot.error.map { $0 as NSError }
-            let code = error.map { StorageErrorCode(of: $0) } ?? .unknown
-            say("hoist: \(item.file.path): \(code.name): \(error?.localizedDescription ?? "failed")", true)
+            let failure = snapshot.failure ?? (.unknown, "failed")
+            say("hoist: \(item.file.path): \(failure.code.name): \(failure.message)", true)
         default:
             return
         }

@@ -1,5 +1,7 @@
 import Foundation
 import HoistStorage
+import HoistJobs
+import ArgumentParser
 
 /// One JSON object per line, for `--json`.
 enum JSONLine {
@@ -19,4 +21,66 @@ func peakResidentBytes() -> Int64 {
           let kib = Int64(line.split(separator: " ").dropFirst().first ?? "")
     else { return 0 }
     return kib * 1024
+}
+
+/// What `hoist run` and `hoist cp` show while a run goes and when it ends: the progress display
+/// on a terminal, a line per file with `-v`, failures, the summary line; and the exit status.
+struct RunOutput: Sendable {
+    let json: Bool
+    let quiet: Bool
+    let verbose: Bool
+    let display: ProgressDisplay?
+    /// Failures shown as they happen (on a terminal, or with -v), not after the summary.
+    let liveFailures: Bool
+    let observers: [any JobObserver]
+
+    init(json: Bool, quiet: Bool, verbose: Bool) {
+        self.json = json
+        self.quiet = quiet
+        self.verbose = verbose
+        display = !json && !quiet && isatty(STDERR_FILENO) != 0 ? ProgressDisplay() : nil
+        liveFailures = !json && (display != nil || verbose)
+        var observers: [any JobObserver] = display.map { [$0] } ?? []
+        if liveFailures { observers.append(FileLines(verbose: verbose, say: { [display] text, isError in
+            Self.say(text, isError: isError, display: display)
+        })) }
+        self.observers = observers
+    }
+
+    /// A line of the run: above the progress line on a terminal, else to standard error (errors)
+    /// or standard output.
+    func say(_ text: String, isError: Bool) { Self.say(text, isError: isError, display: display) }
+
+    private static func say(_ text: String, isError: Bool, display: ProgressDisplay?) {
+        if let display { return display.printAbove(text) }
+        (isError ? FileHandle.standardError : FileHandle.standardOutput).write(Data((text + "\n").utf8))
+    }
+
+    /// Runs `runner` with the signals of a run handled (INT/TERM stop, TSTP/CONT/USR1 pause and
+    /// resume, WINCH redraws).
+    func run(_ runner: JobRunner) async -> JobSummary {
+        display?.pausedBy { runner.isPaused }
+        var resized: (@Sendable () -> Void)?
+        if let display { resized = { display.draw() } }
+        let signals = SignalSources.run(runner, resized: resized)
+        defer { signals.cancel() }
+        return await runner.run()
+    }
+
+    /// Prints the summary and failures; throws the exit status: 2 stopped (fatal), 130
+    /// interrupted, 1 some files failed.
+    func end(_ summary: JobSummary) throws {
+        if !json && !quiet { print(summary.line) }
+        if !json && !liveFailures {
+            for failure in summary.failures {
+                FileHandle.standardError.write(Data("hoist: \(failure.file): \(failure.code.name): \(failure.message)\n".utf8))
+            }
+        }
+        if let fatal = summary.fatal {
+            FileHandle.standardError.write(Data("hoist: \(summary.job) stopped: \(fatal)\n".utf8))
+            throw ExitCode(2)
+        }
+        if summary.interrupted { throw ExitCode(130) }
+        if summary.failed > 0 { throw ExitCode(1) }
+    }
 }

@@ -3,28 +3,6 @@ import HoistJobs
 import HoistTestSupport
 import Testing
 
-/// A job in a temporary folder: files are written under `src/`, the manifest beside them.
-struct JobFixture {
-    let directory: TemporaryDirectory
-    init() throws { directory = try TemporaryDirectory() }
-
-    @discardableResult
-    func file(_ path: String, _ size: Int = 10, modified: Date? = nil) throws -> URL {
-        let url = try directory.write("src/" + path, patternData(size))
-        if let modified { try FileManager.default.setAttributes([.modificationDate: modified], ofItemAtPath: url.path) }
-        return url
-    }
-
-    func job(_ body: String, environment: [String: String] = ["HOME": "/root"]) throws -> Job {
-        let text = "version: 1\nname: test\njournal: journal.sqlite\n" + body
-        let path = directory.url.appendingPathComponent("job.yaml").path
-        try text.write(toFile: path, atomically: true, encoding: .utf8)
-        return try Job(file: path, environment: environment)
-    }
-
-    func plan(_ body: String) throws -> [PlanItem] { Array(Planner(job: try job(body))) }
-}
-
 @Suite struct PlannerTests {
     let storage = "storage: { url: 'file:bucket' }\n"
 
@@ -35,6 +13,29 @@ struct JobFixture {
         #expect(items.map(\.file.relativePath) == ["A.txt", "a/b/c.txt", "a/z.txt", "b.txt"])
         let all = try fixture.plan(storage + "files: [{ root: src, hidden: true }]")
         #expect(all.map(\.file.relativePath) == [".git/config", ".hidden", "A.txt", "a/.DS_Store", "a/b/c.txt", "a/z.txt", "b.txt"])
+    }
+
+    /// A root may be one file (what `hoist cp FILE` plans): the set is that file, named by its name.
+    @Test func aRootThatIsAFileIsThatOneFile() throws {
+        let fixture = try JobFixture()
+        try fixture.file("a/one.txt", 7)
+        try fixture.file("a/two.txt")
+        let items = try fixture.plan(storage + "files: [{ root: src/a/one.txt, destination: 'docs/{relpath}' }]")
+        #expect(items.map(\.file.relativePath) == ["one.txt"])
+        #expect(items.map(\.destination) == ["docs/one.txt"])
+        #expect(items.first?.file.size == 7)
+        #expect(try fixture.job(storage + "files: [{ root: src/a/one.txt }]").checkRoots().isEmpty)
+    }
+
+    /// A local bucket inside a root is never uploaded into itself (`hoist cp .` beside `.hoist/bucket`,
+    /// or a job whose bucket lies in its root).
+    @Test func theLocalBucketInsideARootIsNotWalked() throws {
+        let fixture = try JobFixture()
+        try fixture.file("page.html")
+        try fixture.file("out/bucket/old.html")
+        try fixture.file("out/other.html")
+        let items = try fixture.plan("storage: { url: 'file:src/out/bucket' }\nfiles: [{ root: src }]")
+        #expect(items.map(\.file.relativePath) == ["out/other.html", "page.html"])
     }
 
     @Test func symlinksAreSkippedUnlessFollowedAndLoopsAreCaught() throws {

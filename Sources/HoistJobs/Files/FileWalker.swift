@@ -27,7 +27,8 @@ public struct WalkProblem: Sendable, CustomStringConvertible {
 /// Walks a folder tree depth-first in sorted order, one file at a time: memory holds the
 /// folders on the current path, never the whole tree. Names starting with `.` are skipped
 /// unless `hidden`; symbolic links are skipped unless `followSymlinks`, and then a link back
-/// to a folder on the current path (a loop) is skipped.
+/// to a folder on the current path (a loop) is skipped. A root that is a file is walked as
+/// that one file, named by its last component (`hoist cp FILE`).
 public struct FileWalker: Sequence, IteratorProtocol {
     private struct Frame {
         let path: String
@@ -55,15 +56,22 @@ public struct FileWalker: Sequence, IteratorProtocol {
     private var ancestors: Set<FileIdentity> = []
     private let hidden: Bool
     private let followSymlinks: Bool
+    /// A folder below the root (its relative path) that is not walked: a local bucket inside it.
+    private let skipping: String?
+    /// The root, when it is a file.
+    private var single: WalkedFile?
     /// What could not be read, with why; the walk goes on without them.
     public private(set) var problems: [WalkProblem] = []
 
-    public init(root: String, hidden: Bool = false, followSymlinks: Bool = false) {
+    public init(root: String, hidden: Bool = false, followSymlinks: Bool = false, skipping: String? = nil) {
         self.hidden = hidden
         self.followSymlinks = followSymlinks
+        self.skipping = skipping
         var info = stat()
         if stat(root, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
             push(path: root, relative: "", identity: FileIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino)))
+        } else if (info.st_mode & S_IFMT) == S_IFREG {
+            single = Self.file(root, relative: (root as NSString).lastPathComponent, info)
         } else {
             problems.append(WalkProblem(path: root, message: "not a readable folder", isFailure: false))
         }
@@ -105,6 +113,10 @@ public struct FileWalker: Sequence, IteratorProtocol {
     }
 
     public mutating func next() -> WalkedFile? {
+        if let single {
+            self.single = nil
+            return single
+        }
         while var frame = stack.last {
             guard frame.next < frame.entries.count else {
                 ancestors.remove(frame.identity)
@@ -142,21 +154,25 @@ public struct FileWalker: Sequence, IteratorProtocol {
                     problems.append(WalkProblem(path: path, message: "a link back to a folder above it (loop), skipped", isFailure: false))
                     continue
                 }
+                if relative == skipping { continue }
                 push(path: path, relative: relative, identity: identity)
             case S_IFREG:
-                // Some file systems (tmpfs, btrfs) keep any 64-bit time: clamp to years 1-9999, so
-                // templates, hooks and the journal always get a time they can represent.
-                let seconds = Swift.min(Swift.max(Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9, -62_135_596_800), 253_402_300_799)
-                let modified = Date(timeIntervalSince1970: seconds)
-                var file = WalkedFile(path: target, relativePath: relative, size: Int64(info.st_size), modified: modified)
-                file.device = UInt64(info.st_dev)
-                file.inode = UInt64(info.st_ino)
-                return file
+                return Self.file(target, relative: relative, info)
             default:
                 continue
             }
         }
         return nil
+    }
+
+    private static func file(_ path: String, relative: String, _ info: stat) -> WalkedFile {
+        // Some file systems (tmpfs, btrfs) keep any 64-bit time: clamp to years 1-9999, so
+        // templates, hooks and the journal always get a time they can represent.
+        let seconds = Swift.min(Swift.max(Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9, -62_135_596_800), 253_402_300_799)
+        var file = WalkedFile(path: path, relativePath: relative, size: Int64(info.st_size), modified: Date(timeIntervalSince1970: seconds))
+        file.device = UInt64(info.st_dev)
+        file.inode = UInt64(info.st_ino)
+        return file
     }
 
     /// Whether `a` comes before `b` when a folder's name is read with a `/` after it.

@@ -126,8 +126,9 @@ public struct Planner: Sequence {
             let sets = planner.job.manifest.files
             while setIndex < sets.count, error == nil {
                 if walker == nil {
-                    walker = FileWalker(root: planner.job.root(of: sets[setIndex]), hidden: sets[setIndex].hidden,
-                                        followSymlinks: sets[setIndex].followSymlinks)
+                    let root = planner.job.root(of: sets[setIndex])
+                    walker = FileWalker(root: root, hidden: sets[setIndex].hidden, followSymlinks: sets[setIndex].followSymlinks,
+                                        skipping: planner.bucketInside(root))
                 }
                 if let file = walker!.next() {
                     // Another shard's file is not this process's: not planned, not counted.
@@ -192,9 +193,7 @@ public struct Planner: Sequence {
 
         /// The first metadata value that cannot be an HTTP header (a control character), or nil.
         static func headerProblem(_ attributes: ObjectResource) -> String? {
-            let fields: [(String, String?)] = [("contentType", attributes.contentType), ("cacheControl", attributes.cacheControl),
-                                               ("contentDisposition", attributes.contentDisposition),
-                                               ("contentEncoding", attributes.contentEncoding), ("contentLanguage", attributes.contentLanguage)]
+            let fields: [(String, String?)] = ObjectResource.headerFields.map { ($0.name, attributes[keyPath: $0.keyPath]) }
                 + (attributes.metadata ?? [:]).sorted { $0.key < $1.key }.flatMap { [("customMetadata key", $0.key), ("customMetadata.\($0.key)", $0.value)] }
             for (name, value) in fields {
                 if let value, let problem = headerValueProblem(value) { return "\(name) \(problem)" }
@@ -211,11 +210,9 @@ public struct Planner: Sequence {
         }
 
         private func apply(_ settings: MetadataSettings, to attributes: inout ObjectResource, _ context: Template.Context) throws(ValueError) {
-            if let value = settings.contentType { attributes.contentType = try value.render(context) }
-            if let value = settings.cacheControl { attributes.cacheControl = try value.render(context) }
-            if let value = settings.contentDisposition { attributes.contentDisposition = try value.render(context) }
-            if let value = settings.contentEncoding { attributes.contentEncoding = try value.render(context) }
-            if let value = settings.contentLanguage { attributes.contentLanguage = try value.render(context) }
+            for field in MetadataSettings.fields {
+                if let value = settings[keyPath: field.template] { attributes[keyPath: field.keyPath] = try value.render(context) }
+            }
             if let custom = settings.customMetadata {
                 var merged = attributes.metadata ?? [:]
                 for (key, template) in custom { merged[key] = try template.render(context) }
@@ -232,6 +229,16 @@ public struct Planner: Sequence {
         while iterator.next() != nil {}
         if let error = iterator.error { throw error }
         return (iterator.uploadCount, iterator.uploadBytes)
+    }
+
+    /// The job's local bucket's path below `root`, when the bucket is inside it: never uploaded
+    /// into itself (`hoist cp . web/` beside `.hoist/bucket`).
+    func bucketInside(_ root: String) -> String? {
+        guard let folder = job.localBucketFolder else { return nil }
+        let bucket = URL(fileURLWithPath: folder).resolvingSymlinksInPath().path
+        let real = URL(fileURLWithPath: root).resolvingSymlinksInPath().path
+        let prefix = real == "/" ? "/" : real + "/"
+        return bucket.hasPrefix(prefix) ? String(bucket.dropFirst(prefix.count)) : nil
     }
 
     /// The first file planned to `destination`, walking again from the start (only when a

@@ -59,11 +59,10 @@ public final class HookBus: JobObserver, @unchecked Sendable {
     let settings: LuaSettings
     let runID: String
     let started = Date()
-    private struct Pacing {
-        var waiting = 0
-        var lastProgress: [String: Date] = [:]
-    }
-    private let pacing = Mutex(Pacing())
+    /// Events queued for the hooks and not yet delivered: past `lua.queueLimit`, progress is dropped.
+    private let waiting = Mutex(0)
+    /// `on_progress` at most once per `lua.progressInterval` per upload.
+    private let progressPacer: ProgressPacer
     let controls = JobControls()
     /// Uploads hooks may control, by id; `s.task:pause()` and friends look them up.
     let tasks = TaskRegistry()
@@ -83,143 +82,13 @@ public final class HookBus: JobObserver, @unchecked Sendable {
         return (method { $0.pause() }, method { $0.resume() }, method { $0.cancel() })
     }
 
-    /// Live upload tasks by a small id, forgotten once they finish.
-    final class TaskRegistry: Sendable {
-        private let state = Mutex<(next: Int64, ids: [ObjectIdentifier: Int64], tasks: [Int64: StorageUploadTask])>((1, [:], [:]))
-        func register(_ task: StorageUploadTask, finished: Bool) -> Int64 {
-            state.withLock { state in
-                let key = ObjectIdentifier(task)
-                let id = state.ids[key] ?? state.next
-                if state.ids[key] == nil {
-                    state.next += 1
-                    state.ids[key] = id
-                    state.tasks[id] = task
-                }
-                if finished {
-                    state.ids[key] = nil
-                    state.tasks[id] = nil
-                }
-                return id
-            }
-        }
-        func task(_ id: Int64) -> StorageUploadTask? { state.withLock { $0.tasks[id] } }
-    }
-
     /// The script being called now, for log lines.
     let currentScript = CurrentScript()
     /// `http.post` requests in flight, so `cancel()` can stop them.
     let requests = Requests()
 
-    /// Work a hook waits for, cancellable from another thread.
-    final class Requests: Sendable {
-        private let state = Mutex<(cancelled: Bool, tasks: [Int: Task<Void, Never>], next: Int)>((false, [:], 0))
-
-        /// Runs `work` and waits for it (the hooks' queue may block); nil when cancelled.
-        func wait<T: Sendable>(_ work: @escaping @Sendable () async -> T) -> T? {
-            let semaphore = DispatchSemaphore(value: 0)
-            let result = Mutex<T?>(nil)
-            let task = Task {
-                let value = await work()
-                result.withLock { $0 = value }
-                semaphore.signal()
-            }
-            let id = state.withLock { state -> Int? in
-                guard !state.cancelled else { return nil }
-                state.next += 1
-                state.tasks[state.next] = task
-                return state.next
-            }
-            guard let id else {
-                task.cancel()
-                return nil
-            }
-            semaphore.wait()
-            state.withLock { _ = $0.tasks.removeValue(forKey: id) }
-            return result.withLock { $0 }
-        }
-
-        func cancelAll() {
-            let tasks = state.withLock { state -> [Task<Void, Never>] in
-                state.cancelled = true
-                return Array(state.tasks.values)
-            }
-            for task in tasks { task.cancel() }
-        }
-    }
-
-    final class CurrentScript: Sendable {
-        private let name = Mutex("")
-        var value: String {
-            get { name.withLock { $0 } }
-            set { name.withLock { $0 = newValue } }
-        }
-    }
-
-    /// The job's pause and resume, once a runner is attached.
-    final class JobControls: Sendable {
-        private let actions = Mutex<(pause: @Sendable () -> Void, resume: @Sendable () -> Void)?>(nil)
-        func set(pause: @escaping @Sendable () -> Void, resume: @escaping @Sendable () -> Void) {
-            actions.withLock { $0 = (pause, resume) }
-        }
-        func pause() { actions.withLock { $0 }?.pause() }
-        func resume() { actions.withLock { $0 }?.resume() }
-    }
     /// Names of the hook functions some script defines (set while loading, read-only after).
     public private(set) var defined: Set<String> = []
-
-    /// The hooks' sources: files relative to the manifest, `inline:` entries (named
-    /// `JOB.yaml#hooks[N]`) and plugins by name (named `plugin NAME`), each with the globals it
-    /// gets (a plugin's `settings`).
-    /// - Throws: `HookError` for a file that cannot be read; `YAMLError`s (each with its line and
-    ///   column) for plugins that are not found or settings they do not take.
-    public static func sources(of job: Job) throws -> [(name: String, source: String, globals: [String: LuaValue])] {
-        var problems: [YAMLError] = []
-        var result: [(name: String, source: String, globals: [String: LuaValue])] = []
-        for (index, hook) in job.manifest.hooks.enumerated() {
-            switch hook {
-            case .inline(let source):
-                result.append(("\(job.file)#hooks[\(index)]", source, [:]))
-            case .file(let path):
-                let resolved = job.resolve(path)
-                guard let source = try? String(contentsOfFile: resolved, encoding: .utf8) else {
-                    throw HookError(description: "\(job.file): cannot read hook \(path) (\(resolved))")
-                }
-                result.append((path, source, [:]))
-            case .plugin(let name, let given):
-                guard let plugin = PluginCatalog.find(name, for: job, environment: job.environment),
-                      let source = try? String(contentsOfFile: plugin.path, encoding: .utf8) else {
-                    let names = PluginCatalog.all(for: job, environment: job.environment).map(\.name)
-                    var message = "no plugin '\(name)'"
-                    if let near = names.min(by: { editDistance($0, name) < editDistance($1, name) }), editDistance(near, name) <= 2 {
-                        message += " (did you mean '\(near)'?)"
-                    }
-                    message += names.isEmpty ? "; no plugins were found (see hoist plugins)" : "; the plugins are \(names.joined(separator: ", "))"
-                    problems.append(job.locatedError(message, at: ["hooks", index, "plugin"]))
-                    continue
-                }
-                let (settings, issues) = plugin.convert(given)
-                for issue in issues {
-                    problems.append(job.locatedError(issue.message, at: issue.key.map { ["hooks", index, "with", $0] } ?? ["hooks", index]))
-                }
-                result.append(("plugin \(name)", source, ["settings": settings]))
-            }
-        }
-        if !problems.isEmpty { throw YAMLError(combining: problems) }
-        return result
-    }
-
-    /// Compiles every hook of a job without running it.
-    /// - Throws: `HookError` reading `FILE:LINE: message` for the first syntax error; the
-    ///   `YAMLError`s of `sources(of:)`.
-    public static func check(_ job: Job) throws {
-        for (name, source, _) in try sources(of: job) {
-            do {
-                try LuaRuntime.checkSyntax(source, name: name)
-            } catch let error as LuaError {
-                throw HookError(description: error.description)
-            }
-        }
-    }
 
     public init(job: Job, storage: Storage, runID: String = UUID().uuidString.lowercased(),
                 log: @escaping @Sendable (HookLogLine) -> Void) throws {
@@ -228,6 +97,7 @@ public final class HookBus: JobObserver, @unchecked Sendable {
         self.log = log
         self.runID = runID
         settings = job.manifest.lua
+        progressPacer = ProgressPacer(interval: job.manifest.lua.progressInterval.seconds)
         taskMethods = Self.makeTaskMethods(tasks)
         do {
             runtime = try LuaRuntime(limits: .init(instructions: settings.instructionLimit, memory: Int(settings.memoryLimit.bytes),
@@ -237,7 +107,7 @@ public final class HookBus: JobObserver, @unchecked Sendable {
             throw HookError(description: error.description)
         }
         installHostAPI()
-        for (name, source, globals) in try Self.sources(of: job) {
+        for (name, source, globals) in try HookSources.of(job) {
             currentScript.value = name
             do {
                 let script = try runtime.load(source, name: name, globals: globals)
@@ -274,9 +144,9 @@ public final class HookBus: JobObserver, @unchecked Sendable {
 
     private func deliver(_ function: String, _ argument: LuaValue) {
         guard defined.contains(function) else { return }
-        pacing.withLock { $0.waiting += 1 }
+        waiting.withLock { $0 += 1 }
         queue.async { [self] in
-            pacing.withLock { $0.waiting -= 1 }
+            waiting.withLock { $0 -= 1 }
             callAll(function, [argument])
         }
     }
@@ -329,20 +199,12 @@ public final class HookBus: JobObserver, @unchecked Sendable {
         let completed = snapshot.progress?.completedUnitCount ?? 0
         let total = snapshot.progress?.totalUnitCount ?? item.file.size
         if snapshot.status == .progress {
-            let now = Date()
-            let send = pacing.withLock { pacing -> Bool in
-                let last = pacing.lastProgress[item.destination]
-                let final = completed >= total
-                guard final || last == nil || (now.timeIntervalSince(last!) >= settings.progressInterval.seconds
-                                               && pacing.waiting < settings.queueLimit) else { return false }
-                pacing.lastProgress[item.destination] = now
-                return true
-            }
-            guard send else { return }
+            let allowed = waiting.withLock { $0 < settings.queueLimit }
+            guard progressPacer.admit(item.destination, final: completed >= total, allowed: allowed) else { return }
         } else if snapshot.status == .success || snapshot.status == .failure {
-            pacing.withLock { _ = $0.lastProgress.removeValue(forKey: item.destination) }
+            progressPacer.finished(item.destination)
         }
-        var table = Self.table(for: snapshot, item: item)
+        var table = HookTables.snapshot(snapshot, item: item)
         if let task = snapshot.task as? StorageUploadTask {
             let id = tasks.register(task, finished: snapshot.status == .success || snapshot.status == .failure)
             table["task"] = .table(["id": .integer(id), "pause": taskMethods.pause, "resume": taskMethods.resume,
@@ -351,9 +213,9 @@ public final class HookBus: JobObserver, @unchecked Sendable {
         let path = item.destination
         let stored = snapshot.status == .success ? snapshot.metadata?.resource : nil
         let prepared = table
-        pacing.withLock { $0.waiting += 1 }
+        waiting.withLock { $0 += 1 }
         queue.async { [self] in
-            pacing.withLock { $0.waiting -= 1 }
+            waiting.withLock { $0 -= 1 }
             var table = prepared
             if let stored, let url = blocking({ try await self.storage.backend.downloadURL(for: path, stored: stored) }) {
                 table["downloadURL"] = .string(url.absoluteString)
@@ -381,7 +243,7 @@ public final class HookBus: JobObserver, @unchecked Sendable {
         let file: LuaValue = .table([
             "path": .string(item.file.path), "relpath": .string(item.file.relativePath), "size": .integer(item.file.size),
             "mtime": .integer(Int64(item.file.modified.timeIntervalSince1970)), "destination": .string(item.destination),
-            "metadata": Self.metadataTable(item.attributes),
+            "metadata": HookTables.metadata(item.attributes),
         ])
         let (answer, failure): (LuaValue, String?) = await withCheckedContinuation { continuation in
             queue.async { [self] in
@@ -391,136 +253,6 @@ public final class HookBus: JobObserver, @unchecked Sendable {
         }
         if let failure { throw HookError(description: "before_upload failed: \(failure)") }
         if runtime.isCancelled { throw HookError(description: "before_upload failed: stopped: the job is stopping") }
-        var changed = item
-        switch answer {
-        case .boolean(false):
-            changed.decision = Self.vetoed
-        case .table(let fields):
-            var destination = item.destination
-            var attributes = item.attributes
-            if let value = fields["destination"], value != .nil {
-                guard let text = value.string else { throw HookError(description: "before_upload: destination must be a string") }
-                do { destination = try normalizedObjectPath(text) } catch {
-                    throw HookError(description: "before_upload gave a bad destination: \(error.message)")
-                }
-            }
-            if case .table(let metadata) = fields["metadata"] ?? .nil {
-                for (key, value) in metadata {
-                    let text = value.string
-                    if let text, let problem = headerValueProblem(text) {
-                        throw HookError(description: "before_upload: metadata \(key) \(problem)")
-                    }
-                    switch key {
-                    case "contentType": attributes.contentType = text
-                    case "cacheControl": attributes.cacheControl = text
-                    case "contentDisposition": attributes.contentDisposition = text
-                    case "contentEncoding": attributes.contentEncoding = text
-                    case "contentLanguage": attributes.contentLanguage = text
-                    case "customMetadata":
-                        if case .table(let custom) = value {
-                            var merged = attributes.metadata ?? [:]
-                            for (k, v) in custom {
-                                if let problem = headerValueProblem(k) ?? v.string.flatMap(headerValueProblem) {
-                                    throw HookError(description: "before_upload: customMetadata \(k) \(problem)")
-                                }
-                                merged[k] = v.string
-                            }
-                            attributes.metadata = merged
-                        }
-                    default: break
-                    }
-                }
-            }
-            if destination != item.destination || attributes != item.attributes {
-                changed = PlanItem(file: item.file, destination: destination, attributes: attributes, decision: item.decision,
-                                   fileSetIndex: item.fileSetIndex, resumeSession: item.resumeSession)
-            }
-        default:
-            break
-        }
-        return changed
+        return try HookTables.apply(answer, to: item)
     }
-
-    // MARK: - Snapshots as tables
-
-    static func table(for snapshot: StorageTaskSnapshot, item: PlanItem) -> [String: LuaValue] {
-        let completed = snapshot.progress?.completedUnitCount ?? 0
-        let total = snapshot.progress?.totalUnitCount ?? 0
-        var table: [String: LuaValue] = [
-            "status": .string(["unknown", "resume", "progress", "pause", "success", "failure"][snapshot.status.rawValue]),
-            "reference": .table(["bucket": .string(snapshot.reference.bucket), "fullPath": .string(snapshot.reference.fullPath),
-                                 "name": .string(snapshot.reference.name)]),
-            "progress": .table(["completed": .integer(completed), "total": .integer(total),
-                                "fraction": .number(total > 0 ? Double(completed) / Double(total) : 1)]),
-            "file": .table(["path": .string(item.file.path), "relpath": .string(item.file.relativePath),
-                            "size": .integer(item.file.size), "mtime": .integer(Int64(item.file.modified.timeIntervalSince1970))]),
-        ]
-        if let metadata = snapshot.metadata { table["metadata"] = metadataTable(metadata.resource) }
-        if let error = snapshot.error.map({ $0 as NSError }) {
-            let code = StorageErrorCode(of: error)
-            table["error"] = .table(["code": .string(code.name), "rawValue": .integer(Int64(code.rawValue)),
-                                     "message": .string(redactingQueries(error.localizedDescription))])
-        }
-        return table
-    }
-
-    static func metadataTable(_ resource: ObjectResource) -> LuaValue {
-        var fields: [String: LuaValue] = [:]
-        func put(_ key: String, _ value: String?) { if let value { fields[key] = .string(value) } }
-        put("bucket", resource.bucket)
-        put("name", resource.name.map { String($0.split(separator: "/").last ?? "") })
-        put("fullPath", resource.name)
-        put("contentType", resource.contentType)
-        put("cacheControl", resource.cacheControl)
-        put("contentDisposition", resource.contentDisposition)
-        put("contentEncoding", resource.contentEncoding)
-        put("contentLanguage", resource.contentLanguage)
-        put("md5Hash", resource.md5Hash)
-        put("crc32c", resource.crc32c)
-        if let size = resource.size { fields["size"] = .integer(size) }
-        if let generation = resource.generation { fields["generation"] = .integer(generation) }
-        if let created = resource.timeCreated { fields["timeCreated"] = .string(created.formatted(.iso8601)) }
-        if let updated = resource.updated { fields["updated"] = .string(updated.formatted(.iso8601)) }
-        fields["customMetadata"] = .table((resource.metadata ?? [:]).mapValues { .string($0) })
-        return .table(fields)
-    }
-}
-
-/// `text` with the query of every URL in it cut (`https://host/path?…`): a resumable upload's
-/// session URL carries `upload_id`, which lets whoever holds it write the object, and error
-/// messages name the URL that failed. Hooks see messages without it.
-func redactingQueries(_ text: String) -> String {
-    guard text.contains("://"), text.contains("?") else { return text }
-    var result = ""
-    var inURL = false
-    var cutting = false
-    var index = text.startIndex
-    while index < text.endIndex {
-        let character = text[index]
-        if character.isWhitespace || character == "\"" || character == "'" || character == ")" {
-            inURL = false
-            cutting = false
-        } else if !inURL, text[index...].hasPrefix("http://") || text[index...].hasPrefix("https://") {
-            inURL = true
-        } else if inURL, character == "?", !cutting {
-            cutting = true
-            result += "?…"
-        }
-        if !cutting { result.append(character) }
-        index = text.index(after: index)
-    }
-    return result
-}
-
-/// Runs async work from a thread that may block (the hooks' queue) and returns its value, or nil.
-func blocking<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) -> T? {
-    let semaphore = DispatchSemaphore(value: 0)
-    let result = Mutex<T?>(nil)
-    Task {
-        let value = try? await work()
-        result.withLock { $0 = value }
-        semaphore.signal()
-    }
-    semaphore.wait()
-    return result.withLock { $0 }
 }

@@ -13,26 +13,28 @@ import Synchronization
 /// stable storage, and that costs once per batch rather than fsyncs per file.
 final class JournalRecorder: JobObserver {
     let journal: any JournalStore
-    private let runID = UUID().uuidString.lowercased()
+    private let runID: String
     private let persist: @Sendable () throws -> Void
     private let writer = DispatchQueue(label: "hoist.journal")
     private struct State {
         var run: Journal.RunRecord?
-        var lastSaved: [String: Date] = [:]
         var failure: JournalError?
         var pending: [Journal.Write] = []
         var pendingDone = false
         var flushScheduled = false
     }
     private let state = Mutex(State())
+    /// A file's session and confirmed offset are saved at most once a second.
+    private let pacer = ProgressPacer(interval: 1)
     static let batchSize = 1000
     static let batchDelay = 0.1
 
     /// The first write that failed; the runner stops the job on it.
     var failure: JournalError? { state.withLock { $0.failure } }
 
-    init(journal: any JournalStore, persist: @escaping @Sendable () throws -> Void = {}) {
+    init(journal: any JournalStore, runID: String, persist: @escaping @Sendable () throws -> Void = {}) {
         self.journal = journal
+        self.runID = runID
         self.persist = persist
     }
 
@@ -84,22 +86,16 @@ final class JournalRecorder: JobObserver {
         let task = snapshot.task as? StorageUploadTask
         switch snapshot.status {
         case .resume:
-            let isNew = state.withLock { $0.lastSaved[key] == nil }
-            guard isNew else { return }
-            state.withLock { $0.lastSaved[key] = .distantPast }
+            // The row of a file in flight (once bytes moved, a resume after a pause writes nothing).
+            guard !pacer.started(key) else { return }
             record(.file(row(item, state: .uploading, session: task?.sessionID ?? item.resumeSession)))
         case .progress:
-            let now = Date()
-            let due = state.withLock { state -> Bool in
-                guard let last = state.lastSaved[key], now.timeIntervalSince(last) >= 1 else { return false }
-                state.lastSaved[key] = now
-                return true
-            }
-            guard due, let session = task?.sessionID else { return }
+            // The first progress saves the session at once (it is known only once the upload started).
+            guard pacer.admit(key, final: false), let session = task?.sessionID else { return }
             record(.progress(source: item.file.path, destination: item.destination, session: session,
                              offset: snapshot.progress?.completedUnitCount ?? 0))
         case .success:
-            state.withLock { _ = $0.lastSaved.removeValue(forKey: key) }
+            pacer.finished(key)
             var done = row(item, state: .done, session: nil)
             done.confirmedOffset = snapshot.metadata?.size ?? item.file.size
             done.md5Hash = snapshot.metadata?.md5Hash
@@ -107,9 +103,9 @@ final class JournalRecorder: JobObserver {
             done.generation = snapshot.metadata?.generation
             record(.file(done), done: true)
         case .failure:
-            state.withLock { _ = $0.lastSaved.removeValue(forKey: key) }
+            pacer.finished(key)
             var failed = row(item, state: .failed, session: nil)
-            failed.error = snapshot.error.map { "\(StorageErrorCode(of: $0).name): \($0.localizedDescription)" }
+            failed.error = snapshot.failure.map { "\($0.code.name): \($0.message)" }
             record(.file(failed))
         default:
             break

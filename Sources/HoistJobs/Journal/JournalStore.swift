@@ -12,9 +12,11 @@ import HoistStorage
 /// - **record**: `apply(_:)`, batched writes of file and run rows;
 /// - **finish**: the run's last row is a `.run` write; `JobRunLock.release()` lets the next run in.
 ///
-/// Invariants every implementation keeps (`JournalStoreTests` runs them on each): a `done` row is
-/// written only after its object was stored and verified; writes of one `apply` land together or
-/// not at all; errors are `JournalError`s that say what to do, never swallowed.
+/// Every implementation passes `JournalStoreTests` (walk-order chunks, look-ups, progress, claims
+/// that exclude each other and mark dead runs, status counts). The runner's own invariant, that
+/// a `done` row is written only after its object was stored, verified and persisted, is the
+/// recorder's (`doneRowsAreCommittedOnlyAfterTheirObjectsWerePersisted`). Errors are
+/// `JournalError`s that say what to do.
 public protocol JournalStore: Sendable {
     /// Where the journal is, for messages: a file's path, or a URL with its password removed.
     var location: String { get }

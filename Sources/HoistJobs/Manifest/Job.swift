@@ -66,6 +66,16 @@ public struct Job: Sendable {
         try checkTemplateVariables()
     }
 
+    /// A job made in code (`hoist cp`): `file` names it in messages, `directory` resolves its
+    /// relative paths.
+    public init(manifest: JobManifest, file: String, directory: URL, environment: [String: String] = ProcessInfo.processInfo.environment) {
+        self.manifest = manifest
+        self.file = file
+        self.directory = directory.standardizedFileURL
+        self.environment = environment
+        text = ""
+    }
+
     /// `KEY=VALUE` lines (as systemd's `EnvironmentFile=` and Compose's `.env`): blank lines and
     /// `#` comments are skipped, `export ` before a key is allowed, a value in single or double
     /// quotes is taken as written between them.
@@ -105,11 +115,7 @@ public struct Job: Sendable {
         }
         func check(_ metadata: MetadataSettings?, _ path: [any Sendable]) {
             guard let metadata else { return }
-            check(metadata.contentType, path + ["contentType"])
-            check(metadata.cacheControl, path + ["cacheControl"])
-            check(metadata.contentDisposition, path + ["contentDisposition"])
-            check(metadata.contentEncoding, path + ["contentEncoding"])
-            check(metadata.contentLanguage, path + ["contentLanguage"])
+            for field in MetadataSettings.fields { check(metadata[keyPath: field.template], path + [field.name]) }
             for (key, value) in (metadata.customMetadata ?? [:]).sorted(by: { $0.key < $1.key }) {
                 check(value, path + ["customMetadata", key])
             }
@@ -147,8 +153,10 @@ public struct Job: Sendable {
                 }
                 problem = "root \(root) does not exist (\(String(cString: strerror(errno)))). A mount that went away? "
                     + "Fix the path, or mark the file set `optional: true` to run without it"
+            } else if (status.st_mode & S_IFMT) == S_IFREG {
+                continue   // a file set of one file
             } else if (status.st_mode & S_IFMT) != S_IFDIR {
-                problem = "root \(root) is not a folder"
+                problem = "root \(root) is not a folder or a file"
             } else if access(root, R_OK | X_OK) != 0 {
                 problem = "root \(root) cannot be read (\(String(cString: strerror(errno)))): give the job's user read access"
             } else {
@@ -191,6 +199,14 @@ public struct Job: Sendable {
         return directory.appendingPathComponent(path).standardizedFileURL.path
     }
 
+    /// The folder of a `file:` storage, absolute (nil for `gs://`).
+    public var localBucketFolder: String? {
+        guard manifest.storage.url.hasPrefix("file:") else { return nil }
+        var rest = String(manifest.storage.url.dropFirst("file:".count))
+        if rest.hasPrefix("//") { rest = String(rest.dropFirst(2)) }
+        return resolve(rest.removingPercentEncoding ?? rest)
+    }
+
     /// The journal's path: `override`, else `journal:` in the manifest, else the default.
     /// A `postgres://` URL is a shared journal's, taken as it is.
     public func journalPath(override: String? = nil) -> String {
@@ -206,10 +222,8 @@ public struct Job: Sendable {
     public func makeStorage(caBundle: String? = nil) throws -> Storage {
         let settings = manifest.storage
         let backend: any StorageBackend
-        if settings.url.hasPrefix("file:") {
-            var rest = String(settings.url.dropFirst("file:".count))
-            if rest.hasPrefix("//") { rest = String(rest.dropFirst(2)) }
-            backend = LocalBucket(directory: resolve(rest.removingPercentEncoding ?? rest))
+        if let folder = localBucketFolder {
+            backend = LocalBucket(directory: folder)
         } else {
             let bucket = String(settings.url.dropFirst("gs://".count))
             var environment = self.environment

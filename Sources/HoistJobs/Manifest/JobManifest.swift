@@ -1,5 +1,6 @@
 import Foundation
 import HoistYAML
+import HoistStorage
 
 /// A job: what to upload, where, and how. See docs/manifest.md for every key.
 public struct JobManifest: Decodable, Sendable {
@@ -27,6 +28,18 @@ public struct JobManifest: Decodable, Sendable {
     public var envFile: String?
 
     enum CodingKeys: String, CodingKey { case version, name, storage, files, upload, hooks, lua, schedule, description, journal, env, envFile }
+
+    /// A job made in code rather than read from YAML (`hoist cp`): no hooks, no schedule.
+    public init(name: String, storage: StorageSettings, files: [FileSet], upload: UploadSettings = UploadSettings()) {
+        version = 1
+        self.name = name
+        self.storage = storage
+        self.files = files
+        self.upload = upload
+        hooks = []
+        lua = LuaSettings()
+        env = [:]
+    }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -77,6 +90,8 @@ public struct StorageSettings: Decodable, Sendable {
     public var caBundle: String?
 
     enum CodingKeys: String, CodingKey { case url, credentials, multipartThreshold, downloadTokens, insecureSkipTLSVerify, caBundle }
+
+    public init(url: String) { self.url = url }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -133,6 +148,21 @@ public struct FileSet: Decodable, Sendable {
 
     enum CodingKeys: String, CodingKey {
         case root, include, exclude, destination, metadata, rules, hidden, followSymlinks, minSize, maxSize, minAge, optional, ignoreCase
+    }
+
+    /// A file set made in code (`hoist cp`). `root` may also be one file: the set is that file.
+    public init(root: String, destination: Template, include: [Glob] = [], exclude: [Glob] = [], metadata: MetadataSettings? = nil,
+                hidden: Bool = false) {
+        self.root = root
+        self.destination = destination
+        self.include = include
+        self.exclude = exclude
+        self.metadata = metadata
+        self.hidden = hidden
+        rules = []
+        followSymlinks = false
+        optional = false
+        ignoreCase = false
     }
 
     public init(from decoder: any Decoder) throws {
@@ -192,6 +222,22 @@ public struct MetadataSettings: Decodable, Sendable {
     public var contentEncoding: Template?
     public var contentLanguage: Template?
     public var customMetadata: [String: Template]?
+
+    /// Each header field's template and the object field it fills, in `ObjectResource.headerFields`' order.
+    static let fields: [(name: String, template: KeyPath<MetadataSettings, Template?> & Sendable,
+                         keyPath: WritableKeyPath<ObjectResource, String?> & Sendable)] = [
+        ("contentType", \.contentType, \.contentType),
+        ("cacheControl", \.cacheControl, \.cacheControl),
+        ("contentDisposition", \.contentDisposition, \.contentDisposition),
+        ("contentEncoding", \.contentEncoding, \.contentEncoding),
+        ("contentLanguage", \.contentLanguage, \.contentLanguage),
+    ]
+
+    public init(contentType: Template? = nil, cacheControl: Template? = nil, customMetadata: [String: Template]? = nil) {
+        self.contentType = contentType
+        self.cacheControl = cacheControl
+        self.customMetadata = customMetadata
+    }
 }
 
 /// `rules:` metadata for files matching `match`.
@@ -227,10 +273,13 @@ public struct UploadSettings: Decodable, Sendable {
     public var maxErrors: Int?
     /// Stop at the first failure, cancelling uploads in flight (default false).
     public var failFast: Bool = false
+    /// Skip a file whose object already exists in the bucket, asking the server before each
+    /// upload (default false; `hoist cp --no-clobber`).
+    public var noClobber: Bool = false
 
     public init() {}
 
-    enum CodingKeys: String, CodingKey { case concurrency, retries, retryTime, bandwidth, skipUnchanged, remoteCheck, maxErrors, failFast }
+    enum CodingKeys: String, CodingKey { case concurrency, retries, retryTime, bandwidth, skipUnchanged, remoteCheck, maxErrors, failFast, noClobber }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -248,6 +297,7 @@ public struct UploadSettings: Decodable, Sendable {
         bandwidth = try c.decodeIfPresent(ByteRate.self, forKey: .bandwidth)
         skipUnchanged = try c.decodeIfPresent(Bool.self, forKey: .skipUnchanged) ?? true
         remoteCheck = try c.decodeIfPresent(Bool.self, forKey: .remoteCheck) ?? false
+        noClobber = try c.decodeIfPresent(Bool.self, forKey: .noClobber) ?? false
         maxErrors = try c.decodeIfPresent(Int.self, forKey: .maxErrors)
         if let maxErrors, maxErrors < 1 {
             try decoder.report(.dataCorruptedError(forKey: .maxErrors, in: c, debugDescription: "maxErrors must be at least 1"))

@@ -2,67 +2,6 @@ import Foundation
 import HoistStorage
 import Synchronization
 
-/// Hears what a job does. Per-file events arrive on the storage's serial callback queue, in
-/// the order they happened; the others on the runner's task.
-public protocol JobObserver: Sendable {
-    /// The run starts. `files` and `bytes` (to upload) are nil while they are being counted: a
-    /// run walks the tree once, uploading as it goes, and `planCounted` tells them at the end of the walk.
-    func jobStarted(_ job: Job, files: Int?, bytes: Int64?)
-    /// The walk is over: the run uploads this many files and bytes in all (unless it stops early).
-    func planCounted(files: Int, bytes: Int64)
-    func fileSkipped(_ item: PlanItem, reason: String)
-    func fileEvent(_ item: PlanItem, _ snapshot: StorageTaskSnapshot)
-    func jobFinished(_ summary: JobSummary)
-}
-
-extension JobObserver {
-    public func planCounted(files: Int, bytes: Int64) {}
-}
-
-/// How a run ended.
-public struct JobSummary: Sendable {
-    public struct Failure: Sendable {
-        public let file: String
-        public let destination: String
-        public let code: StorageErrorCode
-        public let message: String
-    }
-
-    public let job: String
-    public var uploaded = 0
-    public var failed = 0
-    public var cancelled = 0
-    /// Files not uploaded on purpose: `unchanged` + `vetoed` + those the manifest's filters left out.
-    public var skipped = 0
-    /// Skipped as unchanged since their last upload (the journal).
-    public var unchanged = 0
-    /// Skipped by a `before_upload` hook.
-    public var vetoed = 0
-    public var bytes: Int64 = 0
-    public var seconds: Double = 0
-    /// Stopped by a signal or `cancelAll()`.
-    public var interrupted = false
-    /// The first failures (at most 100), for the report.
-    public var failures: [Failure] = []
-    /// Why the whole job stopped, when no further file could succeed (credentials refused, the
-    /// bucket gone, the journal not writable): the run exits 2.
-    public var fatal: String?
-
-    public init(job: String) { self.job = job }
-
-    /// `photos: 12 uploaded (3.4 MiB), 5 unchanged, 3 not included, 1 vetoed by a hook, 1 failed in 1.2 s`
-    /// ("not included": left out by `include`, `exclude`, sizes or age).
-    public var line: String {
-        var parts = ["\(uploaded) uploaded (\(ByteFormatter.string(bytes)))"]
-        if unchanged > 0 { parts.append("\(unchanged) unchanged") }
-        if skipped - unchanged - vetoed > 0 { parts.append("\(skipped - unchanged - vetoed) not included") }
-        if vetoed > 0 { parts.append("\(vetoed) vetoed by a hook") }
-        if failed > 0 { parts.append("\(failed) failed") }
-        if cancelled > 0 { parts.append("\(cancelled) cancelled") }
-        return "\(job): " + parts.joined(separator: ", ") + String(format: " in %.1f s", seconds) + (interrupted ? " (interrupted)" : "")
-    }
-}
-
 /// Runs a job's uploads: at most `upload.concurrency` in flight, large files (over 8 MiB) in at
 /// most all but one of those slots so small files are never starved behind them, retries and
 /// the bandwidth limit from the storage layer, `maxErrors` / `failFast`, and pause, resume and
@@ -94,7 +33,8 @@ public final class JobRunner: Sendable {
     /// - Parameter remoteCheck: before skipping a file as unchanged, ask the server (also on with
     ///   `upload.remoteCheck`).
     public init(job: Job, storage: Storage, observers: [any JobObserver], hooks: HookBus? = nil,
-                journal: (any JournalStore)? = nil, force: Bool = false, remoteCheck: Bool = false) {
+                journal: (any JournalStore)? = nil, force: Bool = false, remoteCheck: Bool = false,
+                runID: String = UUID().uuidString.lowercased()) {
         self.job = job
         self.storage = storage
         self.journal = journal
@@ -103,7 +43,7 @@ public final class JobRunner: Sendable {
         // With a journal, the backend may leave each object's durability to the journal's
         // batches (a local bucket then syncs once per batch instead of fsyncs per file).
         if journal != nil { storage.backend.deferPersistence() }
-        recorder = journal.map { [backend = storage.backend] in JournalRecorder(journal: $0, persist: { try backend.persist() }) }
+        recorder = journal.map { [backend = storage.backend] in JournalRecorder(journal: $0, runID: runID, persist: { try backend.persist() }) }
         self.observers = (recorder.map { [$0] } ?? []) + (hooks.map { [$0] } ?? []) + observers
         self.hooks = hooks
         hooks?.attach(pause: { [weak self] in self?.pauseAll() }, resume: { [weak self] in self?.resumeAll() })
@@ -172,6 +112,9 @@ public final class JobRunner: Sendable {
                     if remoteCheck, item.decision == Planner.unchanged, await !storedAsJournaled(item) {
                         item.decision = .upload
                     }
+                    if settings.noClobber, item.decision == .upload, await exists(item.destination) {
+                        item.decision = Self.exists
+                    }
                     if item.decision == .upload, let hooks {
                         let planned = item
                         do { item = try await hooks.beforeUpload(item) } catch {
@@ -201,6 +144,7 @@ public final class JobRunner: Sendable {
                         summary.skipped += 1
                         if item.decision == Planner.unchanged { summary.unchanged += 1 }
                         if item.decision == HookBus.vetoed { summary.vetoed += 1 }
+                        if item.decision == Self.exists { summary.existing += 1 }
                         for observer in observers { observer.fileSkipped(item, reason: reason) }
                         continue
                     }
@@ -294,8 +238,8 @@ public final class JobRunner: Sendable {
         }
         state.withLock { _ = $0.tasks.removeValue(forKey: id) }
         if last.status == .success { return .success(last.metadata?.size ?? item.file.size) }
-        let error = last.error.map { $0 as NSError }
-        return .failure(error.map { StorageErrorCode(of: $0) } ?? .unknown, error?.localizedDescription ?? "failed")
+        let failure = last.failure ?? (.unknown, "failed")
+        return .failure(failure.code, failure.message)
     }
 
     /// Why a file must not be read now: someone who can write in a root replaced it (or a folder
@@ -316,7 +260,9 @@ public final class JobRunner: Sendable {
         // Another file now (saved anew by an editor, say), or a link: only a link on the way is refused.
         let root = URL(fileURLWithPath: job.root(of: set)).resolvingSymlinksInPath().path
         let real = URL(fileURLWithPath: item.file.path).resolvingSymlinksInPath().path
-        guard real != (root == "/" ? "" : root) + "/" + item.file.relativePath else { return nil }
+        // (A file set whose root is the file itself: the file is its root.)
+        let expected = item.file.path == job.root(of: set) ? root : (root == "/" ? "" : root) + "/" + item.file.relativePath
+        guard real != expected else { return nil }
         return "\(item.file.path) became a symbolic link (or a folder above it did) after the walk found it: not uploaded"
     }
 
@@ -326,6 +272,20 @@ public final class JobRunner: Sendable {
               let stored = try? await storage.reference(withPath: item.destination).getMetadata()
         else { return false }
         return stored.size == record.size && stored.md5Hash != nil && stored.md5Hash == record.md5Hash
+    }
+
+    /// The decision for a file whose object exists, with `upload.noClobber`.
+    public static let exists = PlanItem.Decision.skip("the object exists (no-clobber)")
+
+    /// Whether the bucket holds `object` (an error other than "not found" counts as yes: nothing
+    /// is overwritten on a guess).
+    private func exists(_ object: String) async -> Bool {
+        do {
+            _ = try await storage.reference(withPath: object).getMetadata()
+            return true
+        } catch {
+            return StorageErrorCode(of: error as NSError) != .objectNotFound
+        }
     }
 
     /// Starts nothing more; uploads in flight go on.
@@ -365,18 +325,4 @@ public final class JobRunner: Sendable {
     }
 
     public var isPaused: Bool { state.withLock { $0.paused } }
-}
-
-/// Byte counts for people: `3.4 MiB`.
-public enum ByteFormatter {
-    public static func string(_ bytes: Int64) -> String {
-        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
-        var value = Double(bytes)
-        var unit = 0
-        while value >= 1024, unit < units.count - 1 {
-            value /= 1024
-            unit += 1
-        }
-        return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
-    }
 }

@@ -81,11 +81,10 @@ public final class StorageMetadata: NSObject, Sendable {
             bucket: dictionary["bucket"] as? String, name: dictionary["name"] as? String, size: int("size"),
             md5Hash: dictionary["md5Hash"] as? String, generation: int("generation"),
             metageneration: int("metageneration"), timeCreated: date("timeCreated"), updated: date("updated"),
-            contentType: dictionary["contentType"] as? String, cacheControl: dictionary["cacheControl"] as? String,
-            contentDisposition: dictionary["contentDisposition"] as? String,
-            contentEncoding: dictionary["contentEncoding"] as? String,
-            contentLanguage: dictionary["contentLanguage"] as? String,
             metadata: dictionary["metadata"] as? [String: String]))
+        fields.withLock { resource in
+            for field in ObjectResource.headerFields { resource[keyPath: field.keyPath] = dictionary[field.name] as? String }
+        }
     }
 
     /// Metadata from a backend's object resource.
@@ -108,11 +107,7 @@ public final class StorageMetadata: NSObject, Sendable {
         result["metageneration"] = r.metageneration.map(String.init)
         result["timeCreated"] = r.timeCreated.map(RFC3339.string)
         result["updated"] = r.updated.map(RFC3339.string)
-        result["contentType"] = r.contentType
-        result["cacheControl"] = r.cacheControl
-        result["contentDisposition"] = r.contentDisposition
-        result["contentEncoding"] = r.contentEncoding
-        result["contentLanguage"] = r.contentLanguage
+        for field in ObjectResource.headerFields { result[field.name] = r[keyPath: field.keyPath] }
         result["metadata"] = r.metadata
         return result
     }

@@ -2,7 +2,9 @@ import Foundation
 import HoistTestSupport
 import Testing
 
-/// `hoist cp` as a user runs it: objects in the bucket, output lines and exit statuses.
+/// `hoist cp` as a user runs it: objects in the bucket, output lines and exit statuses. It runs
+/// on the engine of `hoist run` (a job made from the command line), so it prints the same summary
+/// line and JSON events.
 @Suite struct CopyCommandTests {
     let hoist = productsDirectory.appendingPathComponent("hoist").path
 
@@ -20,8 +22,9 @@ import Testing
             "--metadata", "run=3", a.path, b.path, "site/",
         ])
         #expect(run.status == 0, "\(run.stderr)")
-        // Not a terminal: nothing but errors, and there were none.
-        #expect(run.stdout.isEmpty && run.stderr.isEmpty)
+        // Not a terminal: the summary line, and no errors.
+        #expect(run.stdout.hasPrefix("cp: 2 uploaded (8 B) in "), "\(run.stdout)")
+        #expect(run.stderr.isEmpty)
         #expect(try Data(contentsOf: bucket.appendingPathComponent("site/a.txt")) == Data("alpha".utf8))
         let meta = try JSONSerialization.jsonObject(
             with: Data(contentsOf: bucket.appendingPathComponent(".hoist/meta/site/b.html.json"))) as? [String: Any]
@@ -37,11 +40,15 @@ import Testing
         let run = try runProcess(hoist, ["cp", "--json", "--storage", "file://" + bucket.path, a.path, "renamed/x.bin"])
         #expect(run.status == 0)
         let events = jsonLines(run.stdout)
-        #expect(events.map { $0["event"] as? String } == ["resume", "progress", "success", "summary"])
-        #expect(events[2]["object"] as? String == "renamed/x.bin")
-        #expect(events[2]["size"] as? Int == 5)
-        #expect(events[2]["md5Hash"] as? String == "LBdDo5EwX782ffjk8Gn5+Q==")
-        #expect(events[3]["uploaded"] as? Int == 1 && events[3]["failed"] as? Int == 0)
+        // The events of `hoist run --json` (`plan_counted` comes when the walk ends, among the file's events).
+        #expect(events.map { $0["event"] as? String }.filter { $0 != "plan_counted" } == ["job_start", "resume", "progress", "success", "job_end"])
+        #expect(events.allSatisfy { $0["time"] is String })
+        let success = try #require(events.first { $0["event"] as? String == "success" })
+        #expect(success["object"] as? String == "renamed/x.bin")
+        #expect(success["size"] as? Int == 5)
+        #expect(success["md5Hash"] as? String == "LBdDo5EwX782ffjk8Gn5+Q==")
+        let end = try #require(events.last)
+        #expect(end["job"] as? String == "cp" && end["uploaded"] as? Int == 1 && end["failed"] as? Int == 0)
         #expect(try Data(contentsOf: bucket.appendingPathComponent("renamed/x.bin")) == Data("alpha".utf8))
     }
 
@@ -71,17 +78,52 @@ import Testing
         #expect(try await FakeGCS.download(bucket: bucketName, object: "docs/a.txt") == Data("alpha".utf8))
     }
 
-    @Test func someFailedExitsOne() throws {
+    /// A source that does not exist stops cp before anything is uploaded: exit 2, the path named.
+    @Test func aMissingSourceStopsBeforeAnyUpload() throws {
         let directory = try TemporaryDirectory()
         let a = try directory.write("a.txt", Data("alpha".utf8))
         let bucket = directory.url.appendingPathComponent("bucket")
         let missing = directory.url.appendingPathComponent("missing.txt").path
         let run = try runProcess(hoist, ["cp", "--storage", "file://" + bucket.path, a.path, missing, "p/"])
-        #expect(run.status == 1)
-        // As FirebaseStorage's putFile: a missing file is `unknown`, with the SDK's message.
-        #expect(run.stderr == "hoist: \(missing): unknown: File at URL: \(URL(fileURLWithPath: missing).absoluteString) is not "
-            + "reachable. Ensure file URL is not a directory, symbolic link, or invalid url.\n")
-        #expect(FileManager.default.fileExists(atPath: bucket.appendingPathComponent("p/a.txt").path))
+        #expect(run.status == 2)
+        #expect(run.stderr == "hoist: \(missing): No such file or directory. Nothing was uploaded.\n")
+        #expect(!FileManager.default.fileExists(atPath: bucket.appendingPathComponent("p/a.txt").path))
+    }
+
+    /// `--include`/`--exclude` (the manifest's globs, on paths below each directory), `--no-clobber`
+    /// (an existing object is left as it is) and `--bandwidth` (the rate holds).
+    @Test func filtersNoClobberAndBandwidth() throws {
+        let directory = try TemporaryDirectory()
+        try directory.write("out/a.jpg", Data("new a".utf8))
+        try directory.write("out/b.jpg", Data("new b".utf8))
+        try directory.write("out/raw/c.jpg", Data("new c".utf8))
+        try directory.write("out/notes.txt", Data("n".utf8))
+        let bucket = directory.url.appendingPathComponent("bucket")
+        try directory.write("bucket/img/out/a.jpg", Data("old a".utf8))
+        let out = directory.url.appendingPathComponent("out").path
+        let run = try runProcess(hoist, ["cp", "--storage", "file://" + bucket.path, "--include", "**/*.jpg", "--exclude", "raw/**",
+                                         "--no-clobber", "-v", out, "img/"])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(try Data(contentsOf: bucket.appendingPathComponent("img/out/a.jpg")) == Data("old a".utf8))
+        #expect(try Data(contentsOf: bucket.appendingPathComponent("img/out/b.jpg")) == Data("new b".utf8))
+        #expect(!FileManager.default.fileExists(atPath: bucket.appendingPathComponent("img/out/raw/c.jpg").path))
+        #expect(!FileManager.default.fileExists(atPath: bucket.appendingPathComponent("img/out/notes.txt").path))
+        #expect(run.stdout.contains("skipped   a.jpg (the object exists (no-clobber))"), "\(run.stdout)")
+        #expect(run.stdout.contains("cp: 1 uploaded (5 B), 2 not included, 1 already in the bucket in "), "\(run.stdout)")
+
+        // 256 KiB at 128 KiB/s: about two seconds (less the limiter's burst of a tenth of a second).
+        try directory.write("big.bin", patternData(256 << 10))
+        let started = Date()
+        let slow = try runProcess(hoist, ["cp", "--storage", "file://" + bucket.path, "--bandwidth", "128KiB/s",
+                                          directory.url.appendingPathComponent("big.bin").path, "big.bin"])
+        let seconds = Date().timeIntervalSince(started)
+        #expect(slow.status == 0, "\(slow.stderr)")
+        #expect(seconds > 1.5 && seconds < 6, "\(seconds) s")
+        #expect(try Data(contentsOf: bucket.appendingPathComponent("big.bin")) == patternData(256 << 10))
+
+        let bad = try runProcess(hoist, ["cp", "--bandwidth", "fast", out, "x/"])
+        #expect(bad.status == 2)
+        #expect(bad.stderr.hasPrefix("Error: --bandwidth: bad rate 'fast'"), "\(bad.stderr)")
     }
 
     @Test(arguments: [["cp", "only-one"], ["cp", "--bogus", "a", "b"], ["cp", "/etc/hostname", "/etc/hosts", "no-slash"],

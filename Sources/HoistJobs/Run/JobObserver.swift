@@ -1,0 +1,80 @@
+import Foundation
+import HoistStorage
+
+/// Hears what a job does. Per-file events arrive on the storage's serial callback queue, in
+/// the order they happened; the others on the runner's task.
+public protocol JobObserver: Sendable {
+    /// The run starts. `files` and `bytes` (to upload) are nil while they are being counted: a
+    /// run walks the tree once, uploading as it goes, and `planCounted` tells them at the end of the walk.
+    func jobStarted(_ job: Job, files: Int?, bytes: Int64?)
+    /// The walk is over: the run uploads this many files and bytes in all (unless it stops early).
+    func planCounted(files: Int, bytes: Int64)
+    func fileSkipped(_ item: PlanItem, reason: String)
+    func fileEvent(_ item: PlanItem, _ snapshot: StorageTaskSnapshot)
+    func jobFinished(_ summary: JobSummary)
+}
+
+extension JobObserver {
+    public func planCounted(files: Int, bytes: Int64) {}
+}
+
+/// How a run ended.
+public struct JobSummary: Sendable {
+    public struct Failure: Sendable {
+        public let file: String
+        public let destination: String
+        public let code: StorageErrorCode
+        public let message: String
+    }
+
+    public let job: String
+    public var uploaded = 0
+    public var failed = 0
+    public var cancelled = 0
+    /// Files not uploaded on purpose: `unchanged` + `vetoed` + those the manifest's filters left out.
+    public var skipped = 0
+    /// Skipped as unchanged since their last upload (the journal).
+    public var unchanged = 0
+    /// Skipped by a `before_upload` hook.
+    public var vetoed = 0
+    /// Skipped because the object exists (`upload.noClobber`).
+    public var existing = 0
+    public var bytes: Int64 = 0
+    public var seconds: Double = 0
+    /// Stopped by a signal or `cancelAll()`.
+    public var interrupted = false
+    /// The first failures (at most 100), for the report.
+    public var failures: [Failure] = []
+    /// Why the whole job stopped, when no further file could succeed (credentials refused, the
+    /// bucket gone, the journal not writable): the run exits 2.
+    public var fatal: String?
+
+    public init(job: String) { self.job = job }
+
+    /// `photos: 12 uploaded (3.4 MiB), 5 unchanged, 3 not included, 1 vetoed by a hook, 1 failed in 1.2 s`
+    /// ("not included": left out by `include`, `exclude`, sizes or age).
+    public var line: String {
+        var parts = ["\(uploaded) uploaded (\(ByteFormatter.string(bytes)))"]
+        if unchanged > 0 { parts.append("\(unchanged) unchanged") }
+        if skipped - unchanged - vetoed - existing > 0 { parts.append("\(skipped - unchanged - vetoed - existing) not included") }
+        if vetoed > 0 { parts.append("\(vetoed) vetoed by a hook") }
+        if existing > 0 { parts.append("\(existing) already in the bucket") }
+        if failed > 0 { parts.append("\(failed) failed") }
+        if cancelled > 0 { parts.append("\(cancelled) cancelled") }
+        return "\(job): " + parts.joined(separator: ", ") + String(format: " in %.1f s", seconds) + (interrupted ? " (interrupted)" : "")
+    }
+}
+
+/// Byte counts for people: `3.4 MiB`.
+public enum ByteFormatter {
+    public static func string(_ bytes: Int64) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        var value = Double(bytes)
+        var unit = 0
+        while value >= 1024, unit < units.count - 1 {
+            value /= 1024
+            unit += 1
+        }
+        return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
+    }
+}

@@ -1,0 +1,63 @@
+import Foundation
+
+/// Prometheus text-format metrics for node_exporter's textfile collector, written atomically.
+public enum Metrics {
+    /// The metrics of a run that ended.
+    public static func write(_ summary: JobSummary, to path: String) throws {
+        let job = label(summary.job)
+        let success = summary.failed == 0 && !summary.interrupted && summary.fatal == nil
+        let text = head(job: job, success: success) + """
+            # HELP hoist_last_run_duration_seconds How long the last run took.
+            # TYPE hoist_last_run_duration_seconds gauge
+            hoist_last_run_duration_seconds{job="\(job)"} \(String(format: "%.3f", summary.seconds))
+            # HELP hoist_last_run_files Files of the last run by outcome.
+            # TYPE hoist_last_run_files gauge
+            hoist_last_run_files{job="\(job)",outcome="uploaded"} \(summary.uploaded)
+            hoist_last_run_files{job="\(job)",outcome="skipped"} \(summary.skipped)
+            hoist_last_run_files{job="\(job)",outcome="failed"} \(summary.failed)
+            hoist_last_run_files{job="\(job)",outcome="cancelled"} \(summary.cancelled)
+            # HELP hoist_last_run_bytes Bytes uploaded by the last run.
+            # TYPE hoist_last_run_bytes gauge
+            hoist_last_run_bytes{job="\(job)"} \(summary.bytes)
+
+            """
+        try writeAtomically(text, to: path)
+    }
+
+    /// A run that could not start: success 0, so an earlier success does not stand.
+    public static func writeFailure(job: String, to path: String) throws {
+        try writeAtomically(head(job: label(job), success: false), to: path)
+    }
+
+    /// When the run ended and whether it succeeded: what every metrics file says.
+    private static func head(job: String, success: Bool) -> String {
+        """
+        # HELP hoist_last_run_timestamp_seconds When the last run of the job ended.
+        # TYPE hoist_last_run_timestamp_seconds gauge
+        hoist_last_run_timestamp_seconds{job="\(job)"} \(Int(Date().timeIntervalSince1970))
+        # HELP hoist_last_run_success 1 when the last run uploaded everything it should.
+        # TYPE hoist_last_run_success gauge
+        hoist_last_run_success{job="\(job)"} \(success ? 1 : 0)
+
+        """
+    }
+
+    /// A job name as a label value (names are letters, digits, `.`, `_`, `-`; quotes dropped anyway).
+    private static func label(_ job: String) -> String { job.replacingOccurrences(of: "\"", with: "") }
+
+    private static func writeAtomically(_ text: String, to path: String) throws {
+        let temporary = path + ".tmp.\(getpid())"
+        do { try Data(text.utf8).write(to: URL(fileURLWithPath: temporary)) } catch {
+            throw MetricsError(description: "cannot write the metrics file \(path): \((error as NSError).localizedDescription)")
+        }
+        guard rename(temporary, path) == 0 else {
+            let reason = String(cString: strerror(errno))
+            try? FileManager.default.removeItem(atPath: temporary)
+            throw MetricsError(description: "cannot write the metrics file \(path): \(reason)")
+        }
+    }
+}
+
+struct MetricsError: Error, CustomStringConvertible {
+    let description: String
+}
