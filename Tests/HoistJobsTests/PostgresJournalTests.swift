@@ -243,6 +243,36 @@ import Testing
         #expect(status.stdout.contains("files: 6 uploaded, 0 pending, 0 failed"), "\(status.stdout)")
     }
 
+    /// TLS as libpq's sslmode says: verify-full with the right CA connects encrypted (the
+    /// server logs it); with the system's CAs, or the wrong host name, it refuses in a sentence.
+    @Test func sslModesAreKept() throws {
+        let certificates = try TestCertificates.shared()
+        let server = try PostgresServer(tls: certificates)
+        let fixture = try JobFixture()
+        try fixture.file("a.txt", 10)
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\n")
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        let trusted = server.url(query: "sslmode=verify-full&sslrootcert=\(certificates.caFile)")
+        let run = try runProcess(hoist, ["run", "--journal", trusted, manifest])
+        #expect(run.status == 0, "\(run.stderr)")
+        let log = try String(contentsOf: server.logFile, encoding: .utf8)
+        let hoistConnections = log.split(separator: "\n").filter { $0.contains("connection authorized: user=hoist") && $0.contains("application_name=hoist") }
+        #expect(!hoistConnections.isEmpty && hoistConnections.allSatisfy { $0.contains("SSL enabled") }, "\(hoistConnections)")
+
+        let untrusted = try runProcess(hoist, ["run", "--journal", server.url(query: "sslmode=verify-full"), manifest])
+        #expect(untrusted.status == 2)
+        #expect(untrusted.stderr.hasPrefix("hoist: PostgreSQL at 127.0.0.1:\(server.port) presented a certificate that sslmode=verify-full does not trust"),
+                "\(untrusted.stderr)")
+        #expect(!untrusted.stderr.contains(PostgresServer.password))
+        // The certificate names 127.0.0.1 and localhost; another name for the same server is refused.
+        let otherName = trusted.replacingOccurrences(of: "@127.0.0.1:", with: "@127.0.0.2:")
+        let misnamed = try runProcess(hoist, ["run", "--journal", otherName, manifest])
+        #expect(misnamed.status == 2)
+        #expect(misnamed.stderr.contains("presented a certificate that sslmode=verify-full does not trust"), "\(misnamed.stderr)")
+        // require: encrypted without checking whom to (as libpq).
+        #expect(try runProcess(hoist, ["run", "--journal", server.url(query: "sslmode=require"), manifest]).status == 0)
+    }
+
     @Test func aJournalThatCannotBeReachedOrEnteredIsOneSentenceAndExit2() throws {
         let server = try PostgresServer.shared()
         let url = try server.makeDatabase()

@@ -31,7 +31,11 @@ public final class PostgresServer: @unchecked Sendable {
         return "\(root)/\(versions.contains(15) ? 15 : versions.last ?? 15)/bin"
     }
 
-    public init() throws {
+    /// The server's log (connections are logged, with their TLS).
+    public var logFile: URL { folder.appendingPathComponent("server.log") }
+
+    /// - Parameter tls: certificates to serve TLS with (`ssl=on`), or none.
+    public init(tls: TestCertificates? = nil) throws {
         folder = URL(fileURLWithPath: "/tmp/hoist-pg-\(UUID().uuidString.prefix(12))")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let asPostgres = geteuid() == 0
@@ -48,13 +52,28 @@ public final class PostgresServer: @unchecked Sendable {
                                         "-D", data, "-U", Self.user, "--pwfile", passwordFile.path, "-A", "scram-sha-256",
                                         "-E", "UTF8", "--locale", "C", "--no-sync"])
         guard initdb.status == 0 else { throw TestServerError("initdb failed: \(initdb.stderr)") }
+        var settings: [String] = []
+        if let tls {
+            // The key must belong to the server's user and be private to it.
+            for (from, to) in [(tls.certificateFile, "server.pem"), (tls.keyFile, "server.key")] {
+                let target = folder.appendingPathComponent(to).path
+                try FileManager.default.copyItem(atPath: from, toPath: target)
+                chmod(target, 0o600)
+                if asPostgres, let account = getpwnam("postgres") { chown(target, account.pointee.pw_uid, account.pointee.pw_gid) }
+            }
+            // Also on 127.0.0.2: the same server under a name its certificate does not give.
+            settings += ["-c", "listen_addresses=127.0.0.1,127.0.0.2", "-c", "ssl=on", "-c", "ssl_cert_file=\(folder.path)/server.pem", "-c", "ssl_key_file=\(folder.path)/server.key"]
+        }
         port = try freePort()
         process.executableURL = URL(fileURLWithPath: asPostgres ? "/usr/bin/setpriv" : "\(Self.binaries)/postgres")
         process.arguments = Self.prefix(asPostgres, "\(Self.binaries)/postgres") + [
             "-D", data, "-p", "\(port)", "-k", folder.path, "-c", "listen_addresses=127.0.0.1",
-            "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=200"]
+            "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=200",
+            "-c", "log_connections=on"] + settings
+        _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
+        if asPostgres, let account = getpwnam("postgres") { chown(logFile.path, account.pointee.pw_uid, account.pointee.pw_gid) }
         process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
+        process.standardError = try FileHandle(forWritingTo: logFile)
         try process.run()
         ServerProcess.started.withLock { _ = $0.insert(process.processIdentifier) }
         ServerProcess.installExitHandler

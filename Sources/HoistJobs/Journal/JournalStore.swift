@@ -221,9 +221,4 @@ public enum Journal {
         PostgresLocation.isPostgres(location) || FileManager.default.fileExists(atPath: location)
     }
 
-    /// `location` as messages show it: a shared journal's URL without its password.
-    public static func shown(_ location: String) -> String {
-        guard PostgresLocation.isPostgres(location) else { return location }
-        return (try? PostgresLocation(location, environment: [:]).location) ?? "a postgres:// URL that does not parse"
-    }
 }

@@ -65,7 +65,8 @@ public final class PostgresJournal: JournalStore {
         var configuration = PostgresConnection.Configuration(host: target.host, port: target.port, username: target.user,
                                                              password: target.password, database: target.database, tls: tls)
         configuration.options.connectTimeout = .seconds(Int64(target.connectTimeout))
-        if target.sslMode == .verifyFull { configuration.options.tlsServerName = target.host }
+        // verify-full: PostgresNIO names the host for SNI and NIOSSL checks the certificate against
+        // it (against the address connected to, for an IP address).
         configuration.options.additionalStartupParameters = [("application_name", Self.applicationName(purpose))]
         let id = connectionIDs.wrappingAdd(1, ordering: .relaxed).newValue
         do {
@@ -462,7 +463,16 @@ extension JournalError {
                 + "enable ssl on the server, or use sslmode=disable on a trusted network.")
         case (.server, _):
             self.init(message: "PostgreSQL at \(at) refused the connection (journal \(target.location)): \(error.serverInfo?[.message] ?? "no reason given").")
+        case (.failedToAddSSLHandler, _):
+            self.init(message: "cannot set up TLS to PostgreSQL at \(at) (journal \(target.location)): check sslrootcert= in the journal URL.")
         default:
+            if let underlying = error.underlying, underlying is NIOSSLError || "\(underlying)".contains("certificate") {
+                // The server's certificate: not from a trusted CA, or not for this host name.
+                self.init(message: "PostgreSQL at \(at) presented a certificate that sslmode=\(target.sslMode.rawValue) does not trust "
+                    + "(\(Self.plain(underlying))): name the CA that signed it with sslrootcert=FILE in the journal URL \(target.location), "
+                    + "and the host as the certificate names it.")
+                return
+            }
             let reason = error.underlying.map(Self.plain) ?? "\(error.code)"
             self.init(message: "cannot reach the PostgreSQL journal at \(at) (\(reason)): start the server, or check the host and port in \(target.location).")
         }
