@@ -273,6 +273,39 @@ import Testing
         #expect(try runProcess(hoist, ["run", "--journal", server.url(query: "sslmode=require"), manifest]).status == 0)
     }
 
+    /// A run whose lock's session ends (here ended by an administrator) stops, exit 2, starting
+    /// no other file: another run could now start, and two must never overlap. (The upload in
+    /// flight ends first: the runner reads the journal's failure as each upload ends.)
+    @Test func aRunThatLosesItsLockStops() throws {
+        let server = try PostgresServer.shared()
+        let url = try server.makeDatabase()
+        let fixture = try JobFixture()
+        try fixture.file("a.bin", 3_000_000)
+        try fixture.file("b.bin", 3_000_000)
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { bandwidth: 1MB/s, concurrency: 1 }\n")
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        let run = Process()
+        run.executableURL = URL(fileURLWithPath: hoist)
+        run.arguments = ["run", "--journal", url, manifest]
+        let errors = Pipe()
+        run.standardError = errors
+        run.standardOutput = FileHandle.nullDevice
+        try run.run()
+        let database = PostgresServer.database(of: url)
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline,
+              try server.psql("SELECT count(*) FROM hoist_file WHERE state = 'uploading'", database: database).stdout != "1\n" {
+            usleep(50_000)
+        }
+        let ended = try server.psql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name LIKE 'hoist run pid \(run.processIdentifier) %'")
+        #expect(ended.stdout == "1\n", "\(ended.stderr)")
+        run.waitUntilExit()
+        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(run.terminationStatus == 2)
+        #expect(!FileManager.default.fileExists(atPath: fixture.directory.url.appendingPathComponent("bucket/b.bin").path))
+        #expect(stderr.contains("lost the hold on test in the journal postgres://hoist@127.0.0.1:\(server.port)/\(database): the connection holding its lock closed"), "\(stderr)")
+    }
+
     @Test func aJournalThatCannotBeReachedOrEnteredIsOneSentenceAndExit2() throws {
         let server = try PostgresServer.shared()
         let url = try server.makeDatabase()

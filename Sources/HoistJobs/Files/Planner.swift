@@ -177,8 +177,10 @@ public struct Planner: Sequence {
                     let text = attributesText(attributes)
                     // Read alongside the walk; a file the merge does not find (new, or reached
                     // through a followed link, out of order) is looked up on its own.
+                    // A file the rows prove absent (new) is not looked up: over a network journal
+                    // that is a round trip per new file.
                     let known = try merge.find(source: file.path, destination: destination, set: index, root: planner.job.root(of: set), in: journal)
-                        ?? journal.lookup(source: file.path, destination: destination)
+                        ?? (merge.provedAbsent ? nil : journal.lookup(source: file.path, destination: destination))
                     planner.decide(&item, known, attributesText: text)
                 }
                 return item
@@ -261,6 +263,11 @@ struct JournalMerge {
     private var buffer: [Journal.KnownRow] = []
     private var index = 0
     private var exhausted = false
+    /// The last source asked for: while the walk's sources only grow, no row of the current one
+    /// was passed over, so a row missing where it would be is missing.
+    private var lastSource: String?
+    /// Whether the last `find` that returned nil proved the row absent (rather than not knowing).
+    private(set) var provedAbsent = false
     static let chunk = 1000
 
     /// The row for (`source`, `destination`), or nil when the rows in walk order do not have it.
@@ -271,28 +278,36 @@ struct JournalMerge {
             self.set = set
             self.root = root
         }
+        let inOrder = lastSource.map { !source.utf8.lexicographicallyPrecedes($0.utf8) } ?? true
+        lastSource = source
+        provedAbsent = false
+        // A nil below, reached in walk order, is a proof.
+        func absent() -> Journal.Known? {
+            provedAbsent = inOrder
+            return nil
+        }
         while true {
             if index == buffer.count {
-                if exhausted { return nil }
+                if exhausted { return absent() }
                 let after = buffer.last.map { ($0.source, $0.destination) }
                 buffer = try journal.rows(from: root + "/", below: root + "0", after: after, limit: Self.chunk)
                 index = 0
                 exhausted = buffer.count < Self.chunk
-                if buffer.isEmpty { return nil }
+                if buffer.isEmpty { return absent() }
             }
             let row = buffer[index]
             if row.source.utf8.lexicographicallyPrecedes(source.utf8) {
                 index += 1
                 continue
             }
-            guard row.source == source else { return nil }
+            guard row.source == source else { return absent() }
             // The rows of this source (one per destination) follow each other.
             var probe = index
             while probe < buffer.count, buffer[probe].source == source {
                 if buffer[probe].destination == destination { return buffer[probe].known }
                 probe += 1
             }
-            if probe < buffer.count || exhausted { return nil }
+            if probe < buffer.count || exhausted { return absent() }
             // The source's rows run past this chunk: rare; ask for this one directly.
             return try journal.lookup(source: source, destination: destination)
         }

@@ -32,6 +32,8 @@ public final class PostgresJournal: JournalStore {
     public var location: String { target.location }
     private let connection: PostgresConnection
     private let gate = Mutex(())
+    /// The lock of the run this process claimed, checked before each write.
+    private let claimed = Mutex<PostgresRunLock?>(nil)
 
     static let logger = Logger(label: "hoist.journal.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
     private static let connectionIDs = Atomic<Int>(0)
@@ -216,6 +218,7 @@ public final class PostgresJournal: JournalStore {
             lock.release()
             throw JournalError(postgres: target, doing: "write", error)
         }
+        claimed.withLock { $0 = lock }
         return lock
     }
 
@@ -265,6 +268,12 @@ public final class PostgresJournal: JournalStore {
     /// (a JSON array of rows, one bind parameter), so a batch of a thousand is a few round trips.
     public func apply(_ writes: [Journal.Write]) throws {
         guard !writes.isEmpty else { return }
+        // A run whose lock's session is gone (the server restarted, a network cut it, someone
+        // ended it) no longer excludes another: it stops rather than overlap one.
+        if let lock = claimed.withLock({ $0 }), lock.isLost {
+            throw JournalError(message: "lost the hold on \(job) in the journal \(target.location): the connection holding its lock closed, "
+                + "so another run may start. Stopped so that two runs never overlap; the next run goes on from what was recorded.")
+        }
         do {
             try transaction { run in
                 var index = writes.startIndex
@@ -424,6 +433,9 @@ final class PostgresRunLock: JobRunLock {
             throw JournalError(postgres: target, doing: "lock", error)
         }
     }
+
+    /// Whether the lock went without being released: its session ended.
+    var isLost: Bool { connection.isClosed && !released.withLock { $0 } }
 
     func release() {
         let first = released.withLock { released in
