@@ -294,7 +294,11 @@ struct JournalMerge {
             // The rows of this source (one per destination) follow each other.
             var probe = index
             while probe < buffer.count, buffer[probe].source == source {
-                if buffer[probe].destination == destination { return buffer[probe].known }
+                if buffer[probe].destination == destination {
+                    // The walk never comes back to this row (one file, one destination per set).
+                    index = probe + 1
+                    return buffer[probe].known
+                }
                 probe += 1
             }
             if probe < buffer.count || exhausted { return nil }
