@@ -41,10 +41,42 @@ public struct FileWalker: Sequence, IteratorProtocol {
 
     private struct Entry {
         let name: String
-        let info: stat?
+        /// What `lstat` said (nil: it failed, with `error`).
+        let status: Status?
         let error: Int32
         /// A folder to walk into (a link to one, when links are followed).
         let isFolder: Bool
+        /// The name's bytes, and a `/` after a folder's: entries sort by it.
+        let key: [UInt8]
+
+        init(name: String, status: Status?, error: Int32, isFolder: Bool) {
+            self.name = name
+            self.status = status
+            self.error = error
+            self.isFolder = isFolder
+            key = isFolder ? Array(name.utf8) + [0x2F] : Array(name.utf8)
+        }
+    }
+
+    /// The part of a `stat` the walk keeps (a whole `stat` is 144 bytes, moved by every sort).
+    private struct Status {
+        let mode: UInt32
+        let size: Int64
+        let seconds: Int
+        let nanoseconds: Int
+        let device: UInt64
+        let inode: UInt64
+
+        init(_ info: stat) {
+            mode = UInt32(info.st_mode)
+            size = Int64(info.st_size)
+            seconds = Int(info.st_mtim.tv_sec)
+            nanoseconds = Int(info.st_mtim.tv_nsec)
+            device = UInt64(info.st_dev)
+            inode = UInt64(info.st_ino)
+        }
+
+        var kind: UInt32 { mode & UInt32(S_IFMT) }
     }
 
     private struct FileIdentity: Hashable {
@@ -71,7 +103,7 @@ public struct FileWalker: Sequence, IteratorProtocol {
         if stat(root, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
             push(path: root, relative: "", identity: FileIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino)))
         } else if (info.st_mode & S_IFMT) == S_IFREG {
-            single = Self.file(root, relative: (root as NSString).lastPathComponent, info)
+            single = Self.file(root, relative: (root as NSString).lastPathComponent, Status(info))
         } else {
             problems.append(WalkProblem(path: root, message: "not a readable folder", isFailure: false))
         }
@@ -93,18 +125,18 @@ public struct FileWalker: Sequence, IteratorProtocol {
             var entries = names.map { name -> Entry in
                 var info = stat()
                 guard folder >= 0, fstatat(folder, name, &info, AT_SYMLINK_NOFOLLOW) == 0 else {
-                    return Entry(name: name, info: nil, error: folder >= 0 ? errno : EACCES, isFolder: false)
+                    return Entry(name: name, status: nil, error: folder >= 0 ? errno : EACCES, isFolder: false)
                 }
                 var isFolder = (info.st_mode & S_IFMT) == S_IFDIR
                 if !isFolder, followSymlinks, (info.st_mode & S_IFMT) == S_IFLNK {
                     var target = stat()
                     isFolder = fstatat(folder, name, &target, 0) == 0 && (target.st_mode & S_IFMT) == S_IFDIR
                 }
-                return Entry(name: name, info: info, error: 0, isFolder: isFolder)
+                return Entry(name: name, status: Status(info), error: 0, isFolder: isFolder)
             }
             // Full paths in byte order (a folder `a` sorts as `a/`, after `a.txt` and `a-b`): the
             // order of a journal's rows by source, so a plan can read them alongside the walk.
-            entries.sort { Self.precedes($0, $1) }
+            entries.sort { $0.key.lexicographicallyPrecedes($1.key) }
             stack.append(Frame(path: path, relative: relative, entries: entries, identity: identity))
             ancestors.insert(identity)
         } catch {
@@ -129,7 +161,7 @@ public struct FileWalker: Sequence, IteratorProtocol {
             stack[stack.count - 1] = frame
             let path = frame.path + "/" + name
             let relative = frame.relative.isEmpty ? name : frame.relative + "/" + name
-            guard var info = entry.info else {
+            guard var status = entry.status else {
                 // Linux names are bytes; FileManager shows bytes that are not UTF-8 as U+FFFD, so
                 // such a file cannot be opened by its name: fail it loudly rather than skip it.
                 let why = entry.error
@@ -142,22 +174,24 @@ public struct FileWalker: Sequence, IteratorProtocol {
                 continue
             }
             var target = path
-            if (info.st_mode & S_IFMT) == S_IFLNK {
+            if status.kind == UInt32(S_IFLNK) {
+                var info = stat()
                 guard followSymlinks, stat(path, &info) == 0 else { continue }
+                status = Status(info)
                 // A followed link to a file is read through its target (uploads open regular files).
                 target = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
             }
-            let identity = FileIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
-            switch info.st_mode & S_IFMT {
-            case S_IFDIR:
+            let identity = FileIdentity(device: status.device, inode: status.inode)
+            switch status.kind {
+            case UInt32(S_IFDIR):
                 if ancestors.contains(identity) {
                     problems.append(WalkProblem(path: path, message: "a link back to a folder above it (loop), skipped", isFailure: false))
                     continue
                 }
                 if relative == skipping { continue }
                 push(path: path, relative: relative, identity: identity)
-            case S_IFREG:
-                return Self.file(target, relative: relative, info)
+            case UInt32(S_IFREG):
+                return Self.file(target, relative: relative, status)
             default:
                 continue
             }
@@ -165,31 +199,13 @@ public struct FileWalker: Sequence, IteratorProtocol {
         return nil
     }
 
-    private static func file(_ path: String, relative: String, _ info: stat) -> WalkedFile {
+    private static func file(_ path: String, relative: String, _ status: Status) -> WalkedFile {
         // Some file systems (tmpfs, btrfs) keep any 64-bit time: clamp to years 1-9999, so
         // templates, hooks and the journal always get a time they can represent.
-        let seconds = Swift.min(Swift.max(Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9, -62_135_596_800), 253_402_300_799)
-        var file = WalkedFile(path: path, relativePath: relative, size: Int64(info.st_size), modified: Date(timeIntervalSince1970: seconds))
-        file.device = UInt64(info.st_dev)
-        file.inode = UInt64(info.st_ino)
+        let seconds = Swift.min(Swift.max(Double(status.seconds) + Double(status.nanoseconds) / 1e9, -62_135_596_800), 253_402_300_799)
+        var file = WalkedFile(path: path, relativePath: relative, size: status.size, modified: Date(timeIntervalSince1970: seconds))
+        file.device = status.device
+        file.inode = status.inode
         return file
-    }
-
-    /// Whether `a` comes before `b` when a folder's name is read with a `/` after it.
-    private static func precedes(_ a: Entry, _ b: Entry) -> Bool {
-        var left = a.name.utf8.makeIterator()
-        var right = b.name.utf8.makeIterator()
-        var leftDone = false, rightDone = false
-        while true {
-            let x: UInt8? = leftDone ? nil : left.next()
-            let y: UInt8? = rightDone ? nil : right.next()
-            // Past the end of a name: a folder's '/', then nothing.
-            let l: Int = x.map(Int.init) ?? (leftDone ? -1 : (a.isFolder ? 0x2F : -1))
-            let r: Int = y.map(Int.init) ?? (rightDone ? -1 : (b.isFolder ? 0x2F : -1))
-            if x == nil { leftDone = true }
-            if y == nil { rightDone = true }
-            if l != r { return l < r }
-            if l == -1 { return false }
-        }
     }
 }

@@ -90,6 +90,8 @@ public struct Planner: Sequence {
         let planner: Planner
         var setIndex = 0
         var walker: FileWalker?
+        /// The root of the set being walked, absolute (resolved once per set, not per file).
+        var root = ""
         /// The first error met (a template that cannot be filled, two files with one
         /// destination); iteration stops there.
         public private(set) var error: PlanError?
@@ -100,7 +102,7 @@ public struct Planner: Sequence {
         /// The journal's rows, read in walk order a thousand at a time.
         private var merge = JournalMerge()
         /// The metadata last compared with the journal, as its text: files of one set share it.
-        private var lastAttributes: (ObjectResource, String)?
+        private var lastAttributes: (attributes: ObjectResource, text: String, problem: String?)?
         /// Files and bytes to upload so far.
         public private(set) var uploadCount = 0
         public private(set) var uploadBytes: Int64 = 0
@@ -126,7 +128,7 @@ public struct Planner: Sequence {
             let sets = planner.job.manifest.files
             while setIndex < sets.count, error == nil {
                 if walker == nil {
-                    let root = planner.job.root(of: sets[setIndex])
+                    root = planner.job.root(of: sets[setIndex])
                     walker = FileWalker(root: root, hidden: sets[setIndex].hidden, followSymlinks: sets[setIndex].followSymlinks,
                                         skipping: planner.bucketInside(root))
                 }
@@ -168,18 +170,19 @@ public struct Planner: Sequence {
                 }
                 // A name or a header this one file makes impossible (from its own name): that file
                 // fails, the others go on.
-                if let problem = objectNameProblem(destination) ?? Self.headerProblem(attributes) {
+                let checked = check(attributes)
+                if let problem = objectNameProblem(destination) ?? checked.problem {
                     problems.append(WalkProblem(path: file.path, message: problem, isFailure: true))
                     return nil
                 }
                 var item = PlanItem(file: file, destination: destination, attributes: attributes, decision: .upload, fileSetIndex: index)
                 if let journal = planner.journal, !planner.force {
-                    let text = attributesText(attributes)
+                    let text = checked.text
                     // Read alongside the walk; a file the merge does not find (new, or reached
                     // through a followed link, out of order) is looked up on its own.
                     // A file the rows prove absent (new) is not looked up: over a network journal
                     // that is a round trip per new file.
-                    let known = try merge.find(source: file.path, destination: destination, set: index, root: planner.job.root(of: set), in: journal)
+                    let known = try merge.find(source: file.path, destination: destination, set: index, root: root, in: journal)
                         ?? (merge.provedAbsent ? nil : journal.lookup(source: file.path, destination: destination))
                     planner.decide(&item, known, attributesText: text)
                 }
@@ -203,12 +206,13 @@ public struct Planner: Sequence {
             return nil
         }
 
-        /// The journal's text of `attributes`, computed once for a run of equal ones.
-        private mutating func attributesText(_ attributes: ObjectResource) -> String {
-            if let (last, text) = lastAttributes, last == attributes { return text }
-            let text = Journal.attributesText(attributes)
-            lastAttributes = (attributes, text)
-            return text
+        /// The journal's text of `attributes` and what makes them impossible as headers, worked
+        /// out once for a run of equal ones (the files of a set mostly share their metadata).
+        private mutating func check(_ attributes: ObjectResource) -> (text: String, problem: String?) {
+            if let last = lastAttributes, last.attributes == attributes { return (last.text, last.problem) }
+            let checked = (text: Journal.attributesText(attributes), problem: Self.headerProblem(attributes))
+            lastAttributes = (attributes, checked.text, checked.problem)
+            return checked
         }
 
         private func apply(_ settings: MetadataSettings, to attributes: inout ObjectResource, _ context: Template.Context) throws(ValueError) {
@@ -296,15 +300,22 @@ struct JournalMerge {
                 if buffer.isEmpty { return absent() }
             }
             let row = buffer[index]
-            if row.source.utf8.lexicographicallyPrecedes(source.utf8) {
-                index += 1
-                continue
+            // Mostly the walk's next file is the next row (equal strings compare as bytes, fast).
+            if row.source != source {
+                if row.source.utf8.lexicographicallyPrecedes(source.utf8) {
+                    index += 1
+                    continue
+                }
+                return absent()
             }
-            guard row.source == source else { return absent() }
             // The rows of this source (one per destination) follow each other.
             var probe = index
             while probe < buffer.count, buffer[probe].source == source {
-                if buffer[probe].destination == destination { return buffer[probe].known }
+                if buffer[probe].destination == destination {
+                    // The walk never comes back to this row (one file, one destination per set).
+                    index = probe + 1
+                    return buffer[probe].known
+                }
                 probe += 1
             }
             if probe < buffer.count || exhausted { return absent() }

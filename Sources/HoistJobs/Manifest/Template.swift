@@ -117,6 +117,14 @@ public struct Template: Decodable, Sendable, Equatable, CustomStringConvertible 
     /// The filled-in text. - Throws: `ValueError` for an unset `{env:VAR}`.
     public func render(_ context: Context) throws(ValueError) -> String {
         let path = context.relativePath
+        // The common destinations (`{relpath}`, `prefix/{relpath}`) need no splitting of the path.
+        if parts.allSatisfy({ if case .literal = $0 { true } else { $0 == .relpath } }) {
+            var result = ""
+            for part in parts {
+                if case .literal(let text) = part { result += text } else { result += path }
+            }
+            return result
+        }
         let slash = path.lastIndex(of: "/")
         let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
         let dot = name.lastIndex(of: ".").flatMap { $0 == name.startIndex ? nil : $0 }

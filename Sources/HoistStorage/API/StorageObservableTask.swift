@@ -6,6 +6,9 @@ public class StorageObservableTask: StorageTask, @unchecked Sendable {
     typealias Handler = (StorageTaskSnapshot) -> Void
 
     private var handlers: [StorageTaskStatus: [(handle: String, run: Handler)]] = [:]
+    /// Handles are unique within a task (a counter: a UUID per observer cost more than the
+    /// rest of registering it); guarded by `lock`.
+    private var handleCount = 0
 
     /// True once a `.progress` event has fired; guarded by `lock`.
     var hasReportedProgress: Bool { false }
@@ -16,8 +19,9 @@ public class StorageObservableTask: StorageTask, @unchecked Sendable {
     /// - Returns: a handle for `removeObserver(withHandle:)`.
     @discardableResult
     public func observe(_ status: StorageTaskStatus, handler: @escaping (StorageTaskSnapshot) -> Void) -> String {
-        let handle = UUID().uuidString
         lock.withLock {
+            handleCount += 1
+            let handle = "observer-\(handleCount)"
             let fireNow: Bool
             switch status {
             case .resume: fireNow = state == .running
@@ -31,8 +35,8 @@ public class StorageObservableTask: StorageTask, @unchecked Sendable {
             if !state.isFinished, status != .unknown {
                 handlers[status, default: []].append((handle, handler))
             }
+            return handle
         }
-        return handle
     }
 
     /// Removes one observer; an unknown handle is ignored.

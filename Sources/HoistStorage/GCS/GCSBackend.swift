@@ -226,7 +226,7 @@ public final class GCSBackend: StorageBackend {
 
     func decodeResource(_ response: HTTPResponse) throws -> ObjectResource {
         do {
-            return try JSONDecoder().decode(ObjectResource.self, from: response.body)
+            return try ObjectResource(json: response.body)
         } catch {
             throw StorageErrorCode.unknown.error(
                 "Invalid data returned from the server: \(response.bodyText.prefix(500))",

@@ -22,7 +22,7 @@ struct GCSMultipartSession: UploadSession {
     ) async throws -> SendOutcome {
         let boundary = "hoist-" + UUID().uuidString
         var head = Data("--\(boundary)\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n".utf8)
-        head.append(try JSONEncoder().encode(resource))
+        head.append(resource.jsonData())
         head.append(Data("\r\n--\(boundary)\r\nContent-Type: \(resource.contentType ?? ContentType.fallback)\r\n\r\n".utf8))
         let tail = Data("\r\n--\(boundary)--\r\n".utf8)
         let bucket = GCSBackend.encode(backend.bucket)

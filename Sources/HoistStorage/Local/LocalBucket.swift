@@ -172,7 +172,7 @@ public final class LocalBucket: StorageBackend {
                 "Object \(path) does not exist.", userInfo: ["bucket": bucket, "object": path])
         }
         if let data = try? Data(contentsOf: metaURL(path)),
-           let resource = try? JSONDecoder().decode(ObjectResource.self, from: data),
+           let resource = try? ObjectResource(json: data),
            resource.size == (attributes[.size] as? NSNumber)?.int64Value {
             return resource
         }
@@ -220,9 +220,7 @@ public final class LocalBucket: StorageBackend {
                     throw StorageErrorCode.invalidArgument.error(
                         "Object \(path) cannot be stored: objects exist below \(path)/ in a local bucket.")
                 }
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-                let encoded = try encoder.encode(resource)
+                let encoded = resource.jsonData()
                 // Each object fsynced on its own, or (a journal's batches) all at once by `persist()`:
                 // then the sidecar is written once, in place, with no temporary file to create and rename.
                 if syncsEachObject {
@@ -231,7 +229,7 @@ public final class LocalBucket: StorageBackend {
                     try Self.writeInPlace(encoded, to: meta)
                 }
                 // Return what a later metadata read returns (times at the file's millisecond precision).
-                resource = try JSONDecoder().decode(ObjectResource.self, from: encoded)
+                resource = try ObjectResource(json: encoded)
                 if rename(partFile.path, object) != 0 {
                     throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
                 }
