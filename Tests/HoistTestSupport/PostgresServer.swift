@@ -77,6 +77,8 @@ public final class PostgresServer: @unchecked Sendable {
         try process.run()
         ServerProcess.started.withLock { _ = $0.insert(process.processIdentifier) }
         ServerProcess.installExitHandler
+        Self.folders.withLock { $0[folder.path] = process.processIdentifier }
+        Self.installExitHandler
         try waitForPort(port, timeout: 30)
         // Accepting connections is not yet accepting logins: wait for a query to go through.
         let deadline = Date().addingTimeInterval(30)
@@ -85,6 +87,20 @@ public final class PostgresServer: @unchecked Sendable {
             usleep(100_000)
         }
     }
+
+    /// Every server's folder and pid, to stop and remove when the test process exits (the
+    /// shared server is never released; its data would stay in /tmp).
+    static let folders = Mutex<[String: Int32]>([:])
+    static let installExitHandler: Void = {
+        atexit {
+            for (folder, pid) in PostgresServer.folders.withLock({ $0 }) {
+                kill(pid, SIGKILL)
+                var status: Int32 = 0
+                waitpid(pid, &status, 0)
+                try? FileManager.default.removeItem(atPath: folder)
+            }
+        }
+    }()
 
     private static func prefix(_ asPostgres: Bool, _ program: String) -> [String] {
         asPostgres ? ["--reuid", "postgres", "--regid", "postgres", "--init-groups", "--", program] : [program]
@@ -95,6 +111,7 @@ public final class PostgresServer: @unchecked Sendable {
         kill(process.processIdentifier, SIGINT)
         process.waitUntilExit()
         ServerProcess.started.withLock { _ = $0.remove(process.processIdentifier) }
+        Self.folders.withLock { _ = $0.removeValue(forKey: folder.path) }
         try? FileManager.default.removeItem(at: folder)
     }
 
