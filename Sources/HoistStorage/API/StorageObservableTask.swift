@@ -6,6 +6,8 @@ public class StorageObservableTask: StorageTask, @unchecked Sendable {
     typealias Handler = (StorageTaskSnapshot) -> Void
 
     private var handlers: [StorageTaskStatus: [(handle: String, run: Handler)]] = [:]
+    /// `StorageUploadTask.observeRetries` observers (Hoist's, beside the SDK's statuses); guarded by `lock`.
+    var retryHandlers: [(handle: String, run: (StorageUploadRetry) -> Void)] = []
 
     /// True once a `.progress` event has fired; guarded by `lock`.
     var hasReportedProgress: Bool { false }
@@ -39,6 +41,7 @@ public class StorageObservableTask: StorageTask, @unchecked Sendable {
     public func removeObserver(withHandle handle: String) {
         lock.withLock {
             for status in handlers.keys { handlers[status]?.removeAll { $0.handle == handle } }
+            retryHandlers.removeAll { $0.handle == handle }
         }
     }
 
@@ -49,7 +52,10 @@ public class StorageObservableTask: StorageTask, @unchecked Sendable {
 
     /// Removes every observer.
     public func removeAllObservers() {
-        lock.withLock { handlers.removeAll() }
+        lock.withLock {
+            handlers.removeAll()
+            retryHandlers.removeAll()
+        }
     }
 
     /// Moves to `newState` (when `change` allows) and tells the observers of `status`,
@@ -62,7 +68,10 @@ public class StorageObservableTask: StorageTask, @unchecked Sendable {
             if let observers = handlers[status], !observers.isEmpty {
                 dispatch(observers.map(\.run), snapshotUnderLock(status))
             }
-            if state.isFinished { handlers.removeAll() }
+            if state.isFinished {
+                handlers.removeAll()
+                retryHandlers.removeAll()
+            }
             return true
         }
     }

@@ -160,6 +160,7 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
                     guard failures <= policy.maxRetries, Date().addingTimeInterval(delay) < deadline else {
                         throw Self.retryLimitExceeded(after: error)
                     }
+                    reportRetry(attempt: failures, delay: delay, after: error)
                     try await control.sleep(delay)
                 }
             }
