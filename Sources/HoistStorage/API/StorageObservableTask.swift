@@ -18,7 +18,7 @@ public class StorageObservableTask: StorageTask, @unchecked Sendable {
     /// - Returns: a handle for `removeObserver(withHandle:)`.
     @discardableResult
     public func observe(_ status: StorageTaskStatus, handler: @escaping (StorageTaskSnapshot) -> Void) -> String {
-        let handle = UUID().uuidString
+        let handle = RandomID.handle()
         lock.withLock {
             let fireNow: Bool
             switch status {

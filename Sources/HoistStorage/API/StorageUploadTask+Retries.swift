@@ -41,7 +41,7 @@ extension StorageUploadTask {
     /// - Returns: a handle for `removeObserver(withHandle:)`.
     @discardableResult
     public func observeRetries(_ handler: @escaping (StorageUploadRetry) -> Void) -> String {
-        let handle = UUID().uuidString
+        let handle = RandomID.handle()
         lock.withLock {
             if !state.isFinished { retryHandlers.append((handle, handler)) }
         }

@@ -75,7 +75,7 @@ public final class GCSBackend: StorageBackend {
         resource.name = path
         if resource.contentType == nil { resource.contentType = ContentType.fallback }
         if configuration.setsDownloadTokens, resource.metadata?[Self.downloadTokensKey] == nil {
-            resource.metadata = (resource.metadata ?? [:]).merging([Self.downloadTokensKey: UUID().uuidString.lowercased()]) { a, _ in a }
+            resource.metadata = (resource.metadata ?? [:]).merging([Self.downloadTokensKey: RandomID.lowercased()]) { a, _ in a }
         }
         if size <= configuration.multipartThreshold, size <= chunkSize ?? .max {
             return GCSMultipartSession(backend: self, resource: resource, size: size)
