@@ -18,7 +18,7 @@ extension Hoist {
                 DEST is gs://BUCKET/PATH, or a path in the bucket named by --storage (a local \
                 directory bucket by default). gs:// uses $STORAGE_EMULATOR_HOST, \
                 $GOOGLE_OAUTH_ACCESS_TOKEN or $GOOGLE_APPLICATION_CREDENTIALS as Google's tools do, \
-                and $HTTPS_PROXY, $NO_PROXY, $CURL_CA_BUNDLE and $SSL_CERT_FILE as curl does.
+                and $HTTPS_PROXY, $NO_PROXY, $CURL_CA_BUNDLE, $SSL_CERT_FILE and $SSL_CERT_DIR as curl does.
 
                 It runs as `hoist run` does (the same display, JSON events and signals: SIGINT or \
                 SIGTERM cancel the uploads in flight, which leave nothing behind; SIGTSTP and SIGUSR1 \

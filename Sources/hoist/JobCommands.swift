@@ -311,13 +311,13 @@ struct JournalOptions: ParsableArguments {
 /// Which TLS certificates `gs://` trusts, for `run` and `cp`.
 struct TrustOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp(
-        "A PEM file of CA certificates to trust for gs:// (a private CA, or a proxy's that re-signs TLS), over storage.caBundle, $CURL_CA_BUNDLE and $SSL_CERT_FILE. Default: the system store.",
+        "A PEM file of CA certificates to trust for gs:// (a private CA, or a proxy's that re-signs TLS), or a folder of them hashed by `openssl rehash`, over storage.caBundle, $CURL_CA_BUNDLE, $SSL_CERT_FILE and $SSL_CERT_DIR. Default: the system store.",
         valueName: "file"))
     var caBundle: String?
 
     func validate() throws {
         if let caBundle, !FileManager.default.isReadableFile(atPath: caBundle) {
-            throw ValidationError("--ca-bundle \(caBundle) cannot be read: name a PEM file of CA certificates.")
+            throw ValidationError("--ca-bundle \(caBundle) cannot be read: name a PEM file of CA certificates, or a folder of them hashed by `openssl rehash`.")
         }
     }
 

@@ -229,7 +229,7 @@ public struct Job: Sendable {
             if bundle == nil, let named = settings.caBundle {
                 let path = resolve(named)
                 guard FileManager.default.isReadableFile(atPath: path) else {
-                    throw locatedError("CA bundle \(path) cannot be read: name a PEM file of CA certificates", at: ["storage", "caBundle"])
+                    throw locatedError("CA bundle \(path) cannot be read: name a PEM file of CA certificates, or a folder of them hashed by `openssl rehash`", at: ["storage", "caBundle"])
                 }
                 bundle = path
             }

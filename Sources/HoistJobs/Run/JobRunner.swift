@@ -224,6 +224,10 @@ public final class JobRunner: Sendable {
         if pausedNow { task.pause() }
         let observers = self.observers
         let last: StorageTaskSnapshot = await withCheckedContinuation { continuation in
+            let retryObservers = observers.compactMap { $0 as? any JobRetryObserver }
+            if !retryObservers.isEmpty {
+                task.observeRetries { retry in for observer in retryObservers { observer.fileRetrying(item, retry) } }
+            }
             for status in [StorageTaskStatus.resume, .progress, .pause] {
                 task.observe(status) { snapshot in
                     for observer in observers { observer.fileEvent(item, snapshot) }

@@ -44,7 +44,8 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
         // Known from the start, so a progress observer added early sees the real total.
         switch content {
         case .data(let data): total = Int64(data.count)
-        case .file(let url): total = (try? Self.localPath(of: url)).flatMap { try? ByteSource(filePath: $0).size } ?? 0
+        // One stat for the size (the checks come when the task starts: `prepare`).
+        case .file(let url): total = (try? Self.localPath(of: url)).flatMap { FileStatus($0) }.flatMap { $0.isRegular ? $0.size : nil } ?? 0
         }
     }
 
@@ -160,6 +161,7 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
                     guard failures <= policy.maxRetries, Date().addingTimeInterval(delay) < deadline else {
                         throw Self.retryLimitExceeded(after: error)
                     }
+                    reportRetry(attempt: failures, delay: delay, after: error)
                     try await control.sleep(delay)
                 }
             }

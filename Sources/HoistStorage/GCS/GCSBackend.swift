@@ -21,7 +21,8 @@ public final class GCSBackend: StorageBackend {
         /// Skip TLS certificate checks (only for a job that asks for it by name).
         public var insecureSkipTLSVerify = false
         /// A PEM file of CA certificates to trust instead of the system store: a private CA, or
-        /// the CA of a proxy that re-signs TLS. nil: the system store.
+        /// the CA of a proxy that re-signs TLS; or a folder of them hashed by `openssl rehash`.
+        /// nil: the system store.
         public var caBundle: String?
         /// Seconds without a byte moving before a request is given up and retried.
         public var stallTimeout: Double = 60
@@ -37,7 +38,7 @@ public final class GCSBackend: StorageBackend {
 
         /// As Google's clients read the environment: `STORAGE_EMULATOR_HOST` (`host:port` or a URL)
         /// points both the API and download URLs at an emulator, without credentials. The CA
-        /// bundle is `caBundle` when given, else the one `CURL_CA_BUNDLE` or `SSL_CERT_FILE` names
+        /// bundle is `caBundle` when given, else the one `CURL_CA_BUNDLE`, `SSL_CERT_FILE` or `SSL_CERT_DIR` names
         /// (`HTTPRequest.caBundle(fromEnvironment:)`), else the system store.
         public static func fromEnvironment(bucket: String, _ environment: [String: String] = ProcessInfo.processInfo.environment,
                                            caBundle: String? = nil) throws -> Configuration
@@ -74,7 +75,7 @@ public final class GCSBackend: StorageBackend {
         resource.name = path
         if resource.contentType == nil { resource.contentType = ContentType.fallback }
         if configuration.setsDownloadTokens, resource.metadata?[Self.downloadTokensKey] == nil {
-            resource.metadata = (resource.metadata ?? [:]).merging([Self.downloadTokensKey: UUID().uuidString.lowercased()]) { a, _ in a }
+            resource.metadata = (resource.metadata ?? [:]).merging([Self.downloadTokensKey: RandomID.lowercased()]) { a, _ in a }
         }
         if size <= configuration.multipartThreshold, size <= chunkSize ?? .max {
             return GCSMultipartSession(backend: self, resource: resource, size: size)
@@ -216,12 +217,12 @@ public final class GCSBackend: StorageBackend {
         let server = URL(string: url).map { "\($0.scheme ?? "https")://\($0.host ?? "")\($0.port.map { ":\($0)" } ?? "")" } ?? url
         let reason = error.message.components(separatedBy: ": ").first ?? error.message
         if let bundle = configuration.caBundle, error.code == 77 {   // CURLE_SSL_CACERT_BADFILE
-            return "Cannot use the CA bundle \(bundle) (\(reason)): name a readable PEM file with --ca-bundle, "
-                + "storage.caBundle or SSL_CERT_FILE."
+            return "Cannot use the CA bundle \(bundle) (\(reason)): name a readable PEM file (or a folder hashed by "
+                + "`openssl rehash`) with --ca-bundle, storage.caBundle, SSL_CERT_FILE or SSL_CERT_DIR."
         }
         let trusted = configuration.caBundle.map { "the CA bundle \($0)" } ?? "the system's CA store"
         return "The TLS certificate of \(server) is not trusted by \(trusted) (\(reason)). If a private CA or a proxy "
-            + "signs it, name that CA's bundle with --ca-bundle FILE, storage.caBundle or SSL_CERT_FILE."
+            + "signs it, name that CA's bundle with --ca-bundle FILE, storage.caBundle, SSL_CERT_FILE or SSL_CERT_DIR."
     }
 
     func decodeResource(_ response: HTTPResponse) throws -> ObjectResource {

@@ -182,7 +182,7 @@ private final class Transfer: @unchecked Sendable {
             try set(CURLOPT_REDIR_PROTOCOLS_STR, protocols)
         }
         if let total = request.totalTimeout { try set(CURLOPT_TIMEOUT_MS, max(1, Int(total * 1000))) }
-        if let bundle = request.caBundle { try set(CURLOPT_CAINFO, bundle) }
+        if let bundle = request.caBundle { try set(HTTPRequest.isFolder(bundle) ? CURLOPT_CAPATH : CURLOPT_CAINFO, bundle) }
         if request.insecureSkipTLSVerify {
             try set(CURLOPT_SSL_VERIFYPEER, 0)
             try set(CURLOPT_SSL_VERIFYHOST, 0)

@@ -13,8 +13,9 @@ public struct HTTPRequest: Sendable {
     public var stallTimeout: Double = 60
     /// Skip TLS certificate checks. Only ever set when a job asks for it by name.
     public var insecureSkipTLSVerify = false
-    /// A PEM file of CA certificates to trust instead of the system store (`CURLOPT_CAINFO`);
-    /// nil: the system store.
+    /// A PEM file of CA certificates to trust instead of the system store (`CURLOPT_CAINFO`), or
+    /// a folder of them named by their hashes, as `openssl rehash` (c_rehash) makes it
+    /// (`CURLOPT_CAPATH`, as OpenSSL's `SSL_CERT_DIR`); nil: the system store.
     public var caBundle: String?
     /// URL schemes curl may use, for the request and any redirect (`"http,https"`); nil: curl's default.
     public var allowedProtocols: String?
@@ -49,10 +50,10 @@ public struct HTTPRequest: Sendable {
     public var bodyLength: Int64 { body.reduce(0) { $0 + $1.length } }
 
     /// The CA bundle the environment names, read as curl's own tool reads it: `CURL_CA_BUNDLE`,
-    /// else `SSL_CERT_FILE` (OpenSSL's name, which Python and Go tools also honour); nil: the
-    /// system store.
+    /// else `SSL_CERT_FILE` (OpenSSL's name, which Python and Go tools also honour), else
+    /// `SSL_CERT_DIR` (OpenSSL's folder of hashed certificates); nil: the system store.
     public static func caBundle(fromEnvironment environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
-        for name in ["CURL_CA_BUNDLE", "SSL_CERT_FILE"] {
+        for name in ["CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR"] {
             if let path = environment[name], !path.isEmpty { return path }
         }
         return nil
@@ -142,5 +143,14 @@ public enum EnvironmentProxy {
         let start = proxy.range(of: "://").map(\.upperBound) ?? proxy.startIndex
         guard start <= at else { return proxy }
         return String(proxy[..<start]) + "***" + String(proxy[at...])
+    }
+}
+
+extension HTTPRequest {
+    /// Whether `path` is a folder: a CA "bundle" that is a folder of hashed certificates
+    /// (`SSL_CERT_DIR`, `openssl rehash`) goes to curl as `CURLOPT_CAPATH`, a file as `CURLOPT_CAINFO`.
+    static func isFolder(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
     }
 }
