@@ -88,7 +88,8 @@ extension Hoist {
                 throw error
             }
             var observers: [any JobObserver] = []
-            if json { observers.append(JSONEventLog(sink: .standardOutput)) }
+            let events = json ? JSONEventLog(sink: .standardOutput) : nil
+            if let events { observers.append(events) }
             if let logFile {
                 guard let log = JSONEventLog(appendingTo: logFile) else {
                     FileHandle.standardError.write(Data("hoist: cannot open the log file \(logFile)\n".utf8))
@@ -107,7 +108,8 @@ extension Hoist {
             options.log = { output.say($0, isError: true) }
             let session: JobSession
             do { session = try await JobSession.open(job, options: options) } catch {
-                FileHandle.standardError.write(Data("hoist: \(error.description)\n".utf8))
+                FileHandle.standardError.write(Data((printable("hoist: \(error.description)", keepingNewlines: true) + "\n").utf8))
+                events?.startFailed(job: job.manifest.name, reason: error.description)
                 throw ExitCode(2)
             }
             let summary = await output.run(session.makeRunner(observers: observers + output.observers))
@@ -279,14 +281,14 @@ func printPlan(_ job: Job, journal: (any JournalStore)?, force: Bool = false, ho
             if summary { continue }
             output.write(json
                 ? JSONLine.encode(["action": "upload", "file": item.file.path, "object": item.destination, "size": item.file.size])
-                : "upload  \(item.file.relativePath) -> \(item.destination) (\(ByteFormatter.string(item.file.size)))"
-                + (item.resumeSession != nil ? " (resume)" : ""))
+                : printable("upload  \(item.file.relativePath) -> \(item.destination) (\(ByteFormatter.string(item.file.size)))"
+                + (item.resumeSession != nil ? " (resume)" : "")))
         case .skip(let reason):
             skips += 1
             if summary { continue }
             output.write(json
                 ? JSONLine.encode(["action": "skip", "file": item.file.path, "reason": reason])
-                : "skip    \(item.file.relativePath) (\(reason))")
+                : printable("skip    \(item.file.relativePath) (\(reason))"))
         }
     }
     output.flush()
@@ -294,7 +296,7 @@ func printPlan(_ job: Job, journal: (any JournalStore)?, force: Bool = false, ho
         FileHandle.standardError.write(Data("hoist: \(error.message)\n".utf8))
         throw ExitCode(2)
     }
-    for problem in iterator.problems { FileHandle.standardError.write(Data("hoist: warning: \(problem)\n".utf8)) }
+    for problem in iterator.problems { FileHandle.standardError.write(Data((printable("hoist: warning: \(problem)") + "\n").utf8)) }
     let total = "\(job.manifest.name): \(uploads) to upload (\(ByteFormatter.string(bytes))), \(skips) to skip"
         + (failures > 0 ? ", \(failures) failed in before_upload" : "") + suffix
     var fields: [String: any Sendable] = ["action": "total", "upload": uploads, "skip": skips, "bytes": bytes]

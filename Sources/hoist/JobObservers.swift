@@ -71,6 +71,18 @@ final class JSONEventLog: JobRetryObserver {
         emit(fields)
     }
 
+    /// A `failure` event for a file that failed before its upload started.
+    func fileFailed(path: String, destination: String, size: Int64, message: String) {
+        emit(["event": "failure", "file": path, "object": destination, "completed": 0, "total": size,
+              "code": StorageErrorCode.invalidArgument.name, "rawValue": StorageErrorCode.invalidArgument.rawValue, "message": message])
+    }
+
+    /// What a run that could not start prints with `--json`: a `job_end` saying why.
+    func startFailed(job: String, reason: String) {
+        emit(["event": "job_end", "job": job, "uploaded": 0, "failed": 0, "skipped": 0, "unchanged": 0, "cancelled": 0,
+              "bytes": 0, "seconds": 0, "interrupted": false, "peakRSSBytes": peakResidentBytes(), "fatal": reason])
+    }
+
     /// `{"event":"retry","attempt":2,"delay":1.6,"status":503,...}`: the upload waits `delay`
     /// seconds and tries again (`status` is absent for a failure without an answer).
     func fileRetrying(_ item: PlanItem, _ retry: StorageUploadRetry) {
@@ -108,6 +120,10 @@ final class FileLines: JobObserver {
 
     func fileSkipped(_ item: PlanItem, reason: String) {
         if verbose { say("skipped   \(item.file.relativePath) (\(reason))", false) }
+    }
+
+    func fileFailed(path: String, destination: String, size: Int64, message: String) {
+        say("hoist: \(path): \(StorageErrorCode.invalidArgument.name): \(message)", true)
     }
 
     func fileEvent(_ item: PlanItem, _ snapshot: StorageTaskSnapshot) {

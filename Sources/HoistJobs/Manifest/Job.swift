@@ -152,7 +152,9 @@ public struct Job: Sendable {
                 problem = "root \(root) does not exist (\(String(cString: strerror(errno)))). A mount that went away? "
                     + "Fix the path, or mark the file set `optional: true` to run without it"
             } else if (status.st_mode & S_IFMT) == S_IFREG {
-                continue   // a file set of one file
+                // A file set of one file.
+                guard access(root, R_OK) != 0 else { continue }
+                problem = "root \(root) cannot be read (\(String(cString: strerror(errno)))): give the job's user read access"
             } else if (status.st_mode & S_IFMT) != S_IFDIR {
                 problem = "root \(root) is not a folder or a file"
             } else if access(root, R_OK | X_OK) != 0 {
