@@ -154,7 +154,7 @@ public struct Job: Sendable {
             }
             throw locatedError(problem, at: ["files", index, "root"])
         }
-        if let credentials = manifest.storage.credentials, manifest.storage.url.hasPrefix("gs://") {
+        if let credentials = manifest.storage.credentials, manifest.storage.location.scheme == "gs" {
             let path = resolve(credentials)
             if access(path, R_OK) != 0 {
                 let reason = String(cString: strerror(errno))
@@ -203,12 +203,10 @@ public struct Job: Sendable {
     public func makeStorage(caBundle: String? = nil) throws -> Storage {
         let settings = manifest.storage
         let backend: any StorageBackend
-        if settings.url.hasPrefix("file:") {
-            var rest = String(settings.url.dropFirst("file:".count))
-            if rest.hasPrefix("//") { rest = String(rest.dropFirst(2)) }
-            backend = LocalBucket(directory: resolve(rest.removingPercentEncoding ?? rest))
+        if settings.location.scheme == "file" {
+            backend = LocalBucket(directory: settings.location.directory(relativeTo: directory.path))
         } else {
-            let bucket = String(settings.url.dropFirst("gs://".count))
+            let bucket = settings.location.bucket
             var environment = self.environment
             if let credentials = settings.credentials { environment["GOOGLE_APPLICATION_CREDENTIALS"] = resolve(credentials) }
             var bundle = caBundle
