@@ -1,6 +1,7 @@
 import Crypto
 import CryptoExtras
 import Foundation
+import HoistHTTP
 import Synchronization
 
 /// A Google service account's key file: an RS256-signed JWT exchanged for an access token at

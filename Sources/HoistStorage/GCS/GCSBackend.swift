@@ -1,4 +1,5 @@
 import Foundation
+import HoistHTTP
 
 /// Google Cloud Storage through its JSON API: `gs://BUCKET` URLs, and Firebase Storage buckets,
 /// which are GCS buckets. Small objects go up in one multipart request, large ones through a
