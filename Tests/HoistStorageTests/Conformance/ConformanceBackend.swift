@@ -3,8 +3,8 @@ import HoistTestSupport
 @testable import HoistStorage
 
 /// One backend the conformance suite runs against: how to make a fresh place to upload to,
-/// and what the backend can do. A new backend is a folder in Sources/HoistStorage and one
-/// entry in `all`.
+/// and what the backend can do. A new backend is a folder in Sources/HoistStorage, its factory
+/// in `BackendRegistry.builtIn`, and one entry in `all`.
 struct ConformanceBackend: Sendable, CustomStringConvertible {
     let name: String
     /// A session interrupted after some bytes keeps them, and a status query reports exactly
