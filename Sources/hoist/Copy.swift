@@ -150,7 +150,9 @@ extension Hoist {
                     sets.append(FileSet(root: root, destination: Template(literal: object), metadata: settings, hidden: true))
                 }
             }
-            let manifest = JobManifest(name: "cp", storage: StorageSettings(url: target.storageURL), files: sets, upload: upload)
+            let location: StorageLocation
+            do { location = try StorageLocation(parsing: target.storageURL) } catch { throw ValidationError(describe(error)) }
+            let manifest = JobManifest(name: "cp", storage: StorageSettings(location: location), files: sets, upload: upload)
             return Job(manifest: manifest, file: "hoist cp", directory: here)
         }
 

@@ -164,7 +164,7 @@ public struct Job: Sendable {
             }
             throw locatedError(problem, at: ["files", index, "root"])
         }
-        if let credentials = manifest.storage.credentials, manifest.storage.url.hasPrefix("gs://") {
+        if let credentials = manifest.storage.credentials, manifest.storage.location.scheme == "gs" {
             let path = resolve(credentials)
             if access(path, R_OK) != 0 {
                 let reason = String(cString: strerror(errno))
@@ -201,10 +201,8 @@ public struct Job: Sendable {
 
     /// The folder of a `file:` storage, absolute (nil for `gs://`).
     public var localBucketFolder: String? {
-        guard manifest.storage.url.hasPrefix("file:") else { return nil }
-        var rest = String(manifest.storage.url.dropFirst("file:".count))
-        if rest.hasPrefix("//") { rest = String(rest.dropFirst(2)) }
-        return resolve(rest.removingPercentEncoding ?? rest)
+        let location = manifest.storage.location
+        return location.scheme == "file" ? location.directory(relativeTo: directory.path) : nil
     }
 
     /// The journal's path: `override`, else `journal:` in the manifest, else the default.
@@ -224,7 +222,7 @@ public struct Job: Sendable {
         if let folder = localBucketFolder {
             backend = LocalBucket(directory: folder)
         } else {
-            let bucket = String(settings.url.dropFirst("gs://".count))
+            let bucket = settings.location.bucket
             var environment = self.environment
             if let credentials = settings.credentials { environment["GOOGLE_APPLICATION_CREDENTIALS"] = resolve(credentials) }
             var bundle = caBundle

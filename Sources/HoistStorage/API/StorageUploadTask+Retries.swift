@@ -1,4 +1,5 @@
 import Foundation
+import HoistHTTP
 
 /// One retry of an upload: a transient failure (a 408, 429 or 5xx answer, a broken or refused
 /// connection, a timeout) and the wait before the task tries again.
@@ -50,9 +51,9 @@ extension StorageUploadTask {
 
     /// Tells the retry observers, under the lock that orders every event of the task.
     func reportRetry(attempt: Int, delay: TimeInterval, after error: any Error) {
-        let nsError = error as NSError
-        let code = nsError.userInfo[StorageErrorResponseCodeKey] as? Int
-        let message = (error as? HTTPTransportError)?.message ?? nsError.localizedDescription
+        let failure = error as? StorageFailure
+        let code = failure?.httpStatus ?? (error as NSError).userInfo[StorageErrorResponseCodeKey] as? Int
+        let message = failure?.message ?? (error as? HTTPTransportError)?.message ?? (error as NSError).localizedDescription
         lock.withLock {
             guard !retryHandlers.isEmpty, !state.isFinished else { return }
             let retry = StorageUploadRetry(attempt: attempt, delay: delay, responseCode: code, message: message, completed: completed)

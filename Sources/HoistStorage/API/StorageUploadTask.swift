@@ -100,7 +100,7 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
             lock.withLock { total = source.size }
             let backend = reference.storage.backend
             let policy = reference.storage.uploadRetryPolicy
-            let deadline = Date().addingTimeInterval(policy.budget)
+            let deadline = policy.deadline()
             var failures = 0
             var restarts = 0
             var offset: Int64 = 0
@@ -157,10 +157,8 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
                     offset = 0
                 } catch where RetryPolicy.isTransient(error) && !control.isCancelled {
                     failures += 1
-                    let delay = policy.delay(attempt: failures, retryAfter: RetryPolicy.retryAfter(error))
-                    guard failures <= policy.maxRetries, Date().addingTimeInterval(delay) < deadline else {
-                        throw Self.retryLimitExceeded(after: error)
-                    }
+                    guard let delay = policy.delay(attempt: failures, retryAfter: RetryPolicy.retryAfter(error), deadline: deadline)
+                    else { throw Self.retryLimitExceeded(after: error) }
                     reportRetry(attempt: failures, delay: delay, after: error)
                     try await control.sleep(delay)
                 }

@@ -1,4 +1,5 @@
 import Foundation
+import HoistHTTP
 
 /// A small object sent in one `uploadType=multipart` request: the metadata JSON, then the bytes.
 /// There is nothing on the server until the request completes, so nothing to resume or abandon.

@@ -90,14 +90,49 @@ public struct HTTPTransportError: Error, CustomStringConvertible, Sendable {
     /// True when the server's TLS certificate was not trusted (unknown issuer, wrong name,
     /// expired) or the CA bundle could not be read: retrying cannot help, naming a CA bundle can.
     public var isCertificateProblem = false
+    /// True when the transfer stopped because its `TransferGate` was cancelled.
+    public var isCancelled = false
     public var description: String { message }
 
-    public init(code: Int, message: String, isTransient: Bool, isCertificateProblem: Bool = false) {
+    public init(code: Int, message: String, isTransient: Bool, isCertificateProblem: Bool = false, isCancelled: Bool = false) {
         self.code = code
         self.message = message
         self.isTransient = isTransient
         self.isCertificateProblem = isCertificateProblem
+        self.isCancelled = isCancelled
     }
+}
+
+/// A file of the request's body could not be read as it was sent: the request was not made.
+public struct HTTPBodyReadError: Error, CustomStringConvertible, Sendable {
+    public enum Reason: Sendable {
+        /// The file could not be opened.
+        case cannotOpen
+        /// The file ended before the part's length, or a read failed: it changed while it was sent.
+        case changed
+    }
+    public let path: String
+    public let reason: Reason
+    public let message: String
+    public var description: String { message }
+
+    public init(path: String, reason: Reason, message: String) {
+        self.path = path
+        self.reason = reason
+        self.message = message
+    }
+}
+
+/// What a transfer asks of whoever controls it, on the engine's thread (it cannot wait): pause,
+/// cancel, and credit to send under a bandwidth limit.
+public protocol TransferGate: Sendable {
+    var isPaused: Bool { get }
+    var isCancelled: Bool { get }
+    /// Takes `count` bytes of sending credit and returns true if there is any; false means
+    /// pause and ask again (`hasCredit`) later.
+    func takeCredit(_ count: Int) -> Bool
+    /// True when `takeCredit` would succeed now.
+    var hasCredit: Bool { get }
 }
 
 /// Hooks a transfer calls on the engine's thread.
@@ -106,11 +141,11 @@ public struct TransferHooks: Sendable {
     public var onContentBytes: (@Sendable (UnsafeRawBufferPointer, Int64) -> Void)?
     /// Body bytes handed to the network so far.
     public var onUploadProgress: (@Sendable (Int64) -> Void)?
-    /// Pause and cancel.
-    public var control: TransferControl?
+    /// Pause, cancel and bandwidth.
+    public var control: (any TransferGate)?
 
     public init(onContentBytes: (@Sendable (UnsafeRawBufferPointer, Int64) -> Void)? = nil,
-                onUploadProgress: (@Sendable (Int64) -> Void)? = nil, control: TransferControl? = nil) {
+                onUploadProgress: (@Sendable (Int64) -> Void)? = nil, control: (any TransferGate)? = nil) {
         self.onContentBytes = onContentBytes
         self.onUploadProgress = onUploadProgress
         self.control = control
