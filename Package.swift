@@ -41,10 +41,12 @@ let package = Package(
         .target(name: "CHoistChecksum"),
         // syncfs(2), a GNU extension the Glibc module leaves out: the local bucket's batched durability.
         .target(name: "CHoistSystem"),
+        // The HTTP engine (libcurl's multi interface), for the storage backends and Lua's http.post.
+        .target(name: "HoistHTTP", dependencies: ["CCurl"]),
         .target(
             name: "HoistStorage",
             dependencies: [
-                "CCurl",
+                "HoistHTTP",
                 "CHoistChecksum",
                 "CHoistSystem",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -56,7 +58,7 @@ let package = Package(
         .target(
             name: "HoistJobs",
             dependencies: [
-                "HoistStorage", "HoistYAML", "HoistLua",
+                "HoistStorage", "HoistHTTP", "HoistYAML", "HoistLua",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -69,6 +71,7 @@ let package = Package(
             name: "hoist",
             dependencies: [
                 "HoistStorage",
+                "HoistHTTP",
                 "HoistJobs",
                 // YAMLError (a manifest's located error) and libyaml's version for --version.
                 "HoistYAML",
@@ -80,12 +83,12 @@ let package = Package(
         // Shared by the test targets: temporary folders, child processes, the real test servers.
         .target(
             name: "HoistTestSupport",
-            dependencies: ["HoistStorage", "HoistJobs", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["HoistStorage", "HoistHTTP", "HoistJobs", .product(name: "Crypto", package: "swift-crypto")],
             path: "Tests/HoistTestSupport"
         ),
         .testTarget(
             name: "HoistStorageTests",
-            dependencies: ["HoistStorage", "HoistTestSupport", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: ["HoistStorage", "HoistHTTP", "HoistTestSupport", .product(name: "Crypto", package: "swift-crypto")]
         ),
         .testTarget(name: "HoistYAMLTests", dependencies: ["HoistYAML"]),
         .testTarget(name: "HoistLuaTests", dependencies: ["HoistLua"]),

@@ -7,6 +7,10 @@ CPU and peak RSS come from GNU time (its wait4 on the tool), so each tool is mea
 Connections are the distinct client ports `ss` saw established to the server (polled every
 10 ms from the server's side; a connection shorter than that can be missed).
 
+The small-file runs come first, each tool over plain HTTP and HTTPS back to back, for --rounds
+rounds (3; 1 with --quick); the large-file runs follow. Every round is printed, with the medians
+of the rounds' ratios.
+
 --https runs it all again over TLS (HTTP/2 by ALPN) against fake-gcs-server started with
 -scheme https and a certificate from a throwaway CA made with openssl: Hoist trusts the CA
 (--ca-bundle), rclone skips the check (--no-check-certificate), curl uses --cacert."""
@@ -150,9 +154,8 @@ def large_ceiling(server, path, ca=None):
     return wall
 
 
-def run_suite(args, label, tls, small, large, large_bytes, plain_small_rate):
-    """The small-file and large-file runs against servers over `tls` (None: plain http).
-    Returns Hoist's small-file rate."""
+def tools(args, tls):
+    """The hoist and rclone commands for a server over `tls` (None: plain http)."""
     ca = tls[0] if tls else None
 
     def hoist(server, source, dest):
@@ -167,41 +170,75 @@ def run_suite(args, label, tls, small, large, large_bytes, plain_small_rate):
                       "--transfers", str(args.concurrency), "--checkers", str(args.concurrency)]
                      + (["--no-check-certificate"] if tls else []))
 
-    print(f"\n=== {label} ===")
-    # Small files.
-    ceiling = None
-    if not tls:
-        server = Server(); ceiling = small_ceiling(server, 5, args.concurrency); server.stop()
-    results = {}
-    for name, run in (("hoist", hoist), ("rclone", rclone)):
-        server = Server(tls=tls)
-        server.watch()
-        wall, cpu, rss, _ = run(server, small, f"{name}/")
-        connections = server.connections()
-        stored = server.count(f"{name}/")
-        server.stop()
-        if stored != args.files:
-            sys.exit(f"{name} stored {stored} of {args.files} small files")
-        results[name] = (wall, cpu, rss, connections)
-    print(f"\n{args.files} files of 4 KiB, concurrency {args.concurrency}")
-    if ceiling:
-        print(f"  server ceiling (wrk, {args.concurrency} connections): {ceiling:8.0f} uploads/s")
-    print(f"  {'tool':8} {'wall s':>8} {'files/s':>9} {'CPU s':>7} {'peak RSS':>10} {'TCP conns':>10}")
-    for name, (wall, cpu, rss, connections) in results.items():
-        print(f"  {name:8} {wall:8.2f} {args.files / wall:9.0f} {cpu:7.2f} {rss / 2**20:8.1f} MiB {connections:10d}")
-    h, r = results["hoist"], results["rclone"]
-    line = f"  hoist/rclone files/s: {r[0] / h[0]:.2f}x   CPU hoist/rclone: {h[1] / r[1]:.2f}"
-    if ceiling:
-        line += f"   hoist/ceiling: {args.files / h[0] / ceiling:.2f}"
-    if plain_small_rate:
-        line += f"   hoist vs its plain HTTP rate: {args.files / h[0] / plain_small_rate:.2f}"
-    print(line)
-    small_rate = args.files / h[0]
+    return (("hoist", hoist), ("rclone", rclone))
 
-    # One large file.
+
+def small_run(args, tls, small, tool):
+    """One run of `tool` on the small files against a fresh server: (wall, cpu, rss, conns)."""
+    run = dict(tools(args, tls))[tool]
+    server = Server(tls=tls)
+    server.watch()
+    wall, cpu, rss, _ = run(server, small, f"{tool}/")
+    connections = server.connections()
+    stored = server.count(f"{tool}/")
+    server.stop()
+    if stored != args.files:
+        sys.exit(f"{tool} stored {stored} of {args.files} small files")
+    return wall, cpu, rss, connections
+
+
+def median(values):
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def small_suites(args, schemes, small):
+    """The small-file runs of every scheme, interleaved round by round (Hoist plain, Hoist HTTPS,
+    rclone plain, rclone HTTPS, then the next round), so the ratios between schemes compare runs
+    under the same load: other work on the machine drifts over minutes, and the large-file runs
+    take minutes. Every round is printed; the ratios are the medians of the rounds' ratios."""
+    server = Server(); ceiling = small_ceiling(server, 5, args.concurrency); server.stop()
+    rounds = {label: [] for label, _ in schemes}
+    for _ in range(args.rounds):
+        # Each tool over every scheme back to back: Hoist plain then Hoist HTTPS (then rclone).
+        results = {label: {} for label, _ in schemes}
+        for tool in ("hoist", "rclone"):
+            for label, tls in schemes:
+                results[label][tool] = small_run(args, tls, small, tool)
+        for label, _ in schemes:
+            rounds[label].append(results[label])
+    plain_rates = [args.files / r["hoist"][0] for r in rounds[schemes[0][0]]]
+    for label, tls in schemes:
+        print(f"\n=== {label} ===")
+        print(f"\n{args.files} files of 4 KiB, concurrency {args.concurrency}"
+              + (f", {args.rounds} rounds interleaved with the other scheme's" if len(schemes) > 1 and args.rounds > 1 else ""))
+        if not tls:
+            print(f"  server ceiling (wrk, {args.concurrency} connections): {ceiling:8.0f} uploads/s")
+        print(f"  {'tool':8} {'round':>5} {'wall s':>8} {'files/s':>9} {'CPU s':>7} {'peak RSS':>10} {'TCP conns':>10}")
+        for index, results in enumerate(rounds[label]):
+            for name, (wall, cpu, rss, connections) in results.items():
+                print(f"  {name:8} {index + 1:5d} {wall:8.2f} {args.files / wall:9.0f} {cpu:7.2f} {rss / 2**20:8.1f} MiB {connections:10d}")
+        versus_rclone = [r["rclone"][0] / r["hoist"][0] for r in rounds[label]]
+        cpu_ratio = [r["hoist"][1] / r["rclone"][1] for r in rounds[label]]
+        line = (f"  hoist/rclone files/s: {median(versus_rclone):.2f}x   CPU hoist/rclone: {median(cpu_ratio):.2f}"
+                + (f"   (per round: {', '.join(f'{v:.2f}x' for v in versus_rclone)})" if args.rounds > 1 else ""))
+        if not tls:
+            line += f"   hoist/ceiling: {median(plain_rates) / ceiling:.2f}"
+        else:
+            versus_plain = [args.files / r["hoist"][0] / plain for r, plain in zip(rounds[label], plain_rates)]
+            line += (f"\n  hoist vs its plain HTTP rate in the same round: {median(versus_plain):.2f}"
+                     + (f" (per round: {', '.join(f'{v:.2f}' for v in versus_plain)})" if args.rounds > 1 else ""))
+        print(line + ("   (medians)" if args.rounds > 1 else ""))
+
+
+def large_suite(args, label, tls, large, large_bytes):
+    """One large file with each tool, and raw curl's PUT, against servers over `tls`."""
+    ca = tls[0] if tls else None
+    print(f"\n=== {label} ===")
     server = Server(tls=tls); curl_wall = large_ceiling(server, large, ca); server.stop()
     results = {}
-    for name, run in (("hoist", hoist), ("rclone", rclone)):
+    for name, run in tools(args, tls):
         server = Server(tls=tls)
         server.watch()
         wall, cpu, rss, _ = run(server, large, f"{name}/" if name == "rclone" else f"{name}/large.bin")
@@ -218,7 +255,6 @@ def run_suite(args, label, tls, small, large, large_bytes, plain_small_rate):
         print(f"  {name:8} {wall:8.2f} {large_bytes / wall / 1e6:9.0f} {cpu:7.2f} {rss / 2**20:8.1f} MiB {connections:10d}")
     h, r = results["hoist"], results["rclone"]
     print(f"  hoist/rclone MB/s: {r[0] / h[0]:.2f}x   hoist/curl: {curl_wall / h[0]:.2f}   CPU hoist/rclone: {h[1] / r[1]:.2f}")
-    return small_rate
 
 
 def main():
@@ -230,9 +266,11 @@ def main():
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--https", action="store_true", help="also run everything over HTTPS + HTTP/2")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="small-file runs of each tool and scheme, interleaved; ratios are medians of the rounds'")
     args = parser.parse_args()
     if args.quick:
-        args.files, args.large_mib = 200, 64
+        args.files, args.large_mib, args.rounds = 200, 64, 1
 
     work = tempfile.mkdtemp(prefix="hoist-bench-")
     small = os.path.join(work, "small")
@@ -246,9 +284,12 @@ def main():
             f.write(os.urandom(1 << 20))
     large_bytes = args.large_mib << 20
     tls = make_certificates(work) if args.https else None
-    plain_small_rate = None
-    for label, certificates in (("plain HTTP/1.1", None),) + ((("HTTPS + HTTP/2", tls),) if tls else ()):
-        plain_small_rate = run_suite(args, label, certificates, small, large, large_bytes, plain_small_rate)
+    schemes = (("plain HTTP/1.1", None),) + ((("HTTPS + HTTP/2", tls),) if tls else ())
+    print(os.popen("uptime").read().strip())
+    small_suites(args, schemes, small)
+    for label, certificates in schemes:
+        large_suite(args, label, certificates, large, large_bytes)
+    print(os.popen("uptime").read().strip())
     shutil.rmtree(work)
 
 

@@ -5,10 +5,10 @@ struct YAMLComposer {
     let environment: [String: String]
     /// Whether `${VAR}` in values is replaced (false: the text as written).
     var interpolates = true
-    /// Unset variables found while composing: each is a mistake, all are reported (in file order)
-    /// once the document is read, before anything is decoded from it.
-    private let unset = UnsetVariables()
-    private final class UnsetVariables { var errors: [YAMLError] = [] }
+    /// Unset variables and duplicate keys found while composing: each is a mistake, all are
+    /// reported (in file order) once the document is read, before anything is decoded from it.
+    private let unset = Mistakes()
+    private final class Mistakes { var errors: [YAMLError] = [] }
     /// Whether `substitute` records an unset variable (and goes on) instead of throwing.
     private var collectsUnset = false
     private var events: [YAMLEvent] = []
@@ -23,26 +23,49 @@ struct YAMLComposer {
     }
 
     /// The first document's root, or nil for an empty file.
+    /// - Throws: a `YAMLError` with every duplicate key and unset variable of the document in file
+    ///   order; after a syntax error, the ones found before it and the syntax error.
     mutating func compose(_ text: String) throws -> YAMLNode? {
-        do {
-            events = try YAMLParser.events(in: text, file: source.file)
-        } catch let error as YAMLSyntaxError {
-            var message = error.message
-            let line = error.mark.line - 1
-            if source.lines.indices.contains(line), source.lines[line].prefix(error.mark.column).contains("\t") {
-                message += "; YAML indents with spaces, not tabs"
-            }
-            throw source.error(message, at: error.mark)
-        }
+        let parsed = YAMLParser.eventsUntilError(in: text, file: source.file)
+        events = parsed.events
         position = 0
+        guard let syntax = parsed.error else { return try composeFirstDocument() }
+        // The events before the error still make a (cut short) tree: read it for the mistakes
+        // in it, so one validate shows them with the syntax error.
+        var mistakes: [YAMLError] = []
+        do {
+            _ = try composeFirstDocument()
+        } catch let error as YAMLError {
+            mistakes = error.all
+        }
+        mistakes = mistakes.filter { ($0.mark.line, $0.mark.column) < (syntax.mark.line, syntax.mark.column) }
+        throw YAMLError(combining: mistakes + [syntaxError(syntax)])
+    }
+
+    private func syntaxError(_ error: YAMLSyntaxError) -> YAMLError {
+        var message = error.message
+        let line = error.mark.line - 1
+        if source.lines.indices.contains(line), source.lines[line].prefix(error.mark.column).contains("\t") {
+            message += "; YAML indents with spaces, not tabs"
+        }
+        return source.error(message, at: error.mark)
+    }
+
+    private mutating func composeFirstDocument() throws -> YAMLNode? {
         while position < events.count {
             let event = events[position]
             position += 1
             if case .documentStart = event.kind {
-                if case .documentEnd = events[position].kind { return nil }
+                if position < events.count, case .documentEnd = events[position].kind { return nil }
                 collectsUnset = true
                 defer { collectsUnset = false }
-                let root = try node(isKey: false, depth: 0)
+                let root: YAMLNode
+                do {
+                    root = try node(isKey: false, depth: 0)
+                } catch let error as YAMLError {
+                    // A mistake that stops the reading comes with the ones recorded before it.
+                    throw YAMLError(combining: unset.errors + [error])
+                }
                 if !unset.errors.isEmpty { throw YAMLError(combining: unset.errors) }
                 return root
             }
@@ -50,8 +73,13 @@ struct YAMLComposer {
         return nil
     }
 
+    /// The next event; past the end of a stream cut short by a syntax error, an empty scalar, which
+    /// completes a pair whose value was never read.
     private mutating func next() -> YAMLEvent {
         defer { position += 1 }
+        guard position < events.count else {
+            return YAMLEvent(kind: .scalar(value: "", anchor: nil, tag: nil, plain: false), start: events.last?.start ?? YAMLMark(line: 1, column: 1))
+        }
         return events[position]
     }
 
@@ -91,7 +119,9 @@ struct YAMLComposer {
                 }
                 if let name = key.scalar {
                     if let first = seen[name] {
-                        throw source.error("duplicate key '\(name)' (first at line \(first.line))", at: key.mark)
+                        // Recorded, not thrown: every duplicate key of the document is reported.
+                        unset.errors.append(source.error("duplicate key '\(name)' (first at line \(first.line))", at: key.mark))
+                        continue
                     }
                     seen[name] = key.mark
                 }
@@ -110,7 +140,9 @@ struct YAMLComposer {
     }
 
     private func isEnd() -> Bool {
-        switch events[position].kind {
+        // Past the end only when the stream stops at a syntax error: what is open ends there.
+        guard position < events.count else { return true }
+        return switch events[position].kind {
         case .sequenceEnd, .mappingEnd: true
         default: false
         }

@@ -42,13 +42,21 @@ public enum YAMLParser {
     /// Parses `text` and returns every event in order.
     /// - Throws: `YAMLSyntaxError` naming `file` and the 1-based line and column of the problem.
     public static func events(in text: String, file: String = "<string>") throws -> [YAMLEvent] {
+        let parsed = eventsUntilError(in: text, file: file)
+        if let error = parsed.error { throw error }
+        return parsed.events
+    }
+
+    /// Parses `text` as far as it is well formed: the events before the first syntax error, and
+    /// that error (nil when the whole text parsed), so a caller can still read what came before it.
+    public static func eventsUntilError(in text: String, file: String = "<string>") -> (events: [YAMLEvent], error: YAMLSyntaxError?) {
         var parser = yaml_parser_t()
         guard yaml_parser_initialize(&parser) != 0 else {
-            throw YAMLSyntaxError(file: file, mark: YAMLMark(line: 1, column: 1), message: "out of memory")
+            return ([], YAMLSyntaxError(file: file, mark: YAMLMark(line: 1, column: 1), message: "out of memory"))
         }
         defer { yaml_parser_delete(&parser) }
         let bytes = Array(text.utf8)
-        return try bytes.withUnsafeBufferPointer { buffer in
+        return bytes.withUnsafeBufferPointer { buffer in
             yaml_parser_set_input_string(&parser, buffer.baseAddress, buffer.count)
             var events: [YAMLEvent] = []
             while true {
@@ -60,15 +68,15 @@ public enum YAMLParser {
                         let start = parser.context_mark
                         message += " (\(context) at line \(start.line + 1), column \(start.column + 1))"
                     }
-                    throw YAMLSyntaxError(
-                        file: file, mark: YAMLMark(line: Int(mark.line) + 1, column: Int(mark.column) + 1), message: message)
+                    return (events, YAMLSyntaxError(
+                        file: file, mark: YAMLMark(line: Int(mark.line) + 1, column: Int(mark.column) + 1), message: message))
                 }
                 defer { yaml_event_delete(&event) }
                 let kind = convert(event)
                 events.append(YAMLEvent(
                     kind: kind,
                     start: YAMLMark(line: Int(event.start_mark.line) + 1, column: Int(event.start_mark.column) + 1)))
-                if event.type == YAML_STREAM_END_EVENT { return events }
+                if event.type == YAML_STREAM_END_EVENT { return (events, nil) }
             }
         }
     }

@@ -18,7 +18,7 @@ extension Hoist {
                 DEST is gs://BUCKET/PATH, or a path in the bucket named by --storage (a local \
                 directory bucket by default). gs:// uses $STORAGE_EMULATOR_HOST, \
                 $GOOGLE_OAUTH_ACCESS_TOKEN or $GOOGLE_APPLICATION_CREDENTIALS as Google's tools do, \
-                and $HTTPS_PROXY, $NO_PROXY, $CURL_CA_BUNDLE and $SSL_CERT_FILE as curl does.
+                and $HTTPS_PROXY, $NO_PROXY, $CURL_CA_BUNDLE, $SSL_CERT_FILE and $SSL_CERT_DIR as curl does.
 
                 It runs as `hoist run` does (the same display, JSON events and signals: SIGINT or \
                 SIGTERM cancel the uploads in flight, which leave nothing behind; SIGTSTP and SIGUSR1 \
@@ -93,11 +93,13 @@ extension Hoist {
             options.caBundle = trustOptions.caBundlePath
             options.log = { output.say($0, isError: true) }
             let session: JobSession
+            let events = json ? JSONEventLog(sink: .standardOutput) : nil
             do { session = try await JobSession.open(job, options: options) } catch {
-                FileHandle.standardError.write(Data("hoist: \(error.description)\n".utf8))
+                FileHandle.standardError.write(Data((printable("hoist: \(error.description)", keepingNewlines: true) + "\n").utf8))
+                events?.startFailed(job: job.manifest.name, reason: error.description)
                 throw ExitCode(2)
             }
-            let observers: [any JobObserver] = json ? [JSONEventLog(sink: .standardOutput)] : []
+            let observers: [any JobObserver] = events.map { [$0] } ?? []
             let summary = await output.run(session.makeRunner(observers: observers + output.observers))
             _ = session.finish(summary)
             try output.end(summary)
@@ -120,6 +122,10 @@ extension Hoist {
             let settings = metadataSettings()
             let sources = paths.dropLast()
             var sets: [FileSet] = []
+            // Files named on the command line: the same file twice is uploaded once; two files
+            // with one object name stop cp before any upload.
+            var named = Set<String>()
+            var objects: [String: String] = [:]
             for source in sources {
                 let root = URL(fileURLWithPath: source, relativeTo: here).standardizedFileURL.path
                 var info = stat()
@@ -135,11 +141,18 @@ extension Hoist {
                 } else {
                     if !target.isPrefix, sources.count > 1 { throw ValidationError("Several sources need a destination ending in '/'.") }
                     let object = target.isPrefix ? target.path + name : target.path
-                    sets.append(FileSet(root: root, destination: Template(literal: object), include: includes, exclude: excludes,
-                                        metadata: settings, hidden: true))
+                    // --include/--exclude choose among a directory's files; a file named is uploaded.
+                    guard named.insert(root + "\n" + object).inserted else { continue }
+                    if let other = objects[object] {
+                        throw ValidationError("\(other) and \(source) would both be stored as '\(object)'. Nothing was uploaded.")
+                    }
+                    objects[object] = source
+                    sets.append(FileSet(root: root, destination: Template(literal: object), metadata: settings, hidden: true))
                 }
             }
-            let manifest = JobManifest(name: "cp", storage: StorageSettings(url: target.storageURL), files: sets, upload: upload)
+            let location: StorageLocation
+            do { location = try StorageLocation(parsing: target.storageURL) } catch { throw ValidationError(describe(error)) }
+            let manifest = JobManifest(name: "cp", storage: StorageSettings(location: location), files: sets, upload: upload)
             return Job(manifest: manifest, file: "hoist cp", directory: here)
         }
 

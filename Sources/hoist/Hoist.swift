@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HoistHTTP
 import HoistLua
 import HoistStorage
 import HoistYAML

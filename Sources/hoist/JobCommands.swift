@@ -91,7 +91,8 @@ extension Hoist {
             }
             job.shard = try shardOptions.resolve()
             var observers: [any JobObserver] = []
-            if json { observers.append(JSONEventLog(sink: .standardOutput)) }
+            let events = json ? JSONEventLog(sink: .standardOutput) : nil
+            if let events { observers.append(events) }
             if let logFile {
                 guard let log = JSONEventLog(appendingTo: logFile) else {
                     FileHandle.standardError.write(Data("hoist: cannot open the log file \(logFile)\n".utf8))
@@ -110,7 +111,8 @@ extension Hoist {
             options.log = { output.say($0, isError: true) }
             let session: JobSession
             do { session = try await JobSession.open(job, options: options) } catch {
-                FileHandle.standardError.write(Data("hoist: \(error.description)\n".utf8))
+                FileHandle.standardError.write(Data((printable("hoist: \(error.description)", keepingNewlines: true) + "\n").utf8))
+                events?.startFailed(job: job.manifest.name, reason: error.description)
                 throw ExitCode(2)
             }
             let summary = await output.run(session.makeRunner(observers: observers + output.observers))
@@ -285,14 +287,14 @@ func printPlan(_ job: Job, journal: (any JournalStore)?, force: Bool = false, ho
             if summary { continue }
             output.write(json
                 ? JSONLine.encode(["action": "upload", "file": item.file.path, "object": item.destination, "size": item.file.size])
-                : "upload  \(item.file.relativePath) -> \(item.destination) (\(ByteFormatter.string(item.file.size)))"
-                + (item.resumeSession != nil ? " (resume)" : ""))
+                : printable("upload  \(item.file.relativePath) -> \(item.destination) (\(ByteFormatter.string(item.file.size)))"
+                + (item.resumeSession != nil ? " (resume)" : "")))
         case .skip(let reason):
             skips += 1
             if summary { continue }
             output.write(json
                 ? JSONLine.encode(["action": "skip", "file": item.file.path, "reason": reason])
-                : "skip    \(item.file.relativePath) (\(reason))")
+                : printable("skip    \(item.file.relativePath) (\(reason))"))
         }
     }
     output.flush()
@@ -300,7 +302,7 @@ func printPlan(_ job: Job, journal: (any JournalStore)?, force: Bool = false, ho
         FileHandle.standardError.write(Data("hoist: \(error.message)\n".utf8))
         throw ExitCode(2)
     }
-    for problem in iterator.problems { FileHandle.standardError.write(Data("hoist: warning: \(problem)\n".utf8)) }
+    for problem in iterator.problems { FileHandle.standardError.write(Data((printable("hoist: warning: \(problem)") + "\n").utf8)) }
     let total = "\(job.manifest.name): \(uploads) to upload (\(ByteFormatter.string(bytes))), \(skips) to skip"
         + (failures > 0 ? ", \(failures) failed in before_upload" : "") + suffix
     var fields: [String: any Sendable] = ["action": "total", "upload": uploads, "skip": skips, "bytes": bytes]
@@ -317,13 +319,13 @@ struct JournalOptions: ParsableArguments {
 /// Which TLS certificates `gs://` trusts, for `run` and `cp`.
 struct TrustOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp(
-        "A PEM file of CA certificates to trust for gs:// (a private CA, or a proxy's that re-signs TLS), over storage.caBundle, $CURL_CA_BUNDLE and $SSL_CERT_FILE. Default: the system store.",
+        "A PEM file of CA certificates to trust for gs:// (a private CA, or a proxy's that re-signs TLS), or a folder of them hashed by `openssl rehash`, over storage.caBundle, $CURL_CA_BUNDLE, $SSL_CERT_FILE and $SSL_CERT_DIR. Default: the system store.",
         valueName: "file"))
     var caBundle: String?
 
     func validate() throws {
         if let caBundle, !FileManager.default.isReadableFile(atPath: caBundle) {
-            throw ValidationError("--ca-bundle \(caBundle) cannot be read: name a PEM file of CA certificates.")
+            throw ValidationError("--ca-bundle \(caBundle) cannot be read: name a PEM file of CA certificates, or a folder of them hashed by `openssl rehash`.")
         }
     }
 

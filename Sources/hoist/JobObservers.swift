@@ -4,7 +4,7 @@ import HoistStorage
 import Synchronization
 
 /// Every job event as one JSON line, to standard output or appended to a file.
-final class JSONEventLog: JobObserver {
+final class JSONEventLog: JobRetryObserver {
     private let handle: FileHandle
     private let pacer = ProgressPacer(interval: 0.5)
 
@@ -71,6 +71,30 @@ final class JSONEventLog: JobObserver {
         emit(fields)
     }
 
+    /// A `failure` event for a file that failed before its upload started.
+    func fileFailed(path: String, destination: String, size: Int64, message: String) {
+        emit(["event": "failure", "file": path, "object": destination, "completed": 0, "total": size,
+              "code": StorageErrorCode.invalidArgument.name, "rawValue": StorageErrorCode.invalidArgument.rawValue, "message": message])
+    }
+
+    /// What a run that could not start prints with `--json`: a `job_end` saying why.
+    func startFailed(job: String, reason: String) {
+        emit(["event": "job_end", "job": job, "uploaded": 0, "failed": 0, "skipped": 0, "unchanged": 0, "cancelled": 0,
+              "bytes": 0, "seconds": 0, "interrupted": false, "peakRSSBytes": peakResidentBytes(), "fatal": reason])
+    }
+
+    /// `{"event":"retry","attempt":2,"delay":1.6,"status":503,...}`: the upload waits `delay`
+    /// seconds and tries again (`status` is absent for a failure without an answer).
+    func fileRetrying(_ item: PlanItem, _ retry: StorageUploadRetry) {
+        var fields: [String: any Sendable] = [
+            "event": "retry", "file": item.file.path, "object": item.destination, "attempt": retry.attempt,
+            "delay": (retry.delay * 1000).rounded() / 1000, "completed": retry.completed, "total": item.file.size,
+            "message": retry.message,
+        ]
+        if let code = retry.responseCode { fields["status"] = code }
+        emit(fields)
+    }
+
     func jobFinished(_ summary: JobSummary) {
         emit(["event": "job_end", "job": summary.job, "uploaded": summary.uploaded, "failed": summary.failed,
               "skipped": summary.skipped, "cancelled": summary.cancelled, "bytes": summary.bytes,
@@ -98,6 +122,10 @@ final class FileLines: JobObserver {
         if verbose { say("skipped   \(item.file.relativePath) (\(reason))", false) }
     }
 
+    func fileFailed(path: String, destination: String, size: Int64, message: String) {
+        say("hoist: \(path): \(StorageErrorCode.invalidArgument.name): \(message)", true)
+    }
+
     func fileEvent(_ item: PlanItem, _ snapshot: StorageTaskSnapshot) {
         switch snapshot.status {
         case .success:
@@ -120,7 +148,7 @@ final class FileLines: JobObserver {
 /// terminal's width (read at each redraw; `SignalHandlers` redraws at once on SIGWINCH). Log lines (`printAbove`)
 /// go above it: the line is cleared, the text printed, the line drawn again. While the run is
 /// paused it says PAUSED; it shows a rate (and an ETA) only when bytes moved in the last seconds.
-final class ProgressDisplay: JobObserver {
+final class ProgressDisplay: JobRetryObserver {
     private struct State {
         /// Files and bytes to upload; nil while the walk is still counting them.
         var files: Int?
@@ -136,6 +164,8 @@ final class ProgressDisplay: JobObserver {
         var line = ""
         var finished = false
         var isPaused: (@Sendable () -> Bool)?
+        /// Files waiting to try again after a transient failure: the retry and when the next try starts.
+        var retrying: [String: (retry: StorageUploadRetry, next: Date)] = [:]
     }
     private let state = Mutex(State())
     /// How many columns the line may take; by default the terminal's width.
@@ -186,13 +216,23 @@ final class ProgressDisplay: JobObserver {
         state.withLock { state in
             switch snapshot.status {
             case .success, .failure:
+                state.retrying[item.file.relativePath] = nil
                 state.inFlight[item.file.relativePath] = nil
                 state.doneFiles += 1
                 if snapshot.status == .success { state.doneBytes += item.file.size }
             default:
-                state.inFlight[item.file.relativePath] = snapshot.progress?.completedUnitCount ?? 0
+                let completed = snapshot.progress?.completedUnitCount ?? 0
+                state.inFlight[item.file.relativePath] = completed
+                // Bytes moving again after the wait: the retry is under way, no longer waiting.
+                if let waiting = state.retrying[item.file.relativePath], Date() >= waiting.next, completed > waiting.retry.completed {
+                    state.retrying[item.file.relativePath] = nil
+                }
             }
         }
+    }
+
+    func fileRetrying(_ item: PlanItem, _ retry: StorageUploadRetry) {
+        state.withLock { $0.retrying[item.file.relativePath] = (retry, Date().addingTimeInterval(retry.delay)) }
     }
 
     func jobFinished(_ summary: JobSummary) {
@@ -229,6 +269,7 @@ final class ProgressDisplay: JobObserver {
         }
         var parts: [String] = []
         if paused { parts.append("PAUSED") }
+        if let retrying = retryingPart(s.retrying, now: now) { parts.append(retrying) }
         if let files = s.files, let total = s.bytes {
             parts.append("\(s.doneFiles)/\(files) files")
             parts.append("\(ByteFormatter.string(bytes))/\(ByteFormatter.string(total))")
@@ -245,6 +286,18 @@ final class ProgressDisplay: JobObserver {
         if !current.isEmpty { parts.append(current) }
         return parts.joined(separator: "  ")
     }
+}
+
+/// `retrying 2 (503, next in 1.6 s)` for the upload whose next try comes first (`+N more` when
+/// others wait too), `retrying 2 (503)` once that try has started; nil when none is retrying.
+/// A file stops retrying when it ends or its bytes move again after the wait.
+func retryingPart(_ retrying: [String: (retry: StorageUploadRetry, next: Date)], now: Date) -> String? {
+    guard let first = retrying.min(by: { $0.value.next < $1.value.next }) else { return nil }
+    let wait = first.value.next.timeIntervalSince(now)
+    var text = "retrying \(first.value.retry.attempt) (\(first.value.retry.reason)"
+    text += wait > 0.05 ? String(format: ", next in %.1f s)", wait) : ")"
+    if retrying.count > 1 { text += " +\(retrying.count - 1) more" }
+    return text
 }
 
 /// The width of the terminal on `descriptor` (TIOCGWINSZ), else `$COLUMNS`, else 80.

@@ -52,6 +52,7 @@ struct RunOutput: Sendable {
     func say(_ text: String, isError: Bool) { Self.say(text, isError: isError, display: display) }
 
     private static func say(_ text: String, isError: Bool, display: ProgressDisplay?) {
+        let text = printable(text)
         if let display { return display.printAbove(text) }
         (isError ? FileHandle.standardError : FileHandle.standardOutput).write(Data((text + "\n").utf8))
     }
@@ -73,11 +74,11 @@ struct RunOutput: Sendable {
         if !json && !quiet { print(summary.line) }
         if !json && !liveFailures {
             for failure in summary.failures {
-                FileHandle.standardError.write(Data("hoist: \(failure.file): \(failure.code.name): \(failure.message)\n".utf8))
+                FileHandle.standardError.write(Data((printable("hoist: \(failure.file): \(failure.code.name): \(failure.message)") + "\n").utf8))
             }
         }
         if let fatal = summary.fatal {
-            FileHandle.standardError.write(Data("hoist: \(summary.job) stopped: \(fatal)\n".utf8))
+            FileHandle.standardError.write(Data((printable("hoist: \(summary.job) stopped: \(fatal)") + "\n").utf8))
             throw ExitCode(2)
         }
         if summary.interrupted { throw ExitCode(130) }

@@ -7,28 +7,6 @@ import Testing
 @Suite struct EventSchemaTests {
     let hoist = productsDirectory.appendingPathComponent("hoist").path
 
-    /// Validates each JSON line of `output` against the schema; returns the events' names.
-    func validate(_ output: String) throws -> [String] {
-        let schema = packageRoot.appendingPathComponent("schema/events.schema.json").path
-        let folder = try TemporaryDirectory()
-        let lines = try folder.write("events.jsonl", Data(output.utf8)).path
-        let check = try runProcess(testPython, testPythonArguments + ["-c", """
-            import json, sys, jsonschema
-            schema = json.load(open(sys.argv[1]))
-            jsonschema.Draft202012Validator.check_schema(schema)
-            validator = jsonschema.Draft202012Validator(schema)
-            for line in open(sys.argv[2]).read().splitlines():
-                event = json.loads(line)
-                errors = sorted(validator.iter_errors(event), key=str)
-                if errors:
-                    sys.exit("invalid: " + line + ": " + errors[0].message)
-                print(event["event"])
-            """, schema, lines])
-        #expect(check.status == 0, "\(check.stderr)")
-        withExtendedLifetime(folder) {}
-        return check.stdout.split(separator: "\n").map(String.init)
-    }
-
     @Test func runAndCopyPrintEventsOfOneSchema() throws {
         let fixture = try JobFixture()
         try fixture.file("a.txt", 100)
@@ -40,20 +18,20 @@ import Testing
         let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
         let first = try runProcess(hoist, ["run", "--json", manifest])
         #expect(first.status == 1, "\(first.stderr)")
-        let events = try validate(first.stdout)
+        let events = try validateEvents(first.stdout)
         #expect(events.first == "job_start" && events.last == "job_end")
         #expect(events.filter { $0 == "success" }.count == 2)
         #expect(events.filter { $0 == "failure" }.count == 1)
         #expect(events.contains("plan_counted"))
 
         let second = try runProcess(hoist, ["run", "--json", manifest])
-        #expect(try validate(second.stdout).filter { $0 == "skip" }.count == 2)
+        #expect(try validateEvents(second.stdout).filter { $0 == "skip" }.count == 2)
 
         let src = fixture.directory.url.appendingPathComponent("src").path
         let bucket = "file://" + fixture.directory.url.appendingPathComponent("copies").path
         let copy = try runProcess(hoist, ["cp", "--json", "--storage", bucket, "--exclude", "x", src, "c/"])
         #expect(copy.status == 0, "\(copy.stderr)")
-        let copied = try validate(copy.stdout)
+        let copied = try validateEvents(copy.stdout)
         #expect(copied.first == "job_start" && copied.last == "job_end")
         #expect(copied.filter { $0 == "success" }.count == 2 && copied.filter { $0 == "skip" }.count == 1)
     }

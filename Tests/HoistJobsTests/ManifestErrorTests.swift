@@ -35,6 +35,56 @@ import Testing
             return error.summary == expected
         }
     }
+
+    /// The `FILE:LINE:COL: message` of every mistake a manifest's text has.
+    func mistakes(_ text: String, file: String) -> [String] {
+        do {
+            _ = try Job(text: text, file: file, environment: ["HOME": "/root"])
+            return []
+        } catch let error as YAMLError {
+            return error.all.map(\.summary)
+        } catch {
+            return ["not a YAMLError: \(error)"]
+        }
+    }
+
+    @Test func everyDuplicateKeyIsReportedInFileOrder() {
+        let text = """
+            version: 1
+            name: a
+            storage: { url: "file:bucket" }
+            files:
+              - root: x
+                include: ["*.jpg"]
+                include: ["*.png"]
+            upload:
+              concurrency: 2
+              concurrency: 3
+            name: b
+
+            """
+        #expect(mistakes(text, file: "jobs/dups.yaml") == [
+            "jobs/dups.yaml:7:5: duplicate key 'include' (first at line 6)",
+            "jobs/dups.yaml:10:3: duplicate key 'concurrency' (first at line 9)",
+            "jobs/dups.yaml:11:1: duplicate key 'name' (first at line 2)",
+        ])
+    }
+
+    @Test func aSyntaxErrorComesWithTheDuplicateKeysBeforeIt() {
+        let text = """
+            version: 1
+            name: a
+            name: b
+            storage: { url: "file:bucket" }
+            files: [{ root: x }
+
+            """
+        let found = mistakes(text, file: "jobs/both.yaml")
+        #expect(found == [
+            "jobs/both.yaml:3:1: duplicate key 'name' (first at line 2)",
+            "jobs/both.yaml:6:1: did not find expected ',' or ']' (while parsing a flow sequence at line 5, column 8)",
+        ])
+    }
 }
 
 private let dollar = "$"

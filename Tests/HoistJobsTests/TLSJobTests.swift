@@ -9,7 +9,7 @@ import Testing
 
     func environment() throws -> [String: String] {
         var environment = ProcessInfo.processInfo.environment
-        for name in ["SSL_CERT_FILE", "CURL_CA_BUNDLE", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] { environment[name] = nil }
+        for name in ["SSL_CERT_FILE", "SSL_CERT_DIR", "CURL_CA_BUNDLE", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] { environment[name] = nil }
         environment["STORAGE_EMULATOR_HOST"] = try FakeGCSTLS.endpoint()
         return environment
     }

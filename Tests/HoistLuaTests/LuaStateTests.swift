@@ -14,7 +14,7 @@ import Testing
 
     @Test func syntaxErrorNamesScriptAndLine() {
         #expect { try LuaRuntime.checkSyntax("local x = 1\nreturn x +", name: "plugins/broken.lua") } throws: { error in
-            let error = error as! LuaError
+            let error = try #require(error as? LuaError)
             return error.script == "plugins/broken.lua" && error.line == 2 && error.description.hasPrefix("plugins/broken.lua:2:")
         }
     }
@@ -23,7 +23,7 @@ import Testing
         let lua = try LuaRuntime()
         let script = try lua.load("\n\nfunction boom() error('boom') end\nfunction go() boom() end", name: "hook.lua")
         #expect { try lua.call(script, "go") } throws: { error in
-            let error = error as! LuaError
+            let error = try #require(error as? LuaError)
             return error.description == "hook.lua:3: boom" && error.traceback.contains("hook.lua:4")
         }
     }

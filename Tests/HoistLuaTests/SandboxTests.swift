@@ -59,7 +59,7 @@ import Testing
             function fine() return 'still here' end
             """, name: "spin.lua")
         #expect { try lua.call(script, "spin") } throws: { error in
-            let error = error as! LuaError
+            let error = try #require(error as? LuaError)
             return error.script == "spin.lua" && error.line != nil && error.message.contains("instruction budget exceeded")
         }
         #expect(try lua.call(script, "fine") == [.string("still here")])
@@ -75,7 +75,7 @@ import Testing
             function fine() return 1 end
             """, name: "bomb.lua")
         #expect { try lua.call(script, "bomb") } throws: { error in
-            (error as! LuaError).message.contains("memory limit of 8388608 bytes exceeded")
+            try #require(error as? LuaError).message.contains("memory limit of 8388608 bytes exceeded")
         }
         #expect(lua.memoryInUse < 8 << 20)
         #expect(try lua.call(script, "fine") == [.integer(1)])

@@ -101,7 +101,7 @@ import Testing
     @Test func refusedAssertionIsUnauthenticated() async throws {
         let account = try ServiceAccount()
         // Same endpoint, but the key file names another account: the endpoint refuses the JWT.
-        var key = try JSONSerialization.jsonObject(with: Data(contentsOf: account.keyFile)) as! [String: String]
+        var key = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: account.keyFile)) as? [String: String])
         key["client_email"] = "intruder@test.iam.gserviceaccount.com"
         let credentials = try ServiceAccountCredentials(keyJSON: try JSONSerialization.data(withJSONObject: key))
         await #expect { try await credentials.accessToken() } throws: { error in

@@ -73,14 +73,6 @@ import Testing
         #expect(bucket.allFiles() == [".hoist/meta/a.json", "a"])
     }
 
-    @Test func missingObjectMetadataIsObjectNotFound() async throws {
-        let bucket = try LocalBucketFixture()
-        await #expect { try await bucket.storage.reference(withPath: "ghost").getMetadata() } throws: { error in
-            let error = error as NSError
-            return error.code == StorageErrorCode.objectNotFound.rawValue && error.localizedDescription == "Object ghost does not exist."
-        }
-    }
-
     @Test func unreadableFileIsUnauthorized() async throws {
         let bucket = try LocalBucketFixture()
         let secret = try bucket.directory.write("secret.txt", Data("secret".utf8))

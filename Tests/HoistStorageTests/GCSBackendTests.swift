@@ -8,41 +8,6 @@ import Testing
 /// gcp-storage-emulator where a resume needs truthful status queries, and the fault proxy
 /// in front of either.
 @Suite struct GCSBackendTests {
-    @Test func smallUploadWithEveryMetadataField() async throws {
-        let bucket = try await FakeGCS.makeBucket()
-        let storage = gcsStorage(bucket: bucket, port: try FakeGCS.port())
-        let data = patternData(100_000)
-        let metadata = StorageMetadata()
-        metadata.contentType = "application/x-test"
-        metadata.cacheControl = "public, max-age=60"
-        metadata.contentDisposition = "attachment; filename=\"r.bin\""
-        metadata.contentEncoding = "identity"
-        metadata.contentLanguage = "de"
-        metadata.customMetadata = ["owner": "ada", "emoji": "🚀"]
-        let stored = try await storage.reference(withPath: "dir/r.bin").putDataAsync(data, metadata: metadata)
-
-        #expect(try await FakeGCS.download(bucket: bucket, object: "dir/r.bin") == data)
-        #expect(stored.bucket == bucket)
-        #expect(stored.path == "dir/r.bin")
-        #expect(stored.size == 100_000)
-        #expect(stored.md5Hash == md5Base64(data))
-        #expect(stored.generation > 0)
-        #expect(stored.contentType == "application/x-test")
-        #expect(stored.cacheControl == "public, max-age=60")
-        #expect(stored.contentDisposition == "attachment; filename=\"r.bin\"")
-        #expect(stored.contentEncoding == "identity")
-        #expect(stored.contentLanguage == "de")
-        #expect(stored.customMetadata?["owner"] == "ada")
-        #expect(stored.customMetadata?["emoji"] == "🚀")
-        let token = try #require(stored.customMetadata?["firebaseStorageDownloadTokens"])
-        #expect(UUID(uuidString: token) != nil)
-        // Read back from the server, the same.
-        let fetched = try await storage.reference(withPath: "dir/r.bin").getMetadata()
-        #expect(fetched.md5Hash == stored.md5Hash)
-        #expect(fetched.customMetadata == stored.customMetadata)
-        #expect(fetched.cacheControl == "public, max-age=60")
-    }
-
     @Test func largeFileGoesUpResumablyByteForByte() async throws {
         let bucket = try await FakeGCS.makeBucket()
         let proxy = try FaultProxy(upstreamPort: try FakeGCS.port(), [])
@@ -65,14 +30,6 @@ import Testing
         #expect(progress == progress.sorted() && progress.last == Int64(data.count))
     }
 
-    @Test func emptyObject() async throws {
-        let bucket = try await FakeGCS.makeBucket()
-        let storage = gcsStorage(bucket: bucket, port: try FakeGCS.port())
-        let stored = try await storage.reference(withPath: "empty.txt").putDataAsync(Data())
-        #expect(stored.size == 0)
-        #expect(stored.md5Hash == "1B2M2Y8AsgTpgAmY7PhCfg==")
-    }
-
     @Test func downloadURLInFirebaseForm() async throws {
         let bucket = try await FakeGCS.makeBucket()
         let port = try FakeGCS.port()
@@ -80,6 +37,7 @@ import Testing
         let ref = storage.reference(withPath: "images/a b+c.jpg")
         let stored = try await ref.putDataAsync(Data("jpg".utf8))
         let token = try #require(stored.customMetadata?["firebaseStorageDownloadTokens"])
+        #expect(UUID(uuidString: token) != nil)
         let url = try await ref.downloadURL()
         #expect(url.absoluteString == "http://127.0.0.1:\(port)/v0/b/\(bucket)/o/images%2Fa%20b%2Bc.jpg?alt=media&token=\(token)")
 
@@ -108,38 +66,16 @@ import Testing
         let recorder = EventRecorder(task) { _ in
             if pausedOnce.withLock({ let first = !$0; $0 = true; return first }) { task.pause() }
         }
+        // That a pause stops the bytes and the events is checked on every backend
+        // (BackendConformanceTests); here, that a paused PUT is continued, not sent again.
         while !recorder.statuses.contains(.pause) { try await Task.sleep(for: .milliseconds(5)) }
         try await Task.sleep(for: .milliseconds(300))
-        let held = recorder.events.count
-        let completed = task.snapshot.progress?.completedUnitCount ?? -1
-        try await Task.sleep(for: .milliseconds(500))
-        #expect(recorder.events.count == held)
-        #expect(task.snapshot.progress?.completedUnitCount == completed)
-        #expect(completed < Int64(data.count))
         task.resume()
         let last = await recorder.finished()
         #expect(last.status == .success, "\(String(describing: last.error))")
-        #expect(folded(recorder.statuses) == [.resume, .progress, .pause, .resume, .progress, .success])
         #expect(try await FakeGCS.download(bucket: bucket, object: "big.bin") == data)
         // The same PUT carried on: no second request, no status query.
         #expect(proxy.requests.compactMap { $0["method"] as? String } == ["POST", "PUT"])
-    }
-
-    @Test func cancelAbandonsTheSessionAndLeavesNoObject() async throws {
-        let bucket = try await FakeGCS.makeBucket()
-        let proxy = try FaultProxy(upstreamPort: try FakeGCS.port(), [])
-        let storage = gcsStorage(bucket: bucket, port: proxy.port) { $0.multipartThreshold = 1 << 20 }
-        let directory = try TemporaryDirectory()
-        let file = try directory.write("big.bin", patternData(64 << 20))
-        let task = storage.reference(withPath: "cancelled.bin").putFile(from: file)
-        let cancelledOnce = Mutex(false)
-        let recorder = EventRecorder(task) { _ in
-            if cancelledOnce.withLock({ let first = !$0; $0 = true; return first }) { task.cancel() }
-        }
-        let last = await recorder.finished()
-        #expect(errorCode(last) == .cancelled)
-        #expect(try await !FakeGCS.exists(bucket: bucket, object: "cancelled.bin"))
-        #expect(proxy.requests.contains { $0["method"] as? String == "DELETE" })
     }
 
     @Test func brokenConnectionResumesFromTheServersOffset() async throws {
@@ -209,18 +145,6 @@ import Testing
                 && error.localizedDescription == "User does not have permission to access gs://\(bucket)/secret."
         }
         #expect(proxy.requests.count == 1)   // 403 is not retried
-    }
-
-    @Test func missingBucketIsBucketNotFound() async throws {
-        let storage = gcsStorage(bucket: "no-such-bucket-\(UUID().uuidString.prefix(8).lowercased())", port: try FakeGCS.port())
-        for size in [10, 3 << 20] {   // multipart and resumable
-            await #expect { try await storage.reference(withPath: "x").putDataAsync(patternData(size)) } throws: { error in
-                (error as NSError).code == StorageErrorCode.bucketNotFound.rawValue
-            }
-        }
-        await #expect { try await storage.reference(withPath: "x").getMetadata() } throws: { error in
-            (error as NSError).code == StorageErrorCode.objectNotFound.rawValue
-        }
     }
 
     @Test func emulatorHostFromTheEnvironment() throws {

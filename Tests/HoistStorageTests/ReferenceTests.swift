@@ -64,11 +64,42 @@ import Testing
         }
     }
 
-    @Test func localBucketURLs() {
-        #expect(BackendRegistry.localPath(of: "file:///srv/b/") == "/srv/b")
-        #expect(BackendRegistry.localPath(of: "file:/srv/b") == "/srv/b")
+    @Test func localBucketURLs() throws {
+        #expect(try StorageLocation(parsing: "file:///srv/b/").directory() == "/srv/b")
+        #expect(try StorageLocation(parsing: "file:/srv/b").directory() == "/srv/b")
         let cwd = FileManager.default.currentDirectoryPath
-        #expect(BackendRegistry.localPath(of: "file:.hoist/bucket") == URL(fileURLWithPath: cwd + "/.hoist/bucket").standardizedFileURL.path)
+        #expect(try StorageLocation(parsing: "file:.hoist/bucket").directory()
+            == URL(fileURLWithPath: cwd + "/.hoist/bucket").standardizedFileURL.path)
+        #expect(try StorageLocation(parsing: "file:rel/b").directory(relativeTo: "/jobs/site") == "/jobs/site/rel/b")
         #expect(Storage.storage(url: "file:///srv/my%20bucket").reference().bucket == "my bucket")
+    }
+
+    @Test func storageLocationsParseOnce() throws {
+        let gs = try StorageLocation(parsing: "gs://my-app.appspot.com/photos//2024/")
+        #expect(gs.scheme == "gs" && gs.bucket == "my-app.appspot.com" && gs.path == "photos/2024")
+        #expect(try StorageLocation(parsing: "gs://b").path == "")
+        let local = try StorageLocation(parsing: "FILE:///srv/my%20bucket/")
+        #expect(local.scheme == "file" && local.bucket == "my bucket" && local.path == "/srv/my bucket")
+        let other = try StorageLocation(parsing: "s3://bucket/key")
+        #expect(other.scheme == "s3" && other.bucket == "bucket" && other.path == "key")
+        for bad in ["bucket", "gs://", "gs:bucket", "file:", "://x"] {
+            #expect(throws: StorageFailure.self, "\(bad)") { try StorageLocation(parsing: bad) }
+        }
+    }
+
+    /// A backend per scheme: a URL no factory serves fails every operation with a clear message,
+    /// and a registered factory serves its scheme.
+    @Test func backendsAreMadeByScheme() async throws {
+        #expect(BackendRegistry.backend(for: "file:///tmp/x") is LocalBucket)
+        let unsupported = BackendRegistry.backend(for: "s3://bucket")
+        #expect(unsupported.bucket == "bucket")
+        await #expect { _ = try await unsupported.metadata(of: "x") } throws: { error in
+            StorageErrorCode(of: error) == .invalidArgument && "\(error)".contains("No storage backend for s3://bucket")
+        }
+        let directory = try TemporaryDirectory()
+        let scheme = "test\(UUID().uuidString.prefix(8).lowercased())"
+        BackendRegistry.register(scheme: scheme) { location in LocalBucket(directory: directory.path + "/" + location.bucket) }
+        let backend = try #require(BackendRegistry.backend(for: "\(scheme)://made") as? LocalBucket)
+        #expect(backend.directory.path == directory.path + "/made")
     }
 }

@@ -10,7 +10,7 @@ import Testing
     /// The environment of a user pointing Hoist at `endpoint`, with no CA bundle of their own.
     func environment(_ endpoint: String, _ extra: [String: String] = [:]) -> [String: String] {
         var environment = ProcessInfo.processInfo.environment
-        for name in ["SSL_CERT_FILE", "CURL_CA_BUNDLE", "https_proxy", "HTTPS_PROXY", "http_proxy", "all_proxy", "ALL_PROXY",
+        for name in ["SSL_CERT_FILE", "SSL_CERT_DIR", "CURL_CA_BUNDLE", "https_proxy", "HTTPS_PROXY", "http_proxy", "all_proxy", "ALL_PROXY",
                      "no_proxy", "NO_PROXY"] {
             environment[name] = nil
         }

@@ -1,4 +1,5 @@
 import Foundation
+import HoistHTTP
 import HoistTestSupport
 import Testing
 @testable import HoistStorage

@@ -37,29 +37,6 @@ import Testing
         #expect(bucket.allFiles().filter { !$0.hasPrefix(".hoist/uploads") }.isEmpty)
     }
 
-    @Test func cancelFailsWithCancelledAndLeavesNothing() async throws {
-        let bucket = try LocalBucketFixture()
-        let data = patternData(64 << 20)
-        let ref = bucket.storage.reference(withPath: "big/cancelled.bin")
-        let task = ref.putData(data)
-        let cancelledOnce = Mutex(false)
-        let recorder = EventRecorder(task) { _ in
-            if cancelledOnce.withLock({ let first = !$0; $0 = true; return first }) { task.cancel() }
-        }
-        let last = await recorder.finished()
-        #expect(last.status == .failure)
-        #expect(errorCode(last) == .cancelled)
-        #expect((last.error as? NSError)?.code == -13040)
-        #expect(recorder.statuses.last == .failure)
-        #expect(!recorder.statuses.contains(.success))
-        // No object, no metadata, no part file.
-        #expect(bucket.allFiles() == [])
-        await #expect(throws: (any Error).self) { try await ref.getMetadata() }
-        // Cancel after the end changes nothing.
-        task.cancel()
-        #expect(task.snapshot.status == .failure)
-    }
-
     @Test func cancelBeforeAnyByteMoves() async throws {
         let bucket = try LocalBucketFixture()
         let file = try bucket.directory.write("f", patternData(10 << 20))

@@ -60,21 +60,6 @@ import Testing
         #expect(proxy.requests.contains { $0["method"] as? String == "DELETE" })
     }
 
-    @Test(arguments: [(100_000, "POST"), (5 << 20, "PUT")])
-    func corruptedEveryTimeFailsWithNonMatchingChecksumAndLeavesNothing(size: Int, method: String) async throws {
-        let bucket = try await FakeGCS.makeBucket()
-        let proxy = try FaultProxy(upstreamPort: try FakeGCS.port(), ["--corrupt-at", "\(size / 2 + 200):\(method):100"])
-        let storage = gcsStorage(bucket: bucket, port: proxy.port) { $0.multipartThreshold = 1 << 20 }
-        // The completion handler's NSError keeps Hoist's message (the async StorageError cannot).
-        let error = try #require(await putDataError(storage.reference(withPath: "corrupt.bin"), patternData(size)))
-        #expect(error.code == StorageErrorCode.nonMatchingChecksum.rawValue
-            && error.localizedDescription.contains("The object was deleted"))
-        #expect(try await !FakeGCS.exists(bucket: bucket, object: "corrupt.bin"))
-        // The first try and two uploads again from zero.
-        let sends = proxy.requests.filter { $0["method"] as? String == method && ($0["length"] as? Int ?? 0) >= size }
-        #expect(sends.count == 1 + StorageUploadTask.checksumRestarts)
-    }
-
     /// libcurl sends a request again on a new connection when a reused one turns out dead: the
     /// body must rewind (seen with Google's storage-testbench: 503, 429, then a reset).
     @Test func resetOnAReusedConnectionIsRetried() async throws {

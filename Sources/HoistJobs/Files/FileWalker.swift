@@ -103,7 +103,11 @@ public struct FileWalker: Sequence, IteratorProtocol {
         if stat(root, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
             push(path: root, relative: "", identity: FileIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino)))
         } else if (info.st_mode & S_IFMT) == S_IFREG {
-            single = Self.file(root, relative: (root as NSString).lastPathComponent, Status(info))
+            // Named by the root's own name; read through a link's target (uploads open regular files).
+            var link = stat()
+            let isLink = lstat(root, &link) == 0 && (link.st_mode & S_IFMT) == S_IFLNK
+            let path = isLink ? URL(fileURLWithPath: root).resolvingSymlinksInPath().path : root
+            single = Self.file(path, relative: (root as NSString).lastPathComponent, Status(info))
         } else {
             problems.append(WalkProblem(path: root, message: "not a readable folder", isFailure: false))
         }

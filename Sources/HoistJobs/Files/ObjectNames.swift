@@ -54,3 +54,23 @@ public func headerValueProblem(_ value: String) -> String? {
     guard let control = value.unicodeScalars.first(where: { ($0.value < 0x20 && $0 != "\t") || $0.value == 0x7f }) else { return nil }
     return "contains the control character U+\(String(format: "%04X", control.value)): header values cannot"
 }
+
+/// `text` as one line of visible text for a terminal: control characters (newlines that would
+/// forge a line of Hoist's own, escape sequences that retitle or recolour the terminal) shown
+/// escaped, as `\u{1B}`. File names and hook messages go through it before they are printed.
+/// With `keepingNewlines`, a message of several lines (a manifest's located error) keeps them.
+public func printable(_ text: String, keepingNewlines: Bool = false) -> String {
+    func hidden(_ scalar: Unicode.Scalar) -> Bool {
+        (scalar.value < 0x20 && scalar != "\t" && !(keepingNewlines && scalar == "\n")) || (0x7f...0x9f).contains(scalar.value)
+    }
+    guard text.unicodeScalars.contains(where: hidden) else { return text }
+    var result = ""
+    for scalar in text.unicodeScalars {
+        if hidden(scalar) {
+            result += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+        } else {
+            result.unicodeScalars.append(scalar)
+        }
+    }
+    return result
+}

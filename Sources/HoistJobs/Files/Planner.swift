@@ -129,6 +129,11 @@ public struct Planner: Sequence {
             while setIndex < sets.count, error == nil {
                 if walker == nil {
                     root = planner.job.root(of: sets[setIndex])
+                    if let bucket = planner.bucketHolding(root) {
+                        error = PlanError(message: "\(root) is inside the job's local bucket \(bucket): its objects and Hoist's own files "
+                            + "would be uploaded into it. Name another folder, or another bucket")
+                        return nil
+                    }
                     walker = FileWalker(root: root, hidden: sets[setIndex].hidden, followSymlinks: sets[setIndex].followSymlinks,
                                         skipping: planner.bucketInside(root))
                 }
@@ -245,6 +250,14 @@ public struct Planner: Sequence {
         let real = URL(fileURLWithPath: root).resolvingSymlinksInPath().path
         let prefix = real == "/" ? "/" : real + "/"
         return bucket.hasPrefix(prefix) ? String(bucket.dropFirst(prefix.count)) : nil
+    }
+
+    /// The job's local bucket when `root` is it or lies inside it.
+    func bucketHolding(_ root: String) -> String? {
+        guard let folder = job.localBucketFolder else { return nil }
+        let bucket = URL(fileURLWithPath: folder).resolvingSymlinksInPath().path
+        let real = URL(fileURLWithPath: root).resolvingSymlinksInPath().path
+        return real == bucket || real.hasPrefix(bucket + "/") ? folder : nil
     }
 
     /// The first file planned to `destination`, walking again from the start (only when a

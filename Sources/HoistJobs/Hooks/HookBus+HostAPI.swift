@@ -1,4 +1,5 @@
 import Foundation
+import HoistHTTP
 import HoistLua
 import HoistStorage
 

@@ -19,18 +19,7 @@ public struct HookLogLine: Sendable {
         self.message = Self.visible(message)
     }
 
-    static func visible(_ text: String) -> String {
-        guard text.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\t") || (0x7f...0x9f).contains($0.value) }) else { return text }
-        var result = ""
-        for scalar in text.unicodeScalars {
-            if (scalar.value < 0x20 && scalar != "\t") || (0x7f...0x9f).contains(scalar.value) {
-                result += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
-            } else {
-                result.unicodeScalars.append(scalar)
-            }
-        }
-        return result
-    }
+    static func visible(_ text: String) -> String { printable(text) }
 }
 
 /// A hook that cannot be used: a file that cannot be read, or a syntax error (`FILE:LINE: message`).

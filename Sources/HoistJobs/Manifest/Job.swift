@@ -154,7 +154,9 @@ public struct Job: Sendable {
                 problem = "root \(root) does not exist (\(String(cString: strerror(errno)))). A mount that went away? "
                     + "Fix the path, or mark the file set `optional: true` to run without it"
             } else if (status.st_mode & S_IFMT) == S_IFREG {
-                continue   // a file set of one file
+                // A file set of one file.
+                guard access(root, R_OK) != 0 else { continue }
+                problem = "root \(root) cannot be read (\(String(cString: strerror(errno)))): give the job's user read access"
             } else if (status.st_mode & S_IFMT) != S_IFDIR {
                 problem = "root \(root) is not a folder or a file"
             } else if access(root, R_OK | X_OK) != 0 {
@@ -164,7 +166,7 @@ public struct Job: Sendable {
             }
             throw locatedError(problem, at: ["files", index, "root"])
         }
-        if let credentials = manifest.storage.credentials, manifest.storage.url.hasPrefix("gs://") {
+        if let credentials = manifest.storage.credentials, manifest.storage.location.scheme == "gs" {
             let path = resolve(credentials)
             if access(path, R_OK) != 0 {
                 let reason = String(cString: strerror(errno))
@@ -201,10 +203,8 @@ public struct Job: Sendable {
 
     /// The folder of a `file:` storage, absolute (nil for `gs://`).
     public var localBucketFolder: String? {
-        guard manifest.storage.url.hasPrefix("file:") else { return nil }
-        var rest = String(manifest.storage.url.dropFirst("file:".count))
-        if rest.hasPrefix("//") { rest = String(rest.dropFirst(2)) }
-        return resolve(rest.removingPercentEncoding ?? rest)
+        let location = manifest.storage.location
+        return location.scheme == "file" ? location.directory(relativeTo: directory.path) : nil
     }
 
     /// The journal's path: `override`, else `journal:` in the manifest, else the default.
@@ -225,14 +225,14 @@ public struct Job: Sendable {
         if let folder = localBucketFolder {
             backend = LocalBucket(directory: folder)
         } else {
-            let bucket = String(settings.url.dropFirst("gs://".count))
+            let bucket = settings.location.bucket
             var environment = self.environment
             if let credentials = settings.credentials { environment["GOOGLE_APPLICATION_CREDENTIALS"] = resolve(credentials) }
             var bundle = caBundle
             if bundle == nil, let named = settings.caBundle {
                 let path = resolve(named)
                 guard FileManager.default.isReadableFile(atPath: path) else {
-                    throw locatedError("CA bundle \(path) cannot be read: name a PEM file of CA certificates", at: ["storage", "caBundle"])
+                    throw locatedError("CA bundle \(path) cannot be read: name a PEM file of CA certificates, or a folder of them hashed by `openssl rehash`", at: ["storage", "caBundle"])
                 }
                 bundle = path
             }

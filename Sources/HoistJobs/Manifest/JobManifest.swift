@@ -1,4 +1,5 @@
 import Foundation
+import HoistStorage
 import HoistYAML
 import HoistStorage
 
@@ -77,6 +78,8 @@ public struct JobManifest: Decodable, Sendable {
 public struct StorageSettings: Decodable, Sendable {
     /// `gs://BUCKET`, `file:///ABS/DIR` or `file:REL/DIR` (relative to the manifest's folder).
     public var url: String
+    /// `url`, parsed.
+    public var location: StorageLocation
     /// A service-account key file for `gs://` (default: the environment, as Google's tools read it).
     public var credentials: String?
     /// Objects up to this size go up in one request; larger ones through a resumable session.
@@ -91,25 +94,27 @@ public struct StorageSettings: Decodable, Sendable {
 
     enum CodingKeys: String, CodingKey { case url, credentials, multipartThreshold, downloadTokens, insecureSkipTLSVerify, caBundle }
 
-    public init(url: String) { self.url = url }
+    /// Storage made in code (`hoist cp`).
+    public init(location: StorageLocation) {
+        url = location.url
+        self.location = location
+    }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         url = try c.decode(String.self, forKey: .url)
-        guard url.hasPrefix("gs://") || url.hasPrefix("file:") else {
+        if url == "gs://" {
+            throw DecodingError.dataCorruptedError(forKey: .url, in: c, debugDescription: "bad storage url '\(url)': no bucket name")
+        }
+        guard let location = try? StorageLocation(parsing: url), ["gs", "file"].contains(location.scheme) else {
             throw DecodingError.dataCorruptedError(forKey: .url, in: c,
-                debugDescription: "bad storage url '\(url)': use gs://BUCKET, file:///ABS/DIR or file:REL/DIR")
+                debugDescription: "bad storage url '\(url)': use \(StorageLocation.forms)")
         }
-        if url.hasPrefix("gs://") {
-            let bucket = url.dropFirst(5)
-            guard !bucket.isEmpty else {
-                throw DecodingError.dataCorruptedError(forKey: .url, in: c, debugDescription: "bad storage url '\(url)': no bucket name")
-            }
-            guard !bucket.contains("/") else {
-                throw DecodingError.dataCorruptedError(forKey: .url, in: c,
-                    debugDescription: "bad storage url '\(url)': a gs:// url names only a bucket (put paths in destination)")
-            }
+        guard location.scheme != "gs" || (location.path.isEmpty && !url.dropFirst(5).contains("/")) else {
+            throw DecodingError.dataCorruptedError(forKey: .url, in: c,
+                debugDescription: "bad storage url '\(url)': a gs:// url names only a bucket (put paths in destination)")
         }
+        self.location = location
         credentials = try c.decodeIfPresent(String.self, forKey: .credentials).flatMap { $0.isEmpty ? nil : $0 }
         multipartThreshold = try c.decodeIfPresent(ByteSize.self, forKey: .multipartThreshold)
         downloadTokens = try c.decodeIfPresent(Bool.self, forKey: .downloadTokens)

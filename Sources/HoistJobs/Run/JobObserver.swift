@@ -10,12 +10,16 @@ public protocol JobObserver: Sendable {
     /// The walk is over: the run uploads this many files and bytes in all (unless it stops early).
     func planCounted(files: Int, bytes: Int64)
     func fileSkipped(_ item: PlanItem, reason: String)
+    /// A file failed before any upload of it started (a name that cannot be an object, a folder
+    /// that cannot be listed, a hook's error, a file swapped for a link): it has no task events.
+    func fileFailed(path: String, destination: String, size: Int64, message: String)
     func fileEvent(_ item: PlanItem, _ snapshot: StorageTaskSnapshot)
     func jobFinished(_ summary: JobSummary)
 }
 
 extension JobObserver {
     public func planCounted(files: Int, bytes: Int64) {}
+    public func fileFailed(path: String, destination: String, size: Int64, message: String) {}
 }
 
 /// How a run ended.

@@ -52,6 +52,8 @@ public final class JobRunner: Sendable {
     private enum Outcome: Sendable {
         case success(Int64)
         case failure(StorageErrorCode, String)
+        /// Not started: the file is no longer the one the walk found.
+        case refused(String)
     }
 
     /// Runs the job to its end, walking its tree once: files are planned, checked against the
@@ -86,7 +88,18 @@ public final class JobRunner: Sendable {
                 if summary.failures.count < 100 {
                     summary.failures.append(.init(file: item.file.path, destination: item.destination, code: .invalidArgument, message: message))
                 }
+                for observer in observers {
+                    observer.fileFailed(path: item.file.path, destination: item.destination, size: item.file.size, message: message)
+                }
                 if settings.failFast || summary.failed >= (settings.maxErrors ?? .max) { stopStarting() }
+            }
+            // Files and folders the walk could not take are told to observers as they are found.
+            var problemsTold = 0
+            func tellProblems() {
+                for problem in iterator.problems.dropFirst(problemsTold) where problem.isFailure {
+                    for observer in observers { observer.fileFailed(path: problem.path, destination: "", size: 0, message: problem.message) }
+                }
+                problemsTold = iterator.problems.count
             }
 
             func start(_ item: PlanItem, large: Bool) {
@@ -102,7 +115,9 @@ public final class JobRunner: Sendable {
                         continue
                     }
                     if exhausted || deferred.count >= 256 { break }
-                    guard var item = iterator.next() else {
+                    let next = iterator.next()
+                    if iterator.problems.count > problemsTold { tellProblems() }
+                    guard var item = next else {
                         exhausted = true
                         if totals == nil, iterator.error == nil {
                             for observer in observers { observer.planCounted(files: iterator.uploadCount, bytes: iterator.uploadBytes) }
@@ -164,6 +179,8 @@ public final class JobRunner: Sendable {
                     summary.bytes += size
                 case .failure(.cancelled, _) where state.withLock({ $0.stopping }):
                     summary.cancelled += 1
+                case .refused(let message):
+                    fail(item, message)
                 case .failure(let code, let message):
                     summary.failed += 1
                     if summary.failures.count < 100 {
@@ -210,7 +227,7 @@ public final class JobRunner: Sendable {
     static let fatalCodes: Set<StorageErrorCode> = [.unauthenticated, .bucketNotFound, .projectNotFound]
 
     private func upload(_ item: PlanItem) async -> Outcome {
-        if let problem = Self.swappedSinceWalk(item, job: job) { return .failure(.invalidArgument, problem) }
+        if let problem = Self.swappedSinceWalk(item, job: job) { return .refused(problem) }
         let metadata = StorageMetadata(item.attributes)
         let ref = storage.reference(withPath: item.destination)
         let url = URL(fileURLWithPath: item.file.path)
@@ -224,6 +241,10 @@ public final class JobRunner: Sendable {
         if pausedNow { task.pause() }
         let observers = self.observers
         let last: StorageTaskSnapshot = await withCheckedContinuation { continuation in
+            let retryObservers = observers.compactMap { $0 as? any JobRetryObserver }
+            if !retryObservers.isEmpty {
+                task.observeRetries { retry in for observer in retryObservers { observer.fileRetrying(item, retry) } }
+            }
             for status in [StorageTaskStatus.resume, .progress, .pause] {
                 task.observe(status) { snapshot in
                     for observer in observers { observer.fileEvent(item, snapshot) }

@@ -116,7 +116,7 @@ public enum StorageError: Error, CustomNSError, @unchecked Sendable {
             self = error
             return
         }
-        let nsError = error as NSError
+        let nsError = (error as? StorageFailure)?.nsError ?? error as NSError
         var info = nsError.userInfo
         info[NSLocalizedDescriptionKey] = nil
         let message = nsError.localizedDescription

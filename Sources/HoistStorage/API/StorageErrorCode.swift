@@ -76,10 +76,12 @@ public enum StorageErrorCode: Int, Error, Sendable, CaseIterable {
 }
 
 extension NSError {
-    /// Wraps any error as a storage error; a storage error is returned as it is, with the
+    /// Wraps any error as a storage error: a backend's `StorageFailure` becomes its `NSError`; a
+    /// storage error is returned as it is, with the
     /// server's answer described as the SDK describes it (`withServerResponseKeys`).
     static func storage(_ error: any Error) -> NSError {
         if let error = error as? StorageError { return error as NSError }
+        if let failure = error as? StorageFailure { return failure.nsError.withServerResponseKeys() }
         let nsError = error as NSError
         if nsError.domain == StorageErrorDomain { return nsError.withServerResponseKeys() }
         return StorageErrorCode.unknown.error(

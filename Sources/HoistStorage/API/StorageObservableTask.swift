@@ -6,9 +6,8 @@ public class StorageObservableTask: StorageTask, @unchecked Sendable {
     typealias Handler = (StorageTaskSnapshot) -> Void
 
     private var handlers: [StorageTaskStatus: [(handle: String, run: Handler)]] = [:]
-    /// Handles are unique within a task (a counter: a UUID per observer cost more than the
-    /// rest of registering it); guarded by `lock`.
-    private var handleCount = 0
+    /// `StorageUploadTask.observeRetries` observers (Hoist's, beside the SDK's statuses); guarded by `lock`.
+    var retryHandlers: [(handle: String, run: (StorageUploadRetry) -> Void)] = []
 
     /// True once a `.progress` event has fired; guarded by `lock`.
     var hasReportedProgress: Bool { false }
@@ -19,9 +18,8 @@ public class StorageObservableTask: StorageTask, @unchecked Sendable {
     /// - Returns: a handle for `removeObserver(withHandle:)`.
     @discardableResult
     public func observe(_ status: StorageTaskStatus, handler: @escaping (StorageTaskSnapshot) -> Void) -> String {
+        let handle = RandomID.handle()
         lock.withLock {
-            handleCount += 1
-            let handle = "observer-\(handleCount)"
             let fireNow: Bool
             switch status {
             case .resume: fireNow = state == .running
@@ -35,14 +33,15 @@ public class StorageObservableTask: StorageTask, @unchecked Sendable {
             if !state.isFinished, status != .unknown {
                 handlers[status, default: []].append((handle, handler))
             }
-            return handle
         }
+        return handle
     }
 
     /// Removes one observer; an unknown handle is ignored.
     public func removeObserver(withHandle handle: String) {
         lock.withLock {
             for status in handlers.keys { handlers[status]?.removeAll { $0.handle == handle } }
+            retryHandlers.removeAll { $0.handle == handle }
         }
     }
 
@@ -53,7 +52,10 @@ public class StorageObservableTask: StorageTask, @unchecked Sendable {
 
     /// Removes every observer.
     public func removeAllObservers() {
-        lock.withLock { handlers.removeAll() }
+        lock.withLock {
+            handlers.removeAll()
+            retryHandlers.removeAll()
+        }
     }
 
     /// Moves to `newState` (when `change` allows) and tells the observers of `status`,
@@ -66,7 +68,10 @@ public class StorageObservableTask: StorageTask, @unchecked Sendable {
             if let observers = handlers[status], !observers.isEmpty {
                 dispatch(observers.map(\.run), snapshotUnderLock(status))
             }
-            if state.isFinished { handlers.removeAll() }
+            if state.isFinished {
+                handlers.removeAll()
+                retryHandlers.removeAll()
+            }
             return true
         }
     }

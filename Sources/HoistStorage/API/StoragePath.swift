@@ -36,12 +36,10 @@ struct StoragePath: Hashable, Sendable {
     /// - Throws: `StorageError.pathError` with FirebaseStorage's message.
     static func parse(_ string: String) throws -> StoragePath {
         if string.hasPrefix("gs://") {
-            let rest = string.dropFirst("gs://".count)
-            let parts = rest.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: true)
-            guard let bucket = parts.first, !bucket.isEmpty else {
+            guard let location = try? StorageLocation(parsing: string) else {
                 throw StorageError.pathError(message: "Internal error: URI must be in the form of gs://<bucket>/<path/to/object>")
             }
-            return StoragePath(bucket: String(bucket), object: parts.count > 1 ? String(parts[1]) : nil)
+            return StoragePath(bucket: location.bucket, object: location.path)
         }
         guard string.hasPrefix("http://") || string.hasPrefix("https://") else {
             throw StorageError.pathError(message: "Internal error: URL scheme must be one of gs://, http://, or https://")

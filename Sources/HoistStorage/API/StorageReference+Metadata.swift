@@ -78,17 +78,15 @@ extension StorageReference {
     /// `maxOperationRetryTime` is spent; then fails with `retryLimitExceeded`.
     private func withOperationRetries<T: Sendable>(_ operation: @Sendable () async throws -> T) async throws -> T {
         let policy = storage.operationRetryPolicy
-        let deadline = Date().addingTimeInterval(policy.budget)
+        let deadline = policy.deadline()
         var failures = 0
         while true {
             do {
                 return try await operation()
             } catch where RetryPolicy.isTransient(error) {
                 failures += 1
-                let delay = policy.delay(attempt: failures, retryAfter: RetryPolicy.retryAfter(error))
-                guard failures <= policy.maxRetries, Date().addingTimeInterval(delay) < deadline else {
-                    throw StorageUploadTask.retryLimitExceeded(after: error)
-                }
+                guard let delay = policy.delay(attempt: failures, retryAfter: RetryPolicy.retryAfter(error), deadline: deadline)
+                else { throw StorageUploadTask.retryLimitExceeded(after: error) }
                 try await Task.sleep(for: .seconds(delay))
             }
         }

@@ -44,7 +44,8 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
         // Known from the start, so a progress observer added early sees the real total.
         switch content {
         case .data(let data): total = Int64(data.count)
-        case .file(let url): total = (try? Self.localPath(of: url)).flatMap { try? ByteSource(filePath: $0).size } ?? 0
+        // One stat for the size (the checks come when the task starts: `prepare`).
+        case .file(let url): total = (try? Self.localPath(of: url)).flatMap { FileStatus($0) }.flatMap { $0.isRegular ? $0.size : nil } ?? 0
         }
     }
 
@@ -99,7 +100,7 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
             lock.withLock { total = source.size }
             let backend = reference.storage.backend
             let policy = reference.storage.uploadRetryPolicy
-            let deadline = Date().addingTimeInterval(policy.budget)
+            let deadline = policy.deadline()
             var failures = 0
             var restarts = 0
             var offset: Int64 = 0
@@ -156,10 +157,9 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
                     offset = 0
                 } catch where RetryPolicy.isTransient(error) && !control.isCancelled {
                     failures += 1
-                    let delay = policy.delay(attempt: failures, retryAfter: RetryPolicy.retryAfter(error))
-                    guard failures <= policy.maxRetries, Date().addingTimeInterval(delay) < deadline else {
-                        throw Self.retryLimitExceeded(after: error)
-                    }
+                    guard let delay = policy.delay(attempt: failures, retryAfter: RetryPolicy.retryAfter(error), deadline: deadline)
+                    else { throw Self.retryLimitExceeded(after: error) }
+                    reportRetry(attempt: failures, delay: delay, after: error)
                     try await control.sleep(delay)
                 }
             }

@@ -1,6 +1,7 @@
 import Crypto
 import CryptoExtras
 import Foundation
+import HoistHTTP
 import Synchronization
 
 /// A Google service account's key file: an RS256-signed JWT exchanged for an access token at
@@ -28,7 +29,7 @@ public final class ServiceAccountCredentials: AccessTokenProvider {
     public convenience init(keyFile: String, scope: String = "https://www.googleapis.com/auth/devstorage.read_write",
                             caBundle: String? = nil) throws {
         guard let data = FileManager.default.contents(atPath: keyFile) else {
-            throw StorageErrorCode.unauthenticated.error("Cannot read the credentials file \(keyFile).")
+            throw StorageFailure(.unauthenticated, "Cannot read the credentials file \(keyFile).")
         }
         try self.init(keyJSON: data, source: keyFile, scope: scope, caBundle: caBundle)
     }
@@ -40,16 +41,15 @@ public final class ServiceAccountCredentials: AccessTokenProvider {
         do {
             key = try JSONDecoder().decode(Key.self, from: keyJSON)
         } catch {
-            throw StorageErrorCode.unauthenticated.error(
-                "\(source) is not a service account key: it needs client_email and private_key.")
+            throw StorageFailure(.unauthenticated, "\(source) is not a service account key: it needs client_email and private_key.")
         }
         if let type = key.type, type != "service_account" {
-            throw StorageErrorCode.unauthenticated.error("\(source) is a '\(type)' credential, not a service account key.")
+            throw StorageFailure(.unauthenticated, "\(source) is a '\(type)' credential, not a service account key.")
         }
         do {
             signingKey = try _RSA.Signing.PrivateKey(pemRepresentation: key.private_key)
         } catch {
-            throw StorageErrorCode.unauthenticated.error("\(source): its private_key is not a usable RSA key.")
+            throw StorageFailure(.unauthenticated, "\(source): its private_key is not a usable RSA key.")
         }
         email = key.client_email
         keyID = key.private_key_id
@@ -71,9 +71,8 @@ public final class ServiceAccountCredentials: AccessTokenProvider {
             request.caBundle = caBundle
             response = try await CurlEngine.shared.perform(request)
         } catch let error as HTTPTransportError {
-            throw StorageErrorCode.unauthenticated.error(
-                "Cannot reach the token endpoint \(tokenURI): \(error.message)",
-                userInfo: [StorageErrorRetryableKey: error.isTransient])
+            throw StorageFailure(.unauthenticated, "Cannot reach the token endpoint \(tokenURI): \(error.message)",
+                                 retryable: error.isTransient, noAnswer: true)
         }
         struct Answer: Decodable {
             let access_token: String?
@@ -83,10 +82,9 @@ public final class ServiceAccountCredentials: AccessTokenProvider {
         let answer = try? JSONDecoder().decode(Answer.self, from: response.body)
         guard response.status == 200, let token = answer?.access_token else {
             let reason = answer?.error.map { ": \($0)" } ?? ""
-            throw StorageErrorCode.unauthenticated.error(
-                "The token endpoint \(tokenURI) refused the service account \(email) (HTTP \(response.status)\(reason)).",
-                userInfo: [StorageErrorResponseCodeKey: response.status,
-                           StorageErrorRetryableKey: response.status >= 500 || response.status == 429])
+            throw StorageFailure(
+                .unauthenticated, "The token endpoint \(tokenURI) refused the service account \(email) (HTTP \(response.status)\(reason)).",
+                retryable: response.status >= 500 || response.status == 429, httpStatus: response.status)
         }
         cached.withLock { $0 = (token, issued.addingTimeInterval(answer?.expires_in ?? 3600)) }
         return token

@@ -1,45 +1,56 @@
 import Foundation
+import Synchronization
 
-/// Picks the backend for a storage URL by its scheme.
-enum BackendRegistry {
-    static func backend(for url: String) -> any StorageBackend {
-        if url.hasPrefix("file:") {
-            return LocalBucket(directory: localPath(of: url))
-        }
-        if url.hasPrefix("gs://") {
-            let bucket = String(url.dropFirst("gs://".count).split(separator: "/").first ?? "")
-            do {
-                return GCSBackend(try GCSBackend.Configuration.fromEnvironment(bucket: bucket))
-            } catch {
-                return UnsupportedBackend(url: url, reason: error.localizedDescription)
-            }
-        }
-        return UnsupportedBackend(url: url)
+/// Makes the backend for a storage URL by its scheme: one factory per scheme. The built-in
+/// backends are listed in `builtIn`, one line each; a program can add its own (`register`).
+public enum BackendRegistry {
+    /// Makes a backend for a parsed location, or throws a `StorageFailure` naming what is wrong.
+    public typealias Factory = @Sendable (StorageLocation) throws -> any StorageBackend
+
+    /// The backends Hoist ships, by scheme.
+    static let builtIn: [String: Factory] = [
+        "file": { location in LocalBucket(directory: location.directory()) },
+        "gs": { location in GCSBackend(try GCSBackend.Configuration.fromEnvironment(bucket: location.bucket)) },
+    ]
+
+    private static let factories = Mutex<[String: Factory]>(builtIn)
+
+    /// Serves URLs of `scheme` (lowercase, no colon) with `factory` from now on; a built-in
+    /// scheme can be taken over, as a test double or a different client would.
+    public static func register(scheme: String, _ factory: @escaping Factory) {
+        factories.withLock { $0[scheme.lowercased()] = factory }
     }
 
-    /// `file:///abs/dir` is `/abs/dir`; `file:rel/dir` is relative to the current directory.
-    static func localPath(of url: String) -> String {
-        var rest = String(url.dropFirst("file:".count))
-        if rest.hasPrefix("//") { rest = String(rest.dropFirst(2)) }
-        rest = rest.removingPercentEncoding ?? rest
-        if rest.hasPrefix("/") { return URL(fileURLWithPath: rest).standardizedFileURL.path }
-        return URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
-            .appendingPathComponent(rest).standardizedFileURL.path
+    /// The backend for `url`; for a URL no backend serves, or one a factory refuses, a backend
+    /// whose every operation fails with that reason.
+    static func backend(for url: String) -> any StorageBackend {
+        let location: StorageLocation
+        do {
+            location = try StorageLocation(parsing: url)
+        } catch {
+            return UnsupportedBackend(url: url, reason: "\(error)")
+        }
+        guard let factory = factories.withLock({ $0[location.scheme] }) else {
+            return UnsupportedBackend(url: url, bucket: location.bucket)
+        }
+        do {
+            return try factory(location)
+        } catch {
+            return UnsupportedBackend(url: url, bucket: location.bucket,
+                                      reason: (error as? StorageFailure)?.message ?? error.localizedDescription)
+        }
     }
 }
 
 /// The backend of a URL whose scheme Hoist cannot serve: every operation fails clearly.
 struct UnsupportedBackend: StorageBackend {
     let url: String
+    var bucket: String = ""
     var reason: String?
-    var bucket: String {
-        let rest = url.split(separator: ":", maxSplits: 1).last.map(String.init) ?? url
-        return rest.trimmingCharacters(in: ["/"]).split(separator: "/").first.map(String.init) ?? rest
-    }
 
-    private var error: NSError {
-        StorageErrorCode.invalidArgument.error(
-            reason ?? "No storage backend for \(url): use gs://BUCKET, file:///ABS/DIR or file:REL/DIR", userInfo: ["url": url])
+    private var error: StorageFailure {
+        StorageFailure(
+            .invalidArgument, reason ?? "No storage backend for \(url): use \(StorageLocation.forms)", details: ["url": url])
     }
 
     func startUpload(to path: String, attributes: ObjectResource, size: Int64) async throws -> any UploadSession {

@@ -24,15 +24,13 @@ public final class ByteSource: Sendable {
     ///   read, `invalidArgument` when it is not a regular file.
     public init(filePath path: String) throws {
         guard let status = FileStatus(path) else {
-            throw StorageErrorCode.objectNotFound.error(
-                "File \(path) does not exist.", userInfo: ["file": path])
+            throw StorageFailure(.objectNotFound, "File \(path) does not exist.", details: ["file": path])
         }
         guard status.isRegular else {
-            throw StorageErrorCode.invalidArgument.error("\(path) is not a regular file.", userInfo: ["file": path])
+            throw StorageFailure(.invalidArgument, "\(path) is not a regular file.", details: ["file": path])
         }
         guard access(path, R_OK) == 0 else {
-            throw StorageErrorCode.unauthorized.error(
-                "Permission denied reading file \(path).", userInfo: ["file": path])
+            throw StorageFailure(.unauthorized, "Permission denied reading file \(path).", details: ["file": path])
         }
         storage = .file(path: path)
         size = status.size
@@ -60,14 +58,10 @@ public final class ByteSource: Sendable {
         return nil
     }
 
-    /// The bytes from `offset` to the end, as an HTTP body part read while it is sent.
-    public func bodyPart(from offset: Int64) -> HTTPRequest.BodyPart {
-        switch storage {
-        case .memory(let data):
-            return .data(data.subdata(in: data.startIndex + Int(offset)..<data.endIndex), contentOffset: offset)
-        case .file(let path):
-            return .file(path: path, offset: offset, length: size - offset)
-        }
+    /// The bytes, for a source in memory.
+    var memoryData: Data? {
+        if case .memory(let data) = storage { return data }
+        return nil
     }
 
     /// A reader positioned at `offset`.
@@ -76,7 +70,7 @@ public final class ByteSource: Sendable {
         case .memory(let data): return Reader(data: data, offset: offset)
         case .file(let path):
             guard let handle = FileHandle(forReadingAtPath: path) else {
-                throw StorageErrorCode.unauthorized.error("Cannot open file \(path).", userInfo: ["file": path])
+                throw StorageFailure(.unauthorized, "Cannot open file \(path).", details: ["file": path])
             }
             try handle.seek(toOffset: UInt64(offset))
             return Reader(handle: handle, path: path, offset: offset)
@@ -117,8 +111,8 @@ public final class ByteSource: Sendable {
                 do {
                     piece = try handle.read(upToCount: count) ?? Data()
                 } catch {
-                    throw StorageErrorCode.unknown.error(
-                        "Reading \(path ?? "file") failed: \(error.localizedDescription)", userInfo: ["file": path ?? ""])
+                    throw StorageFailure(
+                        .unknown, "Reading \(path ?? "file") failed: \(error.localizedDescription)", details: ["file": path ?? ""])
                 }
             } else {
                 piece = Data()

@@ -27,23 +27,25 @@ public struct RetryPolicy: Sendable {
         return max(jittered, retryAfter ?? 0)
     }
 
-    /// True for failures worth another try: connection errors, timeouts, 408, 429 and 5xx.
+    /// The wait before retry number `attempt`, or nil once retrying is spent: past `maxRetries`,
+    /// or a wait that would end at or after `deadline` (the first try's start plus `budget`).
+    public func delay(attempt: Int, retryAfter: TimeInterval?, deadline: Date, now: Date = Date()) -> TimeInterval? {
+        guard attempt <= maxRetries else { return nil }
+        let wait = delay(attempt: attempt, retryAfter: retryAfter)
+        return now.addingTimeInterval(wait) < deadline ? wait : nil
+    }
+
+    /// When retrying must stop, for an operation first tried at `start`.
+    public func deadline(from start: Date = Date()) -> Date { start.addingTimeInterval(budget) }
+
+    /// True for failures worth another try: a `StorageFailure` its backend marked `retryable`
+    /// (for GCS: connection errors, timeouts, 408, 429 and 5xx).
     public static func isTransient(_ error: any Error) -> Bool {
-        if let transport = error as? HTTPTransportError { return transport.isTransient }
-        return (error as NSError).userInfo[StorageErrorRetryableKey] as? Bool == true
+        (error as? StorageFailure)?.retryable == true
     }
 
     /// The wait a server asked for, if any.
     static func retryAfter(_ error: any Error) -> TimeInterval? {
-        (error as NSError).userInfo[StorageErrorRetryAfterKey] as? TimeInterval
+        (error as? StorageFailure)?.retryAfter
     }
 }
-
-/// `userInfo` key: true on a storage error worth retrying.
-public let StorageErrorRetryableKey = "HoistRetryable"
-/// `userInfo` key: the seconds a server's `Retry-After` asked to wait.
-public let StorageErrorRetryAfterKey = "HoistRetryAfter"
-/// `userInfo` key: the HTTP status of the server's answer.
-public let StorageErrorResponseCodeKey = "ResponseCode"
-/// `userInfo` key: the body of the server's answer.
-public let StorageErrorResponseBodyKey = "ResponseBody"

@@ -3,9 +3,10 @@ import Foundation
 /// Where objects live. Everything above it (tasks, retries, observers) is written once;
 /// a backend only moves bytes and reads metadata.
 ///
-/// Contract for every method: failures are `NSError`s in `StorageErrorDomain`
-/// (see `StorageErrorCode.error(_:userInfo:)`); a missing object is `objectNotFound`, a
-/// missing bucket `bucketNotFound`, a refused permission `unauthorized`.
+/// Contract for every method: failures are `StorageFailure`s (the public API makes the
+/// `NSError`s users see), marked `retryable` when another try may succeed; a missing object is
+/// `objectNotFound`, a missing bucket `bucketNotFound`, a refused permission `unauthorized`.
+/// `BackendConformanceTests` checks every backend against this contract.
 public protocol StorageBackend: Sendable {
     /// The bucket's name, as references show it.
     var bucket: String { get }

@@ -1,4 +1,5 @@
 import Foundation
+import HoistHTTP
 
 /// Google Cloud Storage through its JSON API: `gs://BUCKET` URLs, and Firebase Storage buckets,
 /// which are GCS buckets. Small objects go up in one multipart request, large ones through a
@@ -21,7 +22,8 @@ public final class GCSBackend: StorageBackend {
         /// Skip TLS certificate checks (only for a job that asks for it by name).
         public var insecureSkipTLSVerify = false
         /// A PEM file of CA certificates to trust instead of the system store: a private CA, or
-        /// the CA of a proxy that re-signs TLS. nil: the system store.
+        /// the CA of a proxy that re-signs TLS; or a folder of them hashed by `openssl rehash`.
+        /// nil: the system store.
         public var caBundle: String?
         /// Seconds without a byte moving before a request is given up and retried.
         public var stallTimeout: Double = 60
@@ -37,7 +39,7 @@ public final class GCSBackend: StorageBackend {
 
         /// As Google's clients read the environment: `STORAGE_EMULATOR_HOST` (`host:port` or a URL)
         /// points both the API and download URLs at an emulator, without credentials. The CA
-        /// bundle is `caBundle` when given, else the one `CURL_CA_BUNDLE` or `SSL_CERT_FILE` names
+        /// bundle is `caBundle` when given, else the one `CURL_CA_BUNDLE`, `SSL_CERT_FILE` or `SSL_CERT_DIR` names
         /// (`HTTPRequest.caBundle(fromEnvironment:)`), else the system store.
         public static func fromEnvironment(bucket: String, _ environment: [String: String] = ProcessInfo.processInfo.environment,
                                            caBundle: String? = nil) throws -> Configuration
@@ -74,7 +76,7 @@ public final class GCSBackend: StorageBackend {
         resource.name = path
         if resource.contentType == nil { resource.contentType = ContentType.fallback }
         if configuration.setsDownloadTokens, resource.metadata?[Self.downloadTokensKey] == nil {
-            resource.metadata = (resource.metadata ?? [:]).merging([Self.downloadTokensKey: UUID().uuidString.lowercased()]) { a, _ in a }
+            resource.metadata = (resource.metadata ?? [:]).merging([Self.downloadTokensKey: RandomID.lowercased()]) { a, _ in a }
         }
         if size <= configuration.multipartThreshold, size <= chunkSize ?? .max {
             return GCSMultipartSession(backend: self, resource: resource, size: size)
@@ -93,7 +95,7 @@ public final class GCSBackend: StorageBackend {
 
     public func resumeUpload(id: String) async throws -> any UploadSession {
         guard id.hasPrefix("http://") || id.hasPrefix("https://") else {
-            throw StorageErrorCode.objectNotFound.error("Upload session \(id) cannot be resumed: it is not a resumable session URL.")
+            throw StorageFailure(.objectNotFound, "Upload session \(id) cannot be resumed: it is not a resumable session URL.")
         }
         return GCSResumableSession(backend: self, id: id, path: nil, size: nil, contentType: nil)
     }
@@ -104,10 +106,11 @@ public final class GCSBackend: StorageBackend {
     public func checkAccess() async throws {
         let endpoint = configuration.endpoint
         if configuration.credentials is NoCredentials, endpoint == "https://storage.googleapis.com" {
-            throw StorageErrorCode.unauthenticated.error(
+            throw StorageFailure(
+                .unauthenticated,
                 "No credentials for gs://\(bucket): set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file "
                     + "(or storage.credentials in the job), or GOOGLE_OAUTH_ACCESS_TOKEN to a token; for an emulator, "
-                    + "set STORAGE_EMULATOR_HOST.", userInfo: ["bucket": bucket])
+                    + "set STORAGE_EMULATOR_HOST.", details: ["bucket": bucket])
         }
         var request = HTTPRequest(method: "GET", url: "\(endpoint)/storage/v1/b/\(Self.encode(bucket))?fields=name")
         request.connectTimeout = 5
@@ -115,23 +118,25 @@ public final class GCSBackend: StorageBackend {
         let response: HTTPResponse
         do {
             response = try await send(request)
-        } catch let error as NSError where error.domain == StorageErrorDomain && error.userInfo[StorageErrorRetryableKey] != nil {
+        } catch let failure as StorageFailure where failure.noAnswer {
             let route = EnvironmentProxy.describe(for: endpoint).map { " through the proxy \($0)" } ?? ""
-            throw StorageErrorCode.unknown.error(
-                "Cannot reach Cloud Storage at \(endpoint)\(route) (\(error.localizedDescription)). Check the network, the proxy "
-                    + "(HTTPS_PROXY, NO_PROXY), or STORAGE_EMULATOR_HOST.", userInfo: ["bucket": bucket])
+            throw StorageFailure(
+                .unknown,
+                "Cannot reach Cloud Storage at \(endpoint)\(route) (\(failure.message)). Check the network, the proxy "
+                    + "(HTTPS_PROXY, NO_PROXY), or STORAGE_EMULATOR_HOST.", details: ["bucket": bucket])
         }
         switch response.status {
         case 200, 403:
             return
         case 401:
-            throw StorageErrorCode.unauthenticated.error(
+            throw StorageFailure(
+                .unauthenticated,
                 "Cloud Storage refused the credentials (401) for gs://\(bucket): check the key file or token, and that it has not expired.",
-                userInfo: [StorageErrorResponseCodeKey: 401, StorageErrorResponseBodyKey: response.bodyText, "bucket": bucket])
+                httpStatus: 401, responseBody: response.bodyText, details: ["bucket": bucket])
         case 404:
-            throw StorageErrorCode.bucketNotFound.error(
-                "Bucket \(bucket) does not exist at \(endpoint): check storage.url (gs://BUCKET).",
-                userInfo: [StorageErrorResponseCodeKey: 404, "bucket": bucket])
+            throw StorageFailure(
+                .bucketNotFound, "Bucket \(bucket) does not exist at \(endpoint): check storage.url (gs://BUCKET).",
+                httpStatus: 404, details: ["bucket": bucket])
         default:
             throw failure(response, object: nil, bucketLevel: true)
         }
@@ -160,7 +165,7 @@ public final class GCSBackend: StorageBackend {
     private func firebaseURL(_ path: String, token: String) throws -> URL {
         let link = "\(configuration.downloadEndpoint)/v0/b/\(Self.encodeForDownload(bucket))/o/"
             + "\(Self.encodeForDownload(path))?alt=media&token=\(token)"
-        guard let url = URL(string: link) else { throw StorageErrorCode.internalError.error("Bad download URL \(link).") }
+        guard let url = URL(string: link) else { throw StorageFailure(.internalError, "Bad download URL \(link).") }
         return url
     }
 
@@ -189,7 +194,8 @@ public final class GCSBackend: StorageBackend {
         "\(configuration.endpoint)/storage/v1/b/\(Self.encode(bucket))/o/\(Self.encode(path))"
     }
 
-    /// Sends a request with the credentials' token; connection failures become storage errors.
+    /// Sends a request with the credentials' token; transport errors become `StorageFailure`s
+    /// (a cancelled transfer the `cancelled` error).
     func send(_ request: HTTPRequest, hooks: TransferHooks = TransferHooks()) async throws -> HTTPResponse {
         var request = request
         if let token = try await configuration.credentials.accessToken() {
@@ -202,11 +208,15 @@ public final class GCSBackend: StorageBackend {
             return try await CurlEngine.shared.perform(request, hooks: hooks)
         } catch let error as HTTPTransportError where error.isCertificateProblem {
             // Not retryable, and not "unreachable": the fix is trust, so say which.
-            throw StorageErrorCode.unknown.error(certificateAdvice(error, url: request.url), userInfo: ["bucket": bucket])
+            throw StorageFailure(.unknown, certificateAdvice(error, url: request.url), details: ["bucket": bucket])
+        } catch let error as HTTPTransportError where error.isCancelled {
+            throw TransferControl.cancelledError
         } catch let error as HTTPTransportError {
-            throw StorageErrorCode.unknown.error(
-                "Connection to Cloud Storage failed: \(error.message)",
-                userInfo: [StorageErrorRetryableKey: error.isTransient, "bucket": bucket])
+            throw StorageFailure(.unknown, "Connection to Cloud Storage failed: \(error.message)",
+                                 retryable: error.isTransient, noAnswer: true, details: ["bucket": bucket])
+        } catch let error as HTTPBodyReadError {
+            throw StorageFailure(error.reason == .cannotOpen ? .objectNotFound : .invalidArgument, error.message,
+                                 details: ["file": error.path])
         }
     }
 
@@ -216,28 +226,27 @@ public final class GCSBackend: StorageBackend {
         let server = URL(string: url).map { "\($0.scheme ?? "https")://\($0.host ?? "")\($0.port.map { ":\($0)" } ?? "")" } ?? url
         let reason = error.message.components(separatedBy: ": ").first ?? error.message
         if let bundle = configuration.caBundle, error.code == 77 {   // CURLE_SSL_CACERT_BADFILE
-            return "Cannot use the CA bundle \(bundle) (\(reason)): name a readable PEM file with --ca-bundle, "
-                + "storage.caBundle or SSL_CERT_FILE."
+            return "Cannot use the CA bundle \(bundle) (\(reason)): name a readable PEM file (or a folder hashed by "
+                + "`openssl rehash`) with --ca-bundle, storage.caBundle, SSL_CERT_FILE or SSL_CERT_DIR."
         }
         let trusted = configuration.caBundle.map { "the CA bundle \($0)" } ?? "the system's CA store"
         return "The TLS certificate of \(server) is not trusted by \(trusted) (\(reason)). If a private CA or a proxy "
-            + "signs it, name that CA's bundle with --ca-bundle FILE, storage.caBundle or SSL_CERT_FILE."
+            + "signs it, name that CA's bundle with --ca-bundle FILE, storage.caBundle, SSL_CERT_FILE or SSL_CERT_DIR."
     }
 
     func decodeResource(_ response: HTTPResponse) throws -> ObjectResource {
         do {
             return try ObjectResource(json: response.body)
         } catch {
-            throw StorageErrorCode.unknown.error(
-                "Invalid data returned from the server: \(response.bodyText.prefix(500))",
-                userInfo: [StorageErrorResponseCodeKey: response.status, StorageErrorResponseBodyKey: response.bodyText])
+            throw StorageFailure(.unknown, "Invalid data returned from the server: \(response.bodyText.prefix(500))",
+                                 httpStatus: response.status, responseBody: response.bodyText)
         }
     }
 
     /// The storage error for a server's answer: 401 unauthenticated, 402 quotaExceeded,
     /// 403 unauthorized, 404 bucketNotFound (bucket-level calls) or objectNotFound; 408, 429 and
-    /// 5xx are marked retryable. The status and body go in `userInfo`.
-    func failure(_ response: HTTPResponse, object: String?, bucketLevel: Bool) -> NSError {
+    /// 5xx are retryable, with the server's `Retry-After`.
+    func failure(_ response: HTTPResponse, object: String?, bucketLevel: Bool) -> StorageFailure {
         struct GCSError: Decodable {
             struct Detail: Decodable { let message: String? }
             let error: Detail?
@@ -262,24 +271,17 @@ public final class GCSBackend: StorageBackend {
         case 404:
             code = .objectNotFound
             message = "Object \(object ?? "") does not exist."
-        case 408, 429, 500...599:
-            code = .unknown
-            message = "Cloud Storage answered \(status)" + (serverMessage.map { ": \($0)" } ?? ".")
-        default:
+        default:   // 408, 429 and 5xx among them: retryable, below
             code = .unknown
             message = "Cloud Storage answered \(status)" + (serverMessage.map { ": \($0)" } ?? ".")
         }
-        var info: [String: any Sendable] = [
-            StorageErrorResponseCodeKey: status, StorageErrorResponseBodyKey: response.bodyText, "bucket": bucket,
-        ]
-        if let object { info["object"] = object }
-        if status == 408 || status == 429 || status >= 500 {
-            info[StorageErrorRetryableKey] = true
-            if let retryAfter = response.header("Retry-After").flatMap(Self.parseRetryAfter) {
-                info[StorageErrorRetryAfterKey] = retryAfter
-            }
-        }
-        return code.error(message, userInfo: info)
+        var details = ["bucket": bucket]
+        if let object { details["object"] = object }
+        let retryable = status == 408 || status == 429 || status >= 500
+        return StorageFailure(
+            code, message, retryable: retryable,
+            retryAfter: retryable ? response.header("Retry-After").flatMap(Self.parseRetryAfter) : nil,
+            httpStatus: status, responseBody: response.bodyText, details: details)
     }
 
     /// `Retry-After` as seconds or an HTTP date.
@@ -322,11 +324,27 @@ public final class GCSBackend: StorageBackend {
         let md5Mismatch = resource.md5Hash.map { $0 != sent.md5 } ?? false
         guard sizeMismatch || crcMismatch || md5Mismatch else { return resource }
         try? await delete(path, generation: resource.generation)
-        throw StorageErrorCode.nonMatchingChecksum.error(
+        throw StorageFailure(
+            .nonMatchingChecksum,
             "Uploaded object \(path) has \(resource.size.map(String.init) ?? "no") bytes, md5 \(resource.md5Hash ?? "-") "
                 + "crc32c \(resource.crc32c ?? "-") on the server, but the local file has \(source.size) bytes, md5 \(sent.md5) "
                 + "crc32c \(sent.crc32c). The object was deleted; retry the upload.",
-            userInfo: ["bucket": bucket, "object": path, "serverMD5": resource.md5Hash ?? "", "serverCRC32C": resource.crc32c ?? "",
-                       "localMD5": sent.md5, "localCRC32C": sent.crc32c])
+            details: ["bucket": bucket, "object": path, "serverMD5": resource.md5Hash ?? "", "serverCRC32C": resource.crc32c ?? "",
+                      "localMD5": sent.md5, "localCRC32C": sent.crc32c])
+    }
+}
+
+/// A task's switch is what the curl engine asks between reads: pause, cancel, bandwidth credit.
+extension TransferControl: TransferGate {
+    public func takeCredit(_ count: Int) -> Bool { limiter?.takeIfAvailable(count) ?? true }
+    public var hasCredit: Bool { limiter?.hasCredit ?? true }
+}
+
+extension ByteSource {
+    /// The bytes from `offset` to the end, as an HTTP body part read while it is sent.
+    func bodyPart(from offset: Int64) -> HTTPRequest.BodyPart {
+        if let path = filePath { return .file(path: path, offset: offset, length: size - offset) }
+        let data = memoryData ?? Data()
+        return .data(data.subdata(in: data.startIndex + Int(offset)..<data.endIndex), contentOffset: offset)
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import HoistHTTP
 
 /// A small object sent in one `uploadType=multipart` request: the metadata JSON, then the bytes.
 /// There is nothing on the server until the request completes, so nothing to resume or abandon.
@@ -6,7 +7,7 @@ struct GCSMultipartSession: UploadSession {
     let backend: GCSBackend
     let resource: ObjectResource
     let size: Int64
-    let id = "multipart:" + UUID().uuidString.lowercased()
+    let id = "multipart:" + RandomID.lowercased()
     private let frontier = ChecksumFrontier()
 
     init(backend: GCSBackend, resource: ObjectResource, size: Int64) {
@@ -20,7 +21,7 @@ struct GCSMultipartSession: UploadSession {
     func send(
         from source: ByteSource, at offset: Int64, control: TransferControl, progress: @escaping @Sendable (Int64) -> Void
     ) async throws -> SendOutcome {
-        let boundary = "hoist-" + UUID().uuidString
+        let boundary = "hoist-" + RandomID.uuid().uuidString
         var head = Data("--\(boundary)\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n".utf8)
         head.append(resource.jsonData())
         head.append(Data("\r\n--\(boundary)\r\nContent-Type: \(resource.contentType ?? ContentType.fallback)\r\n\r\n".utf8))

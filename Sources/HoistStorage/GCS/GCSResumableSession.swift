@@ -1,4 +1,5 @@
 import Foundation
+import HoistHTTP
 import Synchronization
 
 /// A resumable upload session: its `id` is the session URL, which survives a restart.

@@ -49,14 +49,14 @@ public final class LocalBucket: StorageBackend {
     func validate(_ path: String) throws {
         let segments = path.split(separator: "/", omittingEmptySubsequences: false)
         guard !path.isEmpty, !segments.contains(where: { $0.isEmpty }) else {
-            throw StorageErrorCode.invalidArgument.error("Object path '\(path)' is empty or has an empty segment.")
+            throw StorageFailure(.invalidArgument, "Object path '\(path)' is empty or has an empty segment.")
         }
         if segments.contains(where: { $0 == "." || $0 == ".." }) {
-            throw StorageErrorCode.invalidArgument.error("Object path '\(path)' may not contain '.' or '..' segments.")
+            throw StorageFailure(.invalidArgument, "Object path '\(path)' may not contain '.' or '..' segments.")
         }
         if segments.first == Substring(Self.reservedName) {
-            throw StorageErrorCode.invalidArgument.error(
-                "Object path '\(path)' is reserved: a local bucket keeps its own state under '\(Self.reservedName)/'.")
+            throw StorageFailure(
+                .invalidArgument, "Object path '\(path)' is reserved: a local bucket keeps its own state under '\(Self.reservedName)/'.")
         }
     }
 
@@ -84,7 +84,7 @@ public final class LocalBucket: StorageBackend {
               let data = try? Data(contentsOf: uploadsDirectory.appendingPathComponent("\(id).json")),
               let descriptor = try? JSONDecoder().decode(LocalSessionDescriptor.self, from: data)
         else {
-            throw StorageErrorCode.objectNotFound.error("Upload session \(id) does not exist.", userInfo: ["session": id])
+            throw StorageFailure(.objectNotFound, "Upload session \(id) does not exist.", details: ["session": id])
         }
         return try LocalUploadSession(bucket: self, id: id, descriptor: descriptor)
     }
@@ -107,11 +107,11 @@ public final class LocalBucket: StorageBackend {
         guard deferred.load(ordering: .relaxed) else { return }
         let descriptor = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard descriptor >= 0 else {
-            throw StorageErrorCode.unknown.error("Cannot open bucket folder \(directory.path) to sync it: \(String(cString: strerror(errno))).")
+            throw StorageFailure(.unknown, "Cannot open bucket folder \(directory.path) to sync it: \(String(cString: strerror(errno))).")
         }
         defer { close(descriptor) }
         guard hoist_syncfs(descriptor) == 0 else {
-            throw StorageErrorCode.unknown.error("Syncing bucket folder \(directory.path) failed: \(String(cString: strerror(errno))).")
+            throw StorageFailure(.unknown, "Syncing bucket folder \(directory.path) failed: \(String(cString: strerror(errno))).")
         }
     }
 
@@ -119,8 +119,8 @@ public final class LocalBucket: StorageBackend {
     public func checkAccess() async throws {
         try prepareBucket()
         guard access(uploadsDirectory.path, W_OK) == 0 else {
-            throw StorageErrorCode.unauthorized.error(
-                "Cannot write to the bucket folder \(directory.path): give this user write access.", userInfo: ["bucket": bucket])
+            throw StorageFailure(
+                .unauthorized, "Cannot write to the bucket folder \(directory.path): give this user write access.", details: ["bucket": bucket])
         }
     }
 
@@ -151,15 +151,15 @@ public final class LocalBucket: StorageBackend {
     private func prepareBucket() throws {
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), !isDirectory.boolValue {
-            throw StorageErrorCode.bucketNotFound.error(
-                "Bucket \(bucket) does not exist: \(directory.path) is not a directory.", userInfo: ["bucket": bucket])
+            throw StorageFailure(
+                .bucketNotFound, "Bucket \(bucket) does not exist: \(directory.path) is not a directory.", details: ["bucket": bucket])
         }
         do {
             try FileManager.default.createDirectory(at: uploadsDirectory, withIntermediateDirectories: true)
         } catch {
-            throw StorageErrorCode.bucketNotFound.error(
-                "Bucket \(bucket) does not exist and cannot be created at \(directory.path): \(error.localizedDescription)",
-                userInfo: ["bucket": bucket])
+            throw StorageFailure(
+                .bucketNotFound, "Bucket \(bucket) does not exist and cannot be created at \(directory.path): \(error.localizedDescription)",
+                details: ["bucket": bucket])
         }
     }
 
@@ -168,8 +168,7 @@ public final class LocalBucket: StorageBackend {
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: object.path),
               attributes[.type] as? FileAttributeType == .typeRegular
         else {
-            throw StorageErrorCode.objectNotFound.error(
-                "Object \(path) does not exist.", userInfo: ["bucket": bucket, "object": path])
+            throw StorageFailure(.objectNotFound, "Object \(path) does not exist.", details: ["bucket": bucket, "object": path])
         }
         if let data = try? Data(contentsOf: metaURL(path)),
            let resource = try? ObjectResource(json: data),
@@ -217,8 +216,8 @@ public final class LocalBucket: StorageBackend {
                 }
                 var status = stat()
                 if stat(object, &status) == 0, (status.st_mode & S_IFMT) == S_IFDIR {
-                    throw StorageErrorCode.invalidArgument.error(
-                        "Object \(path) cannot be stored: objects exist below \(path)/ in a local bucket.")
+                    throw StorageFailure(
+                        .invalidArgument, "Object \(path) cannot be stored: objects exist below \(path)/ in a local bucket.")
                 }
                 let encoded = resource.jsonData()
                 // Each object fsynced on its own, or (a journal's batches) all at once by `persist()`:
@@ -272,7 +271,8 @@ public final class LocalBucket: StorageBackend {
                 current.appendPathComponent(String(segment))
                 var info = stat()
                 if lstat(current.path, &info) == 0, (info.st_mode & S_IFMT) == S_IFLNK {
-                    throw StorageErrorCode.invalidArgument.error(
+                    throw StorageFailure(
+                        .invalidArgument,
                         "Object \(path) cannot be stored: \(current.path) is a symbolic link, and objects stay inside the local bucket.")
                 }
             }
@@ -308,16 +308,16 @@ public final class LocalBucket: StorageBackend {
             prefix += prefix.isEmpty ? String(segment) : "/\(segment)"
             var isDirectory: ObjCBool = false
             if FileManager.default.fileExists(atPath: objectURL(prefix).path, isDirectory: &isDirectory), !isDirectory.boolValue {
-                throw StorageErrorCode.invalidArgument.error(
-                    "Object \(path) cannot be stored: object \(prefix) exists, and a local bucket cannot hold both.")
+                throw StorageFailure(
+                    .invalidArgument, "Object \(path) cannot be stored: object \(prefix) exists, and a local bucket cannot hold both.")
             }
         }
     }
 
-    /// Turns a file-system error into a storage error.
-    static func ioError(_ error: any Error, doing what: String) -> NSError {
+    /// Turns a file-system error into a storage failure.
+    static func ioError(_ error: any Error, doing what: String) -> StorageFailure {
+        if let failure = error as? StorageFailure { return failure }
         let nsError = error as NSError
-        if nsError.domain == StorageErrorDomain { return nsError }
         var posix: Int32?
         if let error = error as? POSIXError { posix = error.code.rawValue }
         if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
@@ -335,7 +335,7 @@ public final class LocalBucket: StorageBackend {
         default:
             code = .unknown
         }
-        return code.error("Failed \(what): \(nsError.localizedDescription)")
+        return StorageFailure(code, "Failed \(what): \(nsError.localizedDescription)")
     }
 }
 

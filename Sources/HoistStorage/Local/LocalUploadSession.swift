@@ -28,7 +28,7 @@ actor LocalUploadSession: UploadSession {
         if fresh { return }
         let fm = FileManager.default
         if !fm.fileExists(atPath: partFile.path), !fm.createFile(atPath: partFile.path, contents: nil) {
-            throw StorageErrorCode.unauthorized.error("Cannot write to bucket directory \(bucket.directory.path).")
+            throw StorageFailure(.unauthorized, "Cannot write to bucket directory \(bucket.directory.path).")
         }
         // Bytes kept from an earlier process: checksum them again so the digest covers the whole object.
         let existing = try ByteSource(filePath: partFile.path)
@@ -51,12 +51,11 @@ actor LocalUploadSession: UploadSession {
         progress: @escaping @Sendable (Int64) -> Void
     ) async throws -> SendOutcome {
         guard offset == written else {
-            throw StorageErrorCode.internalError.error(
-                "Upload session \(id) holds \(written) bytes; cannot continue from \(offset).")
+            throw StorageFailure(.internalError, "Upload session \(id) holds \(written) bytes; cannot continue from \(offset).")
         }
         guard source.size == descriptor.size else {
-            throw StorageErrorCode.invalidArgument.error(
-                "The source has \(source.size) bytes; session \(id) was started for \(descriptor.size).")
+            throw StorageFailure(
+                .invalidArgument, "The source has \(source.size) bytes; session \(id) was started for \(descriptor.size).")
         }
         if let earlier {
             self.earlier = nil
@@ -80,8 +79,8 @@ actor LocalUploadSession: UploadSession {
             try await control.throttle(want)
             let piece = try reader.read(upTo: want)
             guard !piece.isEmpty else {
-                throw StorageErrorCode.invalidArgument.error(
-                    "\(source.filePath ?? "The source") shrank while uploading: \(written) of \(descriptor.size) bytes read.")
+                throw StorageFailure(
+                    .invalidArgument, "\(source.filePath ?? "The source") shrank while uploading: \(written) of \(descriptor.size) bytes read.")
             }
             do {
                 try output.write(contentsOf: piece)
@@ -132,9 +131,10 @@ actor LocalUploadSession: UploadSession {
         guard reader.offset != earlier.length || local.md5Base64() != earlier.md5 || local.crc32cBase64() != earlier.crc32c
         else { return }
         discard()
-        throw StorageErrorCode.nonMatchingChecksum.error(
+        throw StorageFailure(
+            .nonMatchingChecksum,
             "The \(earlier.length) bytes an earlier run stored for \(descriptor.path) differ from the local file; "
                 + "the session was discarded; retry the upload.",
-            userInfo: ["object": descriptor.path, "session": id])
+            details: ["object": descriptor.path, "session": id])
     }
 }

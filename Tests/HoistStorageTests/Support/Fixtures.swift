@@ -3,7 +3,7 @@ import HoistStorage
 import HoistTestSupport
 
 /// A fresh local bucket in its own temporary directory.
-final class LocalBucketFixture {
+final class LocalBucketFixture: Sendable {
     let directory: TemporaryDirectory
     let storage: Storage
     var bucketPath: String { directory.url.appendingPathComponent("bucket").path }

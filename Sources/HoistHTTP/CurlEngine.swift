@@ -10,7 +10,7 @@ private import CCurl
 /// HTTP/1.1 gets one connection per transfer in flight, at most `maxConnectionsPerHost`. TLS
 /// sessions are shared between handles (a share handle), so a new connection resumes one.
 /// Request bodies are read from their files as they are sent (never loaded whole), and a
-/// transfer can be paused and resumed on the wire through its `TransferControl`. Only this file
+/// transfer can be paused and resumed on the wire through its `TransferGate`. Only this file
 /// imports libcurl.
 ///
 /// Proxies come from the environment as libcurl reads it: `https_proxy`/`HTTPS_PROXY` for https
@@ -59,8 +59,9 @@ public final class CurlEngine: @unchecked Sendable {
     }
 
     /// Sends `request` and returns the server's answer, whatever its status.
-    /// - Throws: `HTTPTransportError` when no answer came; the control's `cancelled` error when
-    ///   cancelled (also when the calling `Task` is cancelled).
+    /// - Throws: `HTTPTransportError` when no answer came (`isCancelled` when the hooks' gate
+    ///   was cancelled), `CancellationError` when the calling `Task` is, `HTTPBodyReadError` when
+    ///   a body file could not be read.
     public func perform(_ request: HTTPRequest, hooks: TransferHooks = TransferHooks()) async throws -> HTTPResponse {
         let transfer = Transfer(request: request, hooks: hooks)
         return try await withTaskCancellationHandler {
@@ -89,7 +90,7 @@ public final class CurlEngine: @unchecked Sendable {
                 if let failure = transfer.checkControl(now: now) {
                     finish(handle, transfer, .failure(failure))
                 } else if transfer.pausedOnWire, !(transfer.hooks.control?.isPaused ?? false),
-                          transfer.hooks.control?.limiter?.hasCredit ?? true {
+                          transfer.hooks.control?.hasCredit ?? true {
                     transfer.pausedOnWire = false
                     transfer.lastMovement = now
                     curl_easy_pause(handle, hoist_curl_pause_cont())
@@ -182,7 +183,7 @@ private final class Transfer: @unchecked Sendable {
             try set(CURLOPT_REDIR_PROTOCOLS_STR, protocols)
         }
         if let total = request.totalTimeout { try set(CURLOPT_TIMEOUT_MS, max(1, Int(total * 1000))) }
-        if let bundle = request.caBundle { try set(CURLOPT_CAINFO, bundle) }
+        if let bundle = request.caBundle { try set(HTTPRequest.isFolder(bundle) ? CURLOPT_CAPATH : CURLOPT_CAINFO, bundle) }
         if request.insecureSkipTLSVerify {
             try set(CURLOPT_SSL_VERIFYPEER, 0)
             try set(CURLOPT_SSL_VERIFYHOST, 0)
@@ -222,13 +223,19 @@ private final class Transfer: @unchecked Sendable {
 
     /// A reason to stop now: cancelled, or stalled while not paused.
     func checkControl(now: Date) -> (any Error)? {
-        if hooks.control?.isCancelled == true { return TransferControl.cancelledError }
+        if hooks.control?.isCancelled == true { return cancelled }
         if abandoned.load(ordering: .relaxed) { return CancellationError() }
         if !pausedOnWire, now.timeIntervalSince(lastMovement) > request.stallTimeout {
             return HTTPTransportError(code: Int(CURLE_OPERATION_TIMEDOUT.rawValue),
                                       message: "no bytes moved for \(Int(request.stallTimeout)) s: \(request.url)", isTransient: true)
         }
         return nil
+    }
+
+    /// The error of a transfer its gate cancelled.
+    private var cancelled: HTTPTransportError {
+        HTTPTransportError(code: Int(CURLE_ABORTED_BY_CALLBACK.rawValue), message: "cancelled: \(request.url)",
+                           isTransient: false, isCancelled: true)
     }
 
     func outcome(code: CURLcode, handle: UnsafeMutableRawPointer) -> Result<HTTPResponse, any Error> {
@@ -238,7 +245,7 @@ private final class Transfer: @unchecked Sendable {
                                                message: "the response is larger than \(limit) bytes: \(request.url)", isTransient: false))
         }
         if code == CURLE_ABORTED_BY_CALLBACK, hooks.control?.isCancelled == true {
-            return .failure(TransferControl.cancelledError)
+            return .failure(cancelled)
         }
         guard code == CURLE_OK else {
             return .failure(HTTPTransportError(
@@ -377,7 +384,7 @@ private final class Transfer: @unchecked Sendable {
             pausedOnWire = true
             return hoist_curl_readfunc_pause()
         }
-        if let limiter = hooks.control?.limiter, !limiter.takeIfAvailable(min(buffer.count, Int(request.bodyLength))) {
+        if let control = hooks.control, !control.takeCredit(min(buffer.count, Int(request.bodyLength))) {
             pausedOnWire = true   // out of bandwidth: the engine loop continues it when credit returns
             return hoist_curl_readfunc_pause()
         }
@@ -405,14 +412,16 @@ private final class Transfer: @unchecked Sendable {
                 if fileDescriptor < 0 {
                     fileDescriptor = open(path, O_RDONLY | O_CLOEXEC)
                     if fileDescriptor < 0 {
-                        readFailure = StorageErrorCode.objectNotFound.error("Cannot open \(path): \(String(cString: strerror(errno))).")
+                        readFailure = HTTPBodyReadError(
+                            path: path, reason: .cannotOpen, message: "Cannot open \(path): \(String(cString: strerror(errno))).")
                         return hoist_curl_readfunc_abort()
                     }
                 }
                 let got = pread(fileDescriptor, target.baseAddress, want, off_t(offset + partOffset))
                 if got <= 0 {
-                    readFailure = StorageErrorCode.invalidArgument.error(
-                        "\(path) changed while uploading: \(got < 0 ? String(cString: strerror(errno)) : "it ended early").")
+                    readFailure = HTTPBodyReadError(
+                        path: path, reason: .changed,
+                        message: "\(path) changed while uploading: \(got < 0 ? String(cString: strerror(errno)) : "it ended early").")
                     return hoist_curl_readfunc_abort()
                 }
                 hooks.onContentBytes?(UnsafeRawBufferPointer(rebasing: target[0..<got]), offset + partOffset)

@@ -13,8 +13,9 @@ public struct HTTPRequest: Sendable {
     public var stallTimeout: Double = 60
     /// Skip TLS certificate checks. Only ever set when a job asks for it by name.
     public var insecureSkipTLSVerify = false
-    /// A PEM file of CA certificates to trust instead of the system store (`CURLOPT_CAINFO`);
-    /// nil: the system store.
+    /// A PEM file of CA certificates to trust instead of the system store (`CURLOPT_CAINFO`), or
+    /// a folder of them named by their hashes, as `openssl rehash` (c_rehash) makes it
+    /// (`CURLOPT_CAPATH`, as OpenSSL's `SSL_CERT_DIR`); nil: the system store.
     public var caBundle: String?
     /// URL schemes curl may use, for the request and any redirect (`"http,https"`); nil: curl's default.
     public var allowedProtocols: String?
@@ -49,10 +50,10 @@ public struct HTTPRequest: Sendable {
     public var bodyLength: Int64 { body.reduce(0) { $0 + $1.length } }
 
     /// The CA bundle the environment names, read as curl's own tool reads it: `CURL_CA_BUNDLE`,
-    /// else `SSL_CERT_FILE` (OpenSSL's name, which Python and Go tools also honour); nil: the
-    /// system store.
+    /// else `SSL_CERT_FILE` (OpenSSL's name, which Python and Go tools also honour), else
+    /// `SSL_CERT_DIR` (OpenSSL's folder of hashed certificates); nil: the system store.
     public static func caBundle(fromEnvironment environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
-        for name in ["CURL_CA_BUNDLE", "SSL_CERT_FILE"] {
+        for name in ["CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR"] {
             if let path = environment[name], !path.isEmpty { return path }
         }
         return nil
@@ -89,14 +90,49 @@ public struct HTTPTransportError: Error, CustomStringConvertible, Sendable {
     /// True when the server's TLS certificate was not trusted (unknown issuer, wrong name,
     /// expired) or the CA bundle could not be read: retrying cannot help, naming a CA bundle can.
     public var isCertificateProblem = false
+    /// True when the transfer stopped because its `TransferGate` was cancelled.
+    public var isCancelled = false
     public var description: String { message }
 
-    public init(code: Int, message: String, isTransient: Bool, isCertificateProblem: Bool = false) {
+    public init(code: Int, message: String, isTransient: Bool, isCertificateProblem: Bool = false, isCancelled: Bool = false) {
         self.code = code
         self.message = message
         self.isTransient = isTransient
         self.isCertificateProblem = isCertificateProblem
+        self.isCancelled = isCancelled
     }
+}
+
+/// A file of the request's body could not be read as it was sent: the request was not made.
+public struct HTTPBodyReadError: Error, CustomStringConvertible, Sendable {
+    public enum Reason: Sendable {
+        /// The file could not be opened.
+        case cannotOpen
+        /// The file ended before the part's length, or a read failed: it changed while it was sent.
+        case changed
+    }
+    public let path: String
+    public let reason: Reason
+    public let message: String
+    public var description: String { message }
+
+    public init(path: String, reason: Reason, message: String) {
+        self.path = path
+        self.reason = reason
+        self.message = message
+    }
+}
+
+/// What a transfer asks of whoever controls it, on the engine's thread (it cannot wait): pause,
+/// cancel, and credit to send under a bandwidth limit.
+public protocol TransferGate: Sendable {
+    var isPaused: Bool { get }
+    var isCancelled: Bool { get }
+    /// Takes `count` bytes of sending credit and returns true if there is any; false means
+    /// pause and ask again (`hasCredit`) later.
+    func takeCredit(_ count: Int) -> Bool
+    /// True when `takeCredit` would succeed now.
+    var hasCredit: Bool { get }
 }
 
 /// Hooks a transfer calls on the engine's thread.
@@ -105,11 +141,11 @@ public struct TransferHooks: Sendable {
     public var onContentBytes: (@Sendable (UnsafeRawBufferPointer, Int64) -> Void)?
     /// Body bytes handed to the network so far.
     public var onUploadProgress: (@Sendable (Int64) -> Void)?
-    /// Pause and cancel.
-    public var control: TransferControl?
+    /// Pause, cancel and bandwidth.
+    public var control: (any TransferGate)?
 
     public init(onContentBytes: (@Sendable (UnsafeRawBufferPointer, Int64) -> Void)? = nil,
-                onUploadProgress: (@Sendable (Int64) -> Void)? = nil, control: TransferControl? = nil) {
+                onUploadProgress: (@Sendable (Int64) -> Void)? = nil, control: (any TransferGate)? = nil) {
         self.onContentBytes = onContentBytes
         self.onUploadProgress = onUploadProgress
         self.control = control
@@ -142,5 +178,14 @@ public enum EnvironmentProxy {
         let start = proxy.range(of: "://").map(\.upperBound) ?? proxy.startIndex
         guard start <= at else { return proxy }
         return String(proxy[..<start]) + "***" + String(proxy[at...])
+    }
+}
+
+extension HTTPRequest {
+    /// Whether `path` is a folder: a CA "bundle" that is a folder of hashed certificates
+    /// (`SSL_CERT_DIR`, `openssl rehash`) goes to curl as `CURLOPT_CAPATH`, a file as `CURLOPT_CAINFO`.
+    static func isFolder(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
     }
 }

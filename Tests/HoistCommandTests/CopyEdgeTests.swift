@@ -1,0 +1,109 @@
+import Foundation
+import HoistTestSupport
+import Testing
+
+/// What a careful user tried on `hoist cp` (and `run`) after it moved onto the job engine: each
+/// test is one of their findings, reproduced.
+@Suite struct CopyEdgeTests {
+    let hoist = productsDirectory.appendingPathComponent("hoist").path
+
+    func storage(_ directory: TemporaryDirectory) -> String { "file://" + directory.url.appendingPathComponent("bucket").path }
+
+    /// A file that fails before its upload starts (a name that is not UTF-8) is named with -v
+    /// and has a `failure` event with --json, not only a count.
+    @Test func aFileThatFailsBeforeItsUploadIsNamed() throws {
+        let directory = try TemporaryDirectory()
+        try directory.write("src/ok.txt", Data("ok".utf8))
+        let run = try runProcess(testPython, testPythonArguments + ["-c", "open(b'\(directory.path)/src/bad\\xff.txt', 'wb').write(b'x')"])
+        #expect(run.status == 0)
+        let src = directory.url.appendingPathComponent("src").path
+        let verbose = try runProcess(hoist, ["cp", "-v", "--storage", storage(directory), src, "v/"])
+        #expect(verbose.status == 1)
+        #expect(verbose.stderr.contains("bad\u{FFFD}.txt: invalidArgument: the name is not valid UTF-8"), "\(verbose.stderr)")
+        let json = try runProcess(hoist, ["cp", "--json", "--storage", storage(directory), src, "j/"])
+        #expect(json.status == 1)
+        #expect(try validateEvents(json.stdout).filter { $0 == "failure" }.count == 1)
+        #expect(json.stdout.contains("bad\u{FFFD}.txt"))
+    }
+
+    /// A file name cannot write to the terminal: its control characters are shown escaped.
+    @Test func aFileNameCannotWriteToTheTerminal() throws {
+        let directory = try TemporaryDirectory()
+        try directory.write("src/x\u{1B}]0;pwned\u{07}.txt", Data("e".utf8))
+        let run = try runProcess(hoist, ["cp", "--storage", storage(directory), directory.url.appendingPathComponent("src").path, "e/"])
+        #expect(run.status == 1)
+        #expect(!run.stderr.contains("\u{1B}") && !run.stderr.contains("\u{07}"), "\(run.stderr.debugDescription)")
+        #expect(run.stderr.contains("x\\u{1B}]0;pwned\\u{7}.txt"), "\(run.stderr)")
+    }
+
+    /// --include and --exclude choose among a directory's files; a file named is uploaded.
+    @Test func filtersLeaveNamedFilesAlone() throws {
+        let directory = try TemporaryDirectory()
+        let one = try directory.write("one.txt", Data("1".utf8))
+        let run = try runProcess(hoist, ["cp", "--include", "*.jpg", "--exclude", "*.txt", "--storage", storage(directory), one.path, "f/"])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(try Data(contentsOf: directory.url.appendingPathComponent("bucket/f/one.txt")) == Data("1".utf8))
+    }
+
+    /// Two named files with one object name stop cp before any upload; one file named twice goes up once.
+    @Test func namedFilesWithOneObjectName() throws {
+        let directory = try TemporaryDirectory()
+        let a = try directory.write("c1/x.txt", Data("1".utf8))
+        let b = try directory.write("c2/x.txt", Data("2".utf8))
+        let clash = try runProcess(hoist, ["cp", "--storage", storage(directory), a.path, b.path, "coll/"])
+        #expect(clash.status == 2)
+        #expect(clash.stderr.contains("would both be stored as 'coll/x.txt'"), "\(clash.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: directory.url.appendingPathComponent("bucket/coll/x.txt").path))
+        let twice = try runProcess(hoist, ["cp", "--storage", storage(directory), a.path, a.path, "twice/"])
+        #expect(twice.status == 0 && twice.stdout.hasPrefix("cp: 1 uploaded (1 B)"), "\(twice.stdout)\(twice.stderr)")
+    }
+
+    /// A symbolic link named on the command line is read through its target, under its own name.
+    @Test func aNamedLinkIsReadThroughItsTarget() throws {
+        let directory = try TemporaryDirectory()
+        let target = try directory.write("real/data.bin", Data("target bytes".utf8))
+        let link = directory.url.appendingPathComponent("link.bin").path
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: target.path)
+        let run = try runProcess(hoist, ["cp", "--storage", storage(directory), link, "l/"])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(try Data(contentsOf: directory.url.appendingPathComponent("bucket/l/link.bin")) == Data("target bytes".utf8))
+    }
+
+    /// The local bucket itself (or a folder in it) is not a source: its objects and Hoist's own
+    /// files would be uploaded into it.
+    @Test func theBucketItselfIsNotASource() throws {
+        let directory = try TemporaryDirectory()
+        try directory.write("bucket/old.txt", Data("o".utf8))
+        let run = try runProcess(hoist, ["cp", "--storage", storage(directory), directory.url.appendingPathComponent("bucket").path, "again/"])
+        #expect(run.status == 2)
+        #expect(run.stderr.contains("is inside the job's local bucket"), "\(run.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: directory.url.appendingPathComponent("bucket/again").path))
+    }
+
+    /// With --json, a run that cannot start still prints a `job_end` saying why.
+    @Test func aRunThatCannotStartSaysWhyInJSON() throws {
+        let fixture = try JobFixture()
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: missing }]\n")
+        let run = try runProcess(hoist, ["run", "--json", fixture.directory.url.appendingPathComponent("job.yaml").path])
+        #expect(run.status == 2)
+        #expect(try validateEvents(run.stdout) == ["job_end"])
+        #expect(run.stdout.contains("\"fatal\":"), "\(run.stdout)")
+    }
+
+    /// A root that is one file the job's user cannot read stops the job before any upload, as
+    /// an unreadable folder does.
+    @Test func anUnreadableFileRootStopsTheJob() throws {
+        let fixture = try JobFixture()
+        try fixture.file("secret.txt")
+        try fixture.file("ok.txt")
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: fixture.directory.url.appendingPathComponent("src/secret.txt").path)
+        for path in [fixture.directory.path, fixture.directory.url.appendingPathComponent("src").path] {
+            try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: path)
+        }
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src/secret.txt }, { root: src/ok.txt }]\n")
+        let run = try runProcess("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", hoist, "validate",
+                                                      fixture.directory.url.appendingPathComponent("job.yaml").path])
+        #expect(run.status == 2)
+        #expect(run.stderr.contains("secret.txt cannot be read"), "\(run.stderr)")
+    }
+}

@@ -1,0 +1,113 @@
+import Foundation
+import HoistTestSupport
+@testable import HoistStorage
+
+/// One backend the conformance suite runs against: how to make a fresh place to upload to,
+/// and what the backend can do. A new backend is a folder in Sources/HoistStorage, its factory
+/// in `BackendRegistry.builtIn`, and one entry in `all`.
+struct ConformanceBackend: Sendable, CustomStringConvertible {
+    let name: String
+    /// A session interrupted after some bytes keeps them, and a status query reports exactly
+    /// what the server holds without finishing the object. fake-gcs-server finalizes a truncated
+    /// object on any status query (DESIGN.md §5), so it has not.
+    let resumesFromConfirmedOffset: Bool
+    /// An abandoned session is gone: reopening it fails with `objectNotFound`. Both emulators
+    /// ignore the `DELETE` of a session URL that Cloud Storage answers by ending the session:
+    /// gcp-storage-emulator keeps its bytes, and fake-gcs-server finalizes them as an object on the
+    /// next status query, so the suite does not ask them.
+    let abandonEndsSession: Bool
+    /// Requests go over HTTP, so the fault proxy can stand in front (flipped bytes, cut connections).
+    let speaksHTTP: Bool
+    /// A fresh target: an empty bucket, or a unique folder of a shared one. `faults` are fault
+    /// proxy rules (only for a backend that `speaksHTTP`).
+    let makeTarget: @Sendable (_ faults: [String]) async throws -> ConformanceTarget
+    /// A storage for a bucket that does not exist.
+    let missingBucket: @Sendable () async throws -> Storage
+
+    var description: String { name }
+
+    /// Every backend the suite runs on.
+    static let all: [ConformanceBackend] = [.local, .fakeGCS, .gcsEmulator]
+
+    static let local = ConformanceBackend(
+        name: "local", resumesFromConfirmedOffset: true, abandonEndsSession: true, speaksHTTP: false,
+        makeTarget: { faults in
+            precondition(faults.isEmpty, "the local bucket has no wire to put faults on")
+            let fixture = try LocalBucketFixture()
+            return ConformanceTarget(storage: fixture.storage, prefix: "", keepAlive: fixture, proxy: nil) { object in
+                let url = URL(fileURLWithPath: fixture.bucketPath).appendingPathComponent(object)
+                return FileManager.default.fileExists(atPath: url.path) ? try Data(contentsOf: url) : nil
+            } leftovers: {
+                fixture.allFiles().filter { $0.hasPrefix(".hoist/uploads/") }
+            }
+        },
+        missingBucket: {
+            // A bucket folder that cannot exist or be made: its parent is a device, not a folder.
+            Storage(url: "file:///dev/null/bucket", backend: LocalBucket(directory: "/dev/null/bucket"))
+        })
+
+    static let fakeGCS = ConformanceBackend(
+        name: "fake-gcs-server", resumesFromConfirmedOffset: false, abandonEndsSession: false, speaksHTTP: true,
+        makeTarget: { faults in
+            try await gcsTarget(bucket: try await FakeGCS.makeBucket(), port: try FakeGCS.port(), prefix: "", faults: faults)
+        },
+        missingBucket: {
+            gcsStorage(bucket: "no-such-bucket-\(UUID().uuidString.prefix(8).lowercased())", port: try FakeGCS.port())
+        })
+
+    static let gcsEmulator = ConformanceBackend(
+        name: "gcp-storage-emulator", resumesFromConfirmedOffset: true, abandonEndsSession: false, speaksHTTP: true,
+        makeTarget: { faults in
+            // One bucket for the process: each target is a folder of its own.
+            try await gcsTarget(bucket: StorageEmulator.bucket, port: try StorageEmulator.port(),
+                                prefix: "t-\(UUID().uuidString.prefix(8).lowercased())/", faults: faults)
+        },
+        missingBucket: {
+            gcsStorage(bucket: "no-such-bucket-\(UUID().uuidString.prefix(8).lowercased())", port: try StorageEmulator.port())
+        })
+
+    /// A GCS target, behind the fault proxy when there are faults; bytes are read back from the
+    /// server itself (not through the proxy, not through Hoist's upload code).
+    private static func gcsTarget(bucket: String, port: Int, prefix: String, faults: [String]) async throws -> ConformanceTarget {
+        let proxy = faults.isEmpty ? nil : try FaultProxy(upstreamPort: port, faults)
+        let storage = gcsStorage(bucket: bucket, port: proxy?.port ?? port)
+        return ConformanceTarget(storage: storage, prefix: prefix, keepAlive: nil, proxy: proxy) { object in
+            try await FakeGCS.exists(bucket: bucket, object: object, port: port)
+                ? try await FakeGCS.download(bucket: bucket, object: object, port: port) : nil
+        } leftovers: { [] }
+    }
+}
+
+/// A place to upload to, for one test.
+final class ConformanceTarget: Sendable {
+    let storage: Storage
+    /// Prepended to every object name (a folder of its own in a shared bucket).
+    let prefix: String
+    private let keepAlive: (any Sendable)?
+    /// The fault proxy in front of the server, when the target was made with faults.
+    let proxy: FaultProxy?
+    private let readStored: @Sendable (String) async throws -> Data?
+    private let readLeftovers: @Sendable () -> [String]
+
+    init(storage: Storage, prefix: String, keepAlive: (any Sendable)?, proxy: FaultProxy?,
+         stored: @escaping @Sendable (String) async throws -> Data?, leftovers: @escaping @Sendable () -> [String]) {
+        self.storage = storage
+        self.prefix = prefix
+        self.keepAlive = keepAlive
+        self.proxy = proxy
+        readStored = stored
+        readLeftovers = leftovers
+    }
+
+    var backend: any StorageBackend { storage.backend }
+
+    /// The full object name for `name`.
+    func object(_ name: String) -> String { prefix + name }
+
+    /// The bytes the server (or folder) holds for `name`, nil when there is no such object.
+    func storedBytes(_ name: String) async throws -> Data? { try await readStored(object(name)) }
+
+    /// Session state the backend keeps beside its objects (the local bucket's part files):
+    /// empty once every session finished or was abandoned.
+    var leftovers: [String] { readLeftovers() }
+}
