@@ -147,6 +147,10 @@ private final class Transfer: @unchecked Sendable {
     private var responseTooLarge = false
     private var headerBytes = 0
     private var partIndex = 0
+    /// Body bytes handed to curl since the start (or the last seek).
+    private var delivered: Int64 = 0
+    /// `hooks.beforeEnd` was asked for this pass over the body.
+    private var endChecked = false
     private var partOffset: Int64 = 0
     private var fileDescriptor: Int32 = -1
     private var readFailure: (any Error)?
@@ -374,6 +378,8 @@ private final class Transfer: @unchecked Sendable {
         fileDescriptor = -1
         partIndex = index
         partOffset = offset - start
+        delivered = offset
+        endChecked = false
         return hoist_curl_seekfunc_ok()
     }
 
@@ -388,7 +394,20 @@ private final class Transfer: @unchecked Sendable {
             pausedOnWire = true   // out of bandwidth: the engine loop continues it when credit returns
             return hoist_curl_readfunc_pause()
         }
+        if !endChecked, let beforeEnd = hooks.beforeEnd, request.bodyLength - delivered <= Int64(buffer.count) {
+            // This call hands out the end of the body: the last moment to stop it.
+            endChecked = true
+            if let problem = beforeEnd() {
+                let path = request.body.lazy.compactMap { part -> String? in
+                    if case .file(let path, _, _) = part { return path }
+                    return nil
+                }.first ?? ""
+                readFailure = HTTPBodyReadError(path: path, reason: .changed, message: problem)
+                return hoist_curl_readfunc_abort()
+            }
+        }
         var filled = 0
+        defer { delivered += Int64(filled) }
         while filled < buffer.count, partIndex < request.body.count {
             let part = request.body[partIndex]
             let left = part.length - partOffset

@@ -143,12 +143,19 @@ public struct TransferHooks: Sendable {
     public var onUploadProgress: (@Sendable (Int64) -> Void)?
     /// Pause, cancel and bandwidth.
     public var control: (any TransferGate)?
+    /// Asked right before the last bytes of the body go to the network: a message stops the
+    /// transfer there (an `HTTPBodyReadError`, `.changed`), so the server never gets a whole body
+    /// and stores nothing. A file that changed while it was read is caught this way, before an
+    /// object made of it could replace the one stored.
+    public var beforeEnd: (@Sendable () -> String?)?
 
     public init(onContentBytes: (@Sendable (UnsafeRawBufferPointer, Int64) -> Void)? = nil,
-                onUploadProgress: (@Sendable (Int64) -> Void)? = nil, control: (any TransferGate)? = nil) {
+                onUploadProgress: (@Sendable (Int64) -> Void)? = nil, control: (any TransferGate)? = nil,
+                beforeEnd: (@Sendable () -> String?)? = nil) {
         self.onContentBytes = onContentBytes
         self.onUploadProgress = onUploadProgress
         self.control = control
+        self.beforeEnd = beforeEnd
     }
 }
 

@@ -75,7 +75,9 @@ import Testing
 
     @Test func unreadableFileIsUnauthorized() async throws {
         let bucket = try LocalBucketFixture()
-        let secret = try bucket.directory.write("secret.txt", Data("secret".utf8))
+        // In a folder that can be listed: a file named alone would be refused before the start.
+        let secret = try bucket.directory.write("private/secret.txt", Data("secret".utf8))
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: secret.deletingLastPathComponent().path)
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: secret.path)
         if getuid() != 0 {
             try FileManager.default.setAttributes([.posixPermissions: 0o000], ofItemAtPath: secret.path)
@@ -92,7 +94,7 @@ import Testing
         let hoist = productsDirectory.appendingPathComponent("hoist").path
         let run = try runProcess("/usr/bin/setpriv", [
             "--reuid=65534", "--regid=65534", "--clear-groups", hoist, "cp", "--json",
-            "--storage", "file://" + bucketDir.path, secret.path, "s.txt",
+            "--storage", "file://" + bucketDir.path, secret.deletingLastPathComponent().path, "s/",
         ])
         #expect(run.status == 1, "\(run.stderr)")
         let events = run.stdout.split(separator: "\n").compactMap {
@@ -102,7 +104,7 @@ import Testing
         #expect(event?["code"] as? String == "unauthorized")
         #expect(event?["rawValue"] as? Int == -13021)
         #expect((event?["message"] as? String)?.contains("Permission denied reading file \(secret.path)") == true)
-        #expect(!FileManager.default.fileExists(atPath: bucketDir.appendingPathComponent("s.txt").path))
+        #expect(!FileManager.default.fileExists(atPath: bucketDir.appendingPathComponent("s/private/secret.txt").path))
     }
 }
 

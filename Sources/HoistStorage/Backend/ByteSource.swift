@@ -52,6 +52,12 @@ public final class ByteSource: Sendable {
         return nil
     }
 
+    /// What a backend says when it stops before storing an object because the file changed
+    /// while it was read; nil when the file is as it was opened.
+    public func unchangedOrWhy() -> String? {
+        changeSinceOpened().map { "\($0); nothing was stored. Upload it again once it is complete." }
+    }
+
     /// The local file's path, for a file source.
     public var filePath: String? {
         if case .file(let path) = storage { return path }

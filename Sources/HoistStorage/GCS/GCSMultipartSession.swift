@@ -37,7 +37,8 @@ struct GCSMultipartSession: UploadSession {
         let hooks = TransferHooks(
             onContentBytes: { bytes, position in frontier.add(bytes, at: position) },
             onUploadProgress: { sent in progress(min(size, max(0, sent - headLength))) },
-            control: control)
+            control: control,
+            beforeEnd: { source.unchangedOrWhy() })
         let response = try await backend.send(request, hooks: hooks)
         guard response.status == 200 || response.status == 201 else {
             throw backend.failure(response, object: resource.name, bucketLevel: true)

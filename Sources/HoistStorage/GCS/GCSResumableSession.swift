@@ -76,10 +76,14 @@ final class GCSResumableSession: UploadSession {
             }
         }
         let frontier = self.frontier
-        let hooks = TransferHooks(
+        var hooks = TransferHooks(
             onContentBytes: { bytes, position in frontier.add(bytes, at: position) },
             onUploadProgress: { sent in progress(offset + sent) },
             control: control)
+        if offset + length == size {
+            // The last chunk finishes the object: not when the file changed while it was read.
+            hooks.beforeEnd = { source.unchangedOrWhy() }
+        }
         let response = try await backend.send(request, hooks: hooks)
         switch response.status {
         case 200, 201:

@@ -91,6 +91,10 @@ actor LocalUploadSession: UploadSession {
             written += Int64(piece.count)
             progress(written)
         }
+        // The object replaces whatever the path held: not when the file changed while it was read.
+        if let change = source.unchangedOrWhy() {
+            throw StorageFailure(.invalidArgument, change, details: ["file": source.filePath ?? "", "object": descriptor.path])
+        }
         try await control.commitCheckpoint()
         if bucket.syncsEachObject {
             do {

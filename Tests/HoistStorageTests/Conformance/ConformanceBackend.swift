@@ -18,6 +18,9 @@ struct ConformanceBackend: Sendable, CustomStringConvertible {
     let abandonEndsSession: Bool
     /// Requests go over HTTP, so the fault proxy can stand in front (flipped bytes, cut connections).
     let speaksHTTP: Bool
+    /// A one-request (multipart) upload whose body stops short stores nothing, as Cloud Storage
+    /// does. gcp-storage-emulator stores what arrived (the body less its end) as the object.
+    var refusesShortBodies = true
     /// A fresh target: an empty bucket, or a unique folder of a shared one. `faults` are fault
     /// proxy rules (only for a backend that `speaksHTTP`).
     let makeTarget: @Sendable (_ faults: [String]) async throws -> ConformanceTarget
@@ -55,16 +58,20 @@ struct ConformanceBackend: Sendable, CustomStringConvertible {
             gcsStorage(bucket: "no-such-bucket-\(UUID().uuidString.prefix(8).lowercased())", port: try FakeGCS.port())
         })
 
-    static let gcsEmulator = ConformanceBackend(
-        name: "gcp-storage-emulator", resumesFromConfirmedOffset: true, abandonEndsSession: false, speaksHTTP: true,
-        makeTarget: { faults in
-            // One bucket for the process: each target is a folder of its own.
-            try await gcsTarget(bucket: StorageEmulator.bucket, port: try StorageEmulator.port(),
-                                prefix: "t-\(UUID().uuidString.prefix(8).lowercased())/", faults: faults)
-        },
-        missingBucket: {
-            gcsStorage(bucket: "no-such-bucket-\(UUID().uuidString.prefix(8).lowercased())", port: try StorageEmulator.port())
-        })
+    static let gcsEmulator: ConformanceBackend = {
+        var backend = ConformanceBackend(
+            name: "gcp-storage-emulator", resumesFromConfirmedOffset: true, abandonEndsSession: false, speaksHTTP: true,
+            makeTarget: { faults in
+                // One bucket for the process: each target is a folder of its own.
+                try await gcsTarget(bucket: StorageEmulator.bucket, port: try StorageEmulator.port(),
+                                    prefix: "t-\(UUID().uuidString.prefix(8).lowercased())/", faults: faults)
+            },
+            missingBucket: {
+                gcsStorage(bucket: "no-such-bucket-\(UUID().uuidString.prefix(8).lowercased())", port: try StorageEmulator.port())
+            })
+        backend.refusesShortBodies = false
+        return backend
+    }()
 
     /// A GCS target, behind the fault proxy when there are faults; bytes are read back from the
     /// server itself (not through the proxy, not through Hoist's upload code).
