@@ -76,8 +76,11 @@ extension Hoist {
             guard paths.count >= 2 else { throw ValidationError("Give at least one file and a destination.") }
             guard (1...256).contains(concurrency) else { throw ValidationError("--concurrency must be 1 to 256.") }
             if quiet && verbose { throw ValidationError("--quiet and --verbose say opposite things: choose one.") }
-            for pair in metadata where !pair.contains("=") {
-                throw ValidationError("--metadata takes KEY=VALUE, not '\(pair)'.")
+            for pair in metadata where !pair.contains("=") || pair.hasPrefix("=") {
+                throw ValidationError("--metadata takes KEY=VALUE with a KEY, not '\(pair)'.")
+            }
+            if storage != nil, let dest = paths.last, dest.hasPrefix("gs://") || dest.hasPrefix("file:") {
+                throw ValidationError("--storage names a bucket, and so does '\(dest)': give one of them.")
             }
         }
 

@@ -40,7 +40,7 @@ private func isNormalObjectPath(_ path: String) -> Bool {
 /// newline would also make two names one file in a local bucket), at most 1024 bytes of UTF-8.
 public func objectNameProblem(_ name: String) -> String? {
     if let control = name.unicodeScalars.first(where: { $0.value < 0x20 || $0.value == 0x7f }) {
-        return "destination '\(name.debugDescription.dropFirst().dropLast())' contains the control character U+\(String(format: "%04X", control.value)): object names cannot"
+        return "destination '\(name.debugDescription.dropFirst().dropLast())' contains the control character U+\(String(format: "%04X", control.value)): object names cannot hold control characters"
     }
     guard name.utf8.count <= 1024 else {
         return "destination '\(name.prefix(60))...' is \(name.utf8.count) bytes long: object names are at most 1024 bytes"
@@ -52,7 +52,7 @@ public func objectNameProblem(_ name: String) -> String? {
 /// could start a header of its own), or nil when it can.
 public func headerValueProblem(_ value: String) -> String? {
     guard let control = value.unicodeScalars.first(where: { ($0.value < 0x20 && $0 != "\t") || $0.value == 0x7f }) else { return nil }
-    return "contains the control character U+\(String(format: "%04X", control.value)): header values cannot"
+    return "contains the control character U+\(String(format: "%04X", control.value)): header values cannot hold control characters"
 }
 
 /// `text` as one line of visible text for a terminal: control characters (newlines that would
