@@ -9,6 +9,12 @@ import PackageDescription
 // - swift-argument-parser: the `hoist` command line.
 // - GRDB: the journal (SQLite in WAL mode, versioned migrations, typed records) without
 //   writing a fourth C binding; it links the system's libsqlite3.
+// - postgres-nio: the shared journal (`journal: postgres://...`) that workers on many machines
+//   use together. It speaks PostgreSQL's wire protocol in Swift on SwiftNIO, with bind
+//   parameters (no SQL built from inputs), SCRAM-SHA-256 and TLS, and a connection we can hold
+//   for an advisory lock; libpq would be a fourth C binding and its blocking calls on our threads.
+//   swift-nio, swift-nio-ssl and swift-log come with it; they are named because the journal
+//   uses their types directly (event loops and futures, TLS contexts for sslmode=, the Logger).
 let package = Package(
     name: "Hoist",
     products: [
@@ -20,6 +26,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
     ],
     targets: [
         // C libraries, bound through pkg-config, with shim headers for macros and varargs,
@@ -47,7 +57,15 @@ let package = Package(
         .target(name: "HoistLua", dependencies: ["CLua"]),
         .target(
             name: "HoistJobs",
-            dependencies: ["HoistStorage", "HoistHTTP", "HoistYAML", "HoistLua", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: [
+                "HoistStorage", "HoistHTTP", "HoistYAML", "HoistLua",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .executableTarget(
             name: "hoist",

@@ -66,16 +66,16 @@ extension Hoist {
                 FileHandle.standardError.write(Data("hoist: \(error)\n".utf8))
                 throw ExitCode(2)
             }
-            guard FileManager.default.fileExists(atPath: path) else {
+            guard Journal.exists(path) else {
                 print("\(job.manifest.name): no runs yet (journal \(path))")
                 return
             }
             let journal: any JournalStore
-            do { journal = try Journal.open(path) } catch {
+            do { journal = try Journal.open(path, job: job.manifest.name) } catch {
                 FileHandle.standardError.write(Data("hoist: \(error)\n".utf8))
                 throw ExitCode(2)
             }
-            print("\(job.manifest.name): journal \(path)")
+            print("\(job.manifest.name): journal \(journal.location)")
             let counts = (try? journal.fileCounts()) ?? [:]
             print("files: \(counts[.done] ?? 0) uploaded, \(counts[.uploading] ?? 0) pending, \(counts[.failed] ?? 0) failed")
             print("last runs:")

@@ -54,6 +54,8 @@ extension Hoist {
 
         @OptionGroup var journalOptions: JournalOptions
 
+        @OptionGroup var shardOptions: ShardOptions
+
         @OptionGroup var trustOptions: TrustOptions
 
         @Flag(name: .long, help: "Upload every file, even those the journal knows unchanged.")
@@ -75,11 +77,11 @@ extension Hoist {
         func run() async throws {
             if dryRun {
                 let plan = try Plan.parse([job] + (journalOptions.journal.map { ["--journal", $0] } ?? [])
-                    + (force ? ["--force"] : []) + (json ? ["--json"] : []))
+                    + shardOptions.arguments + (force ? ["--force"] : []) + (json ? ["--json"] : []))
                 try await plan.run()
                 return
             }
-            let job: Job
+            var job: Job
             do { job = try loadJob(self.job) } catch {
                 // A manifest that does not load: the metrics say so too, under the name it gives.
                 if let metricsFile, let name = Self.nameInManifest(self.job) {
@@ -87,6 +89,7 @@ extension Hoist {
                 }
                 throw error
             }
+            job.shard = try shardOptions.resolve()
             var observers: [any JobObserver] = []
             let events = json ? JSONEventLog(sink: .standardOutput) : nil
             if let events { observers.append(events) }
@@ -204,6 +207,8 @@ extension Hoist {
 
         @OptionGroup var journalOptions: JournalOptions
 
+        @OptionGroup var shardOptions: ShardOptions
+
         @Flag(name: .long, help: "Plan to upload every file, whatever the journal says.")
         var force = false
 
@@ -211,7 +216,8 @@ extension Hoist {
         var hooks = false
 
         func run() async throws {
-            let job = try loadJob(self.job)
+            var job = try loadJob(self.job)
+            job.shard = try shardOptions.resolve()
             do {
                 for note in try job.checkRoots() { FileHandle.standardError.write(Data("hoist: note: \(note)\n".utf8)) }
             } catch let error as YAMLError {
@@ -224,8 +230,8 @@ extension Hoist {
                 throw ExitCode(2)
             }
             var journal: (any JournalStore)?
-            if FileManager.default.fileExists(atPath: journalPath) {
-                do { journal = try Journal.open(journalPath) } catch {
+            if Journal.exists(journalPath) {
+                do { journal = try Journal.open(journalPath, job: job.manifest.name) } catch {
                     FileHandle.standardError.write(Data("hoist: \(error)\n".utf8))
                     throw ExitCode(2)
                 }
@@ -306,7 +312,7 @@ func printPlan(_ job: Job, journal: (any JournalStore)?, force: Bool = false, ho
 
 /// `--journal`, shared by the commands that read a job's journal.
 struct JournalOptions: ParsableArguments {
-    @Option(name: .long, help: "The journal (default: the manifest's journal:, else $XDG_STATE_HOME/hoist/JOB.sqlite).")
+    @Option(name: .long, help: "The journal: a SQLite file, or postgres://USER@HOST/DATABASE shared by many machines (default: the manifest's journal:, else $XDG_STATE_HOME/hoist/JOB.sqlite).")
     var journal: String?
 }
 

@@ -1,5 +1,6 @@
 import Foundation
 import HoistJobs
+import Synchronization
 import HoistTestSupport
 import Testing
 
@@ -54,4 +55,48 @@ import Testing
         #expect(uploads.sorted() == ["one/a-b/c.txt", "one/a.new", "one/many/f1000.txt", "two/a-b/c.txt", "two/a.new", "two/many/f1000.txt"])
         #expect(skips == 2 * (names.count + 2500) - 4)
     }
+
+    /// New files are proved new by the rows read alongside the walk, not looked up one by one:
+    /// over a shared journal each lookup is a round trip.
+    @Test func newFilesAreNotLookedUpOneByOne() throws {
+        let fixture = try JobFixture()
+        for index in 0..<1500 { try fixture.file("d\(index % 7)/f\(index).txt", 10) }
+        let job = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\n")
+        let journal = CountingJournal(try SQLiteJournal(path: fixture.directory.url.appendingPathComponent("j.sqlite").path))
+        // The journal knows every third file (done, unchanged): the others are new.
+        let items = Array(Planner(job: job))
+        try journal.base.apply(items.enumerated().filter { $0.offset % 3 == 0 }.map { index, item in
+            .file(Journal.FileRecord(source: item.file.path, destination: item.destination, size: item.file.size,
+                                     mtime: item.file.modified.timeIntervalSince1970, attributes: Journal.attributesText(item.attributes),
+                                     state: .done, runID: "r"))
+        })
+        let planned = Array(Planner(job: job, journal: journal))
+        #expect(planned.filter { $0.decision == .upload }.count == 1000)
+        #expect(planned.filter { $0.decision == Planner.unchanged }.count == 500)
+        #expect(journal.lookups.withLock { $0 } == 0)
+        #expect(journal.pages.withLock { $0 } <= 3)
+    }
+}
+
+/// A journal that counts the single lookups and the pages of rows a plan asks of it.
+final class CountingJournal: JournalStore {
+    let base: any JournalStore
+    let lookups = Mutex(0)
+    let pages = Mutex(0)
+    init(_ base: any JournalStore) { self.base = base }
+    var location: String { base.location }
+    func claimRun(wait: Bool) throws -> any JobRunLock { try base.claimRun(wait: wait) }
+    func lookup(source: String, destination: String) throws -> Journal.Known? {
+        lookups.withLock { $0 += 1 }
+        return try base.lookup(source: source, destination: destination)
+    }
+    func rows(from: String, below: String, after: (source: String, destination: String)?, limit: Int) throws -> [Journal.KnownRow] {
+        pages.withLock { $0 += 1 }
+        return try base.rows(from: from, below: below, after: after, limit: limit)
+    }
+    func record(source: String, destination: String) throws -> Journal.FileRecord? { try base.record(source: source, destination: destination) }
+    func apply(_ writes: [Journal.Write]) throws { try base.apply(writes) }
+    func runs(limit: Int) throws -> [Journal.RunRecord] { try base.runs(limit: limit) }
+    func fileCounts() throws -> [Journal.FileState: Int] { try base.fileCounts() }
+    func files(state: Journal.FileState, limit: Int) throws -> [Journal.FileRecord] { try base.files(state: state, limit: limit) }
 }

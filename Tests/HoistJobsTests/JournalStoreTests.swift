@@ -8,6 +8,8 @@ import Testing
 @Suite struct JournalStoreTests {
     enum Kind: String, CaseIterable, CustomTestStringConvertible {
         case sqlite
+        /// A database of its own on the test process's PostgreSQL (`PostgresServer`), job "j".
+        case postgres
         var testDescription: String { rawValue }
 
         /// A new, empty journal of this kind, and what keeps it alive.
@@ -16,6 +18,9 @@ import Testing
             case .sqlite:
                 let folder = try TemporaryDirectory()
                 return (try SQLiteJournal(path: folder.url.appendingPathComponent("journal.sqlite").path), folder)
+            case .postgres:
+                let server = try PostgresServer.shared()
+                return (try Journal.open(try server.makeDatabase(), job: "j"), server)
             }
         }
     }

@@ -161,20 +161,10 @@ import Testing
 
         // Each resumed run asked the server first and went on from exactly what it held.
         let log = proxy.log
-        var confirmed: Int?
         var resent = 0
-        for entry in log {
-            let range = entry["contentRange"] as? String ?? ""
-            if entry["event"] as? String == "answer", range.hasPrefix("bytes */") {
-                // A status query: the server holds bytes 0...N.
-                confirmed = (entry["range"] as? String).flatMap { Int($0.split(separator: "-").last ?? "") }.map { $0 + 1 } ?? 0
-            } else if entry["event"] == nil, range.hasPrefix("bytes "), !range.hasPrefix("bytes */"), let confirmedNow = confirmed {
-                // The data PUT that followed it.
-                let start = Int(range.dropFirst("bytes ".count).split(separator: "-").first ?? "") ?? -1
-                #expect(start == confirmedNow)
-                resumedFrom.append(start)
-                confirmed = nil
-            }
+        for resume in proxy.resumes {
+            #expect(resume.start == resume.confirmed)
+            resumedFrom.append(resume.start)
         }
         let forwarded = log.filter { ($0["event"] as? String == "partial" || $0["event"] as? String == "answer") && $0["method"] as? String == "PUT" }
             .compactMap { $0["forwarded"] as? Int }.reduce(0, +)

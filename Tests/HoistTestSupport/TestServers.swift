@@ -219,3 +219,25 @@ public func gcsStorage(bucket: String, port: Int, configure: (inout GCSBackend.C
     storage.retryInitialDelay = 0.05
     return storage
 }
+
+extension FaultProxy {
+    /// Each resumed upload the proxy saw: the offset a status query confirmed (`confirmed`) and
+    /// where the data `PUT` that followed it started (`start`); a resume from the server's
+    /// offset has the two equal.
+    public var resumes: [(confirmed: Int, start: Int)] {
+        var confirmed: Int?
+        var found: [(confirmed: Int, start: Int)] = []
+        for entry in log {
+            let range = entry["contentRange"] as? String ?? ""
+            if entry["event"] as? String == "answer", range.hasPrefix("bytes */") {
+                // A status query: the server holds bytes 0...N.
+                confirmed = (entry["range"] as? String).flatMap { Int($0.split(separator: "-").last ?? "") }.map { $0 + 1 } ?? 0
+            } else if entry["event"] == nil, range.hasPrefix("bytes "), !range.hasPrefix("bytes */"), let now = confirmed {
+                // The data PUT that followed it.
+                found.append((now, Int(range.dropFirst("bytes ".count).split(separator: "-").first ?? "") ?? -1))
+                confirmed = nil
+            }
+        }
+        return found
+    }
+}

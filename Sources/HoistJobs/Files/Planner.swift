@@ -138,6 +138,8 @@ public struct Planner: Sequence {
                                         skipping: planner.bucketInside(root))
                 }
                 if let file = walker!.next() {
+                    // Another shard's file is not this process's: not planned, not counted.
+                    if let shard = planner.job.shard, !shard.contains(file.relativePath) { continue }
                     if let item = plan(file, sets[setIndex], setIndex) { return item }
                     continue
                 }
@@ -183,8 +185,10 @@ public struct Planner: Sequence {
                     let text = checked.text
                     // Read alongside the walk; a file the merge does not find (new, or reached
                     // through a followed link, out of order) is looked up on its own.
+                    // A file the rows prove absent (new) is not looked up: over a network journal
+                    // that is a round trip per new file.
                     let known = try merge.find(source: file.path, destination: destination, set: index, root: root, in: journal)
-                        ?? journal.lookup(source: file.path, destination: destination)
+                        ?? (merge.provedAbsent ? nil : journal.lookup(source: file.path, destination: destination))
                     planner.decide(&item, known, attributesText: text)
                 }
                 return item
@@ -276,6 +280,11 @@ struct JournalMerge {
     private var buffer: [Journal.KnownRow] = []
     private var index = 0
     private var exhausted = false
+    /// The last source asked for: while the walk's sources only grow, no row of the current one
+    /// was passed over, so a row missing where it would be is missing.
+    private var lastSource: String?
+    /// Whether the last `find` that returned nil proved the row absent (rather than not knowing).
+    private(set) var provedAbsent = false
     static let chunk = 1000
 
     /// The row for (`source`, `destination`), or nil when the rows in walk order do not have it.
@@ -286,14 +295,22 @@ struct JournalMerge {
             self.set = set
             self.root = root
         }
+        let inOrder = lastSource.map { !source.utf8.lexicographicallyPrecedes($0.utf8) } ?? true
+        lastSource = source
+        provedAbsent = false
+        // A nil below, reached in walk order, is a proof.
+        func absent() -> Journal.Known? {
+            provedAbsent = inOrder
+            return nil
+        }
         while true {
             if index == buffer.count {
-                if exhausted { return nil }
+                if exhausted { return absent() }
                 let after = buffer.last.map { ($0.source, $0.destination) }
                 buffer = try journal.rows(from: root + "/", below: root + "0", after: after, limit: Self.chunk)
                 index = 0
                 exhausted = buffer.count < Self.chunk
-                if buffer.isEmpty { return nil }
+                if buffer.isEmpty { return absent() }
             }
             let row = buffer[index]
             // Mostly the walk's next file is the next row (equal strings compare as bytes, fast).
@@ -302,7 +319,7 @@ struct JournalMerge {
                     index += 1
                     continue
                 }
-                return nil
+                return absent()
             }
             // The rows of this source (one per destination) follow each other.
             var probe = index
@@ -314,7 +331,7 @@ struct JournalMerge {
                 }
                 probe += 1
             }
-            if probe < buffer.count || exhausted { return nil }
+            if probe < buffer.count || exhausted { return absent() }
             // The source's rows run past this chunk: rare; ask for this one directly.
             return try journal.lookup(source: source, destination: destination)
         }

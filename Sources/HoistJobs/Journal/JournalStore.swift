@@ -201,9 +201,24 @@ public enum Journal {
         return (try? encoder.encode(attributes)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
     }
 
-    /// Opens the journal at `location`: a SQLite file by its path (created when missing).
+    /// Opens the journal at `location`: a SQLite file by its path (created when missing), or a
+    /// PostgreSQL database shared by many machines (`postgres://...`, `PostgresJournal`), where
+    /// the rows are the job's (`job`, its manifest's name).
     /// - Throws: `JournalError` saying what is wrong and the way back.
-    public static func open(_ location: String) throws -> any JournalStore {
-        try SQLiteJournal(path: location)
+    /// A run of one `shard` of a job takes only that shard's lock in a shared journal (and
+    /// excludes a run of the whole job).
+    public static func open(_ location: String, job: String = "", shard: Shard? = nil) throws -> any JournalStore {
+        if PostgresLocation.isPostgres(location) {
+            guard !job.isEmpty else { throw JournalError(message: "a shared journal (\(location)) needs the job's name.") }
+            return try PostgresJournal(url: location, job: job, shard: shard)
+        }
+        return try SQLiteJournal(path: location)
     }
+
+    /// Whether `location` holds a journal to read: a SQLite file that exists, or any shared
+    /// journal (its server says whether it knows the job).
+    public static func exists(_ location: String) -> Bool {
+        PostgresLocation.isPostgres(location) || FileManager.default.fileExists(atPath: location)
+    }
+
 }

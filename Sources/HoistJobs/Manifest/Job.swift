@@ -11,6 +11,8 @@ public struct Job: Sendable {
     /// The folder holding the manifest, absolute.
     public let directory: URL
     public let environment: [String: String]
+    /// The static shard this process plans and uploads (`--shard K/N`), or nil for every file.
+    public var shard: Shard?
     /// The manifest's text, to locate problems found after reading it (a missing root).
     private let text: String
 
@@ -206,9 +208,10 @@ public struct Job: Sendable {
     }
 
     /// The journal's path: `override`, else `journal:` in the manifest, else the default.
+    /// A `postgres://` URL is a shared journal's, taken as it is.
     public func journalPath(override: String? = nil) -> String {
-        if let override { return URL(fileURLWithPath: override).standardizedFileURL.path }
-        if let path = manifest.journal { return resolve(path) }
+        if let override { return PostgresLocation.isPostgres(override) ? override : URL(fileURLWithPath: override).standardizedFileURL.path }
+        if let path = manifest.journal { return PostgresLocation.isPostgres(path) ? path : resolve(path) }
         return Journal.defaultPath(job: manifest.name, environment: environment)
     }
 

@@ -73,7 +73,7 @@ public final class JobSession: Sendable {
         if options.journal {
             do {
                 try job.checkJournalOwner(override: options.journalOverride, claim: true)
-                let store = try Journal.open(job.journalPath(override: options.journalOverride))
+                let store = try Journal.open(job.journalPath(override: options.journalOverride), job: job.manifest.name, shard: job.shard)
                 journal = store
                 lock = try store.claimRun(wait: options.wait)
             } catch let error as JobLock.Busy {

@@ -1,0 +1,48 @@
+import Foundation
+import HoistTestSupport
+import Testing
+
+/// deploy/: what a Kubernetes or Slurm user starts from is a job Hoist accepts, started as
+/// docs/scale.md says.
+@Suite struct DeployTests {
+    let hoist = productsDirectory.appendingPathComponent("hoist").path
+
+    @Test func theKubernetesCronJobRunsAValidManifestInNShards() throws {
+        let file = packageRoot.appendingPathComponent("deploy/kubernetes/hoist.yaml").path
+        let facts = try python("""
+            import yaml, json
+            docs = {d['kind']: d for d in yaml.safe_load_all(open('\(file)'))}
+            job = docs['CronJob']['spec']['jobTemplate']['spec']
+            pod = job['template']['spec']['containers'][0]
+            env = {e['name']: e for e in pod['env']}
+            print(json.dumps({'manifest': docs['ConfigMap']['data']['job.yaml'], 'mode': job['completionMode'],
+                'completions': job['completions'], 'parallelism': job['parallelism'],
+                'count': int(env['HOIST_SHARD_COUNT']['value']), 'args': pod['args'],
+                'password': env['PGPASSWORD']['valueFrom']['secretKeyRef']['name'],
+                'policy': docs['CronJob']['spec']['concurrencyPolicy']}))
+            """)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(facts.utf8)) as? [String: Any])
+        #expect(object["mode"] as? String == "Indexed")
+        #expect(object["completions"] as? Int == object["count"] as? Int)
+        #expect(object["parallelism"] as? Int == object["count"] as? Int)
+        #expect(object["policy"] as? String == "Forbid")
+        #expect(object["args"] as? [String] == ["run", "--shard", "auto", "--wait", "/etc/hoist/job/job.yaml"])
+        #expect(object["password"] as? String == "hoist-postgres")
+        let manifest = try #require(object["manifest"] as? String)
+        #expect(manifest.contains("journal: postgres://hoist@"))
+        // No secret in the ConfigMap: the URL names the user only (the password is PGPASSWORD, from the Secret).
+        #expect(!manifest.contains("postgres://hoist:"))
+        let directory = try TemporaryDirectory()
+        let path = try directory.write("job.yaml", Data(manifest.utf8)).path
+        let validated = try runProcess(hoist, ["validate", "--syntax-only", path])
+        #expect(validated.status == 0, "\(validated.stdout)\(validated.stderr)")
+    }
+
+    @Test func theSlurmScriptParsesAndRunsAShardPerTask() throws {
+        let file = packageRoot.appendingPathComponent("deploy/slurm/hoist-array.sbatch").path
+        #expect(try runProcess("/bin/bash", ["-n", file]).status == 0)
+        let text = try String(contentsOfFile: file, encoding: .utf8)
+        #expect(text.contains("exec hoist run --shard auto --wait --quiet \"$manifest\""))
+        #expect(FileManager.default.isExecutableFile(atPath: file))
+    }
+}
