@@ -79,8 +79,9 @@ final class JSONEventLog: JobRetryObserver {
 
     /// What a run that could not start prints with `--json`: a `job_end` saying why.
     func startFailed(job: String, reason: String) {
-        emit(["event": "job_end", "job": job, "uploaded": 0, "failed": 0, "skipped": 0, "unchanged": 0, "cancelled": 0,
-              "bytes": 0, "seconds": 0, "interrupted": false, "peakRSSBytes": peakResidentBytes(), "fatal": reason])
+        var summary = JobSummary(job: job)
+        summary.fatal = reason
+        jobFinished(summary)
     }
 
     /// `{"event":"retry","attempt":2,"delay":1.6,"status":503,...}`: the upload waits `delay`
