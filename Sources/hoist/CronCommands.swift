@@ -77,7 +77,11 @@ extension Hoist {
             }
             print("\(job.manifest.name): journal \(journal.location)")
             let counts = (try? journal.fileCounts()) ?? [:]
-            print("files: \(counts[.done] ?? 0) uploaded, \(counts[.uploading] ?? 0) pending, \(counts[.failed] ?? 0) failed")
+            print("files: \(counts[.done] ?? 0) uploaded, \((counts[.uploading] ?? 0) + (counts[.pending] ?? 0)) pending, "
+                  + "\(counts[.failed] ?? 0) failed")
+            if let shared = try? (journal as? PostgresJournal)?.sharedRunStatus() {
+                printWorkers(shared)
+            }
             print("last runs:")
             for run in (try? journal.runs(limit: 10)) ?? [] {
                 let started = Date(timeIntervalSince1970: run.started).formatted(.iso8601)
@@ -93,6 +97,18 @@ extension Hoist {
                 print("failed:  \(file.source) -> \(file.destination): \(file.error ?? "")")
             }
         }
+    }
+}
+
+/// The workers of a job's newest shared run: each one's state, files, bytes and rate.
+func printWorkers(_ run: Journal.SharedRunStatus) {
+    let plan = run.planned ? "\(run.pending) files pending" : "planning"
+    print("shared run \(run.runID.prefix(8)) (\(run.status.rawValue), \(plan)), \(run.workers.count) workers:")
+    for worker in run.workers {
+        let seconds = max(0.001, worker.last - worker.started)
+        let rate = ByteFormatter.string(Int64(Double(worker.bytes) / seconds)) + "/s"
+        print("  \(worker.worker) pid \(worker.pid) on \(worker.host)  \(worker.status.padding(toLength: 11, withPad: " ", startingAt: 0))"
+              + " \(worker.uploaded) uploaded, \(ByteFormatter.string(worker.bytes)), \(rate), holding \(worker.holding)")
     }
 }
 

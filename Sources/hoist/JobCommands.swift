@@ -64,6 +64,15 @@ extension Hoist {
         @Flag(name: .long, help: "Wait for another run of the job to end instead of exiting 2.")
         var wait = false
 
+        @Flag(name: .long, help: ArgumentHelp(
+            "Work on the job's shared run with other workers (a PostgreSQL journal): the first plans, all upload.",
+            discussion: "See docs/scale.md."))
+        var worker = false
+
+        @Option(name: .long, help: ArgumentHelp("With --worker: seconds without a heartbeat before other workers take this one's files.",
+                                                valueName: "seconds"))
+        var lease: Double = 30
+
         @Flag(name: .long, help: "Before skipping a file as unchanged, check the server still holds it with the recorded size and MD5.")
         var remoteCheck = false
 
@@ -72,6 +81,7 @@ extension Hoist {
 
         func validate() throws {
             if quiet && verbose { throw ValidationError("--quiet and --verbose say opposite things: choose one.") }
+            if !(lease >= 1 && lease <= 3600) { throw ValidationError("--lease takes 1 to 3600 seconds.") }
         }
 
         func run() async throws {
@@ -104,6 +114,8 @@ extension Hoist {
             var options = JobSession.Options()
             options.journalOverride = journalOptions.journal
             options.wait = wait
+            options.worker = worker
+            options.lease = lease
             options.force = force
             options.remoteCheck = remoteCheck
             options.caBundle = trustOptions.caBundlePath

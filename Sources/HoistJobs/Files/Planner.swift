@@ -78,7 +78,7 @@ public struct Planner: Sequence {
               record.attributes == attributesText ?? Journal.attributesText(item.attributes) else { return }
         if record.state == .done, job.manifest.upload.skipUnchanged {
             item.decision = Planner.unchanged
-        } else if record.state == .uploading, let session = record.session {
+        } else if record.state == .uploading || record.state == .pending, let session = record.session {
             item.resumeSession = session
         }
     }

@@ -15,6 +15,8 @@ final class JournalRecorder: JobObserver {
     let journal: any JournalStore
     private let runID: String
     private let persist: @Sendable () throws -> Void
+    /// Whether the run's row is this recorder's (a shared run's is `SharedRun`'s).
+    private let recordsRun: Bool
     private let writer = DispatchQueue(label: "hoist.journal")
     private struct State {
         var run: Journal.RunRecord?
@@ -32,10 +34,11 @@ final class JournalRecorder: JobObserver {
     /// The first write that failed; the runner stops the job on it.
     var failure: JournalError? { state.withLock { $0.failure } }
 
-    init(journal: any JournalStore, runID: String, persist: @escaping @Sendable () throws -> Void = {}) {
+    init(journal: any JournalStore, runID: String, persist: @escaping @Sendable () throws -> Void = {}, recordsRun: Bool = true) {
         self.journal = journal
         self.runID = runID
         self.persist = persist
+        self.recordsRun = recordsRun
     }
 
     private func record(_ write: Journal.Write, done: Bool = false) {
@@ -75,6 +78,7 @@ final class JournalRecorder: JobObserver {
         let run = Journal.RunRecord(id: runID, job: job.manifest.name, started: Date().timeIntervalSince1970, finished: nil,
                                     uploaded: 0, skipped: 0, failed: 0, cancelled: 0, bytes: 0, status: .running,
                                     pid: getpid(), error: nil)
+        guard recordsRun else { return }
         state.withLock { $0.run = run }
         record(.run(run))
     }
@@ -113,7 +117,10 @@ final class JournalRecorder: JobObserver {
     }
 
     func jobFinished(_ summary: JobSummary) {
-        guard var run = state.withLock({ $0.run }) else { return }
+        guard var run = state.withLock({ $0.run }) else {
+            writer.sync { flush() }
+            return
+        }
         run.finished = Date().timeIntervalSince1970
         run.uploaded = summary.uploaded
         run.skipped = summary.skipped

@@ -63,6 +63,9 @@ extension JournalStore {
 public enum Journal {
     /// A file's state.
     public enum FileState: String, Codable, Sendable, CaseIterable {
+        /// Planned by a shared run's coordinator and waiting for a worker to claim it (`SharedRun`);
+        /// `session`, when set, is one an earlier run left unfinished, to continue.
+        case pending
         /// Started; `session` and `confirmedOffset` say how far it got.
         case uploading
         /// Stored and verified; `md5Hash`, `crc32c` and `generation` are the server's.

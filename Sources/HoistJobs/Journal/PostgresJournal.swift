@@ -32,8 +32,9 @@ public final class PostgresJournal: JournalStore {
     public var location: String { target.location }
     private let connection: PostgresConnection
     private let gate = Mutex(())
-    /// The lock of the run this process claimed, checked before each write.
-    private let claimed = Mutex<PostgresRunLock?>(nil)
+    /// Whether the hold of the run this process claimed (its lock's connection) is gone,
+    /// checked before each write.
+    let holdLost = Mutex<(@Sendable () -> Bool)?>(nil)
 
     static let logger = Logger(label: "hoist.journal.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
     private static let connectionIDs = Atomic<Int>(0)
@@ -168,6 +169,35 @@ public final class PostgresJournal: JournalStore {
             """,
             "CREATE INDEX hoist_run_job ON hoist_run (job, started)",
         ]),
+        // Shared runs (`SharedRun`): the plan's files wait as `pending` rows that workers claim.
+        ("v2", [
+            "ALTER TABLE hoist_file ADD COLUMN worker text, ADD COLUMN file_set integer, ADD COLUMN relative_path text",
+            // The queue of a run: its unfinished rows in walk order (the index shrinks as files finish).
+            """
+            CREATE INDEX hoist_file_queue ON hoist_file (job, run_id, source, destination)
+            WHERE state IN ('pending', 'uploading')
+            """,
+            "ALTER TABLE hoist_run ADD COLUMN shared boolean NOT NULL DEFAULT false, ADD COLUMN planned boolean NOT NULL DEFAULT false",
+            """
+            CREATE TABLE hoist_worker (
+                run_id text NOT NULL,
+                worker text NOT NULL,
+                host text NOT NULL,
+                pid integer NOT NULL,
+                started double precision NOT NULL,
+                -- The server's clock at the worker's last heartbeat: a worker silent for longer
+                -- than its lease has lost its files to the others.
+                heartbeat double precision NOT NULL,
+                lease double precision NOT NULL,
+                finished double precision,
+                uploaded bigint NOT NULL DEFAULT 0,
+                failed bigint NOT NULL DEFAULT 0,
+                bytes bigint NOT NULL DEFAULT 0,
+                status text NOT NULL,
+                PRIMARY KEY (run_id, worker)
+            )
+            """,
+        ]),
     ]
 
     /// Applies the migrations this database lacks, once, whoever else starts at the same time.
@@ -208,17 +238,12 @@ public final class PostgresJournal: JournalStore {
     public func claimRun(wait: Bool) throws -> any JobRunLock {
         let lock = try PostgresRunLock(target: target, key: runLockName, shared: shard == nil ? nil : jobLockName, wait: wait)
         do {
-            _ = try query("""
-                UPDATE hoist_run SET status = 'interrupted', finished = COALESCE(finished, \(Date().timeIntervalSince1970))
-                WHERE job = \(job) AND status = 'running' AND NOT EXISTS (
-                    SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
-                      AND l.pid <> \(lock.backendPID) AND ((l.classid::bigint << 32) | l.objid::bigint) = hoist_run.lock_key)
-                """)
+            _ = try query(markDeadRunsInterrupted(except: lock.backendPID))
         } catch {
             lock.release()
             throw JournalError(postgres: target, doing: "write", error)
         }
-        claimed.withLock { $0 = lock }
+        holdLost.withLock { $0 = { lock.isLost } }
         return lock
     }
 
@@ -270,7 +295,7 @@ public final class PostgresJournal: JournalStore {
         guard !writes.isEmpty else { return }
         // A run whose lock's session is gone (the server restarted, a network cut it, someone
         // ended it) no longer excludes another: it stops rather than overlap one.
-        if let lock = claimed.withLock({ $0 }), lock.isLost {
+        if let isLost = holdLost.withLock({ $0 }), isLost() {
             throw JournalError(message: "lost the hold on \(job) in the journal \(target.location): the connection holding its lock closed, "
                 + "so another run may start. Stopped so that two runs never overlap; the next run goes on from what was recorded.")
         }
@@ -414,15 +439,9 @@ final class PostgresRunLock: JobRunLock {
                         : "SELECT pg_try_advisory_lock_shared(hashtextextended(\(name), 0))", logger: PostgresJournal.logger)
                         .wait().first?.decode(Bool.self) ?? false
                     if taken { continue }
-                    let key = name
-                    let holder = try? connection.query("""
-                        SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-                        WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
-                          AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended(\(key), 0)
-                        """, logger: PostgresJournal.logger).wait().first?.decode(String.self)
+                    let holder = Self.holder(of: name, on: connection)
                     try? connection.close().wait()
-                    // "hoist run pid N on HOST" -> "N on HOST"
-                    throw JobLock.Busy(holder: holder.map { $0.components(separatedBy: " pid ").last ?? $0 } ?? "unknown")
+                    throw JobLock.Busy(holder: holder ?? "unknown")
                 }
             }
             backendPID = try connection.query("SELECT pg_backend_pid()", logger: PostgresJournal.logger).wait().first?.decode(Int32.self) ?? 0
@@ -432,6 +451,17 @@ final class PostgresRunLock: JobRunLock {
             try? connection.close().wait()
             throw JournalError(postgres: target, doing: "lock", error)
         }
+    }
+
+    /// Who holds the advisory lock `key`: "N on HOST" from the holder's `application_name`
+    /// ("hoist run pid N on HOST").
+    static func holder(of key: String, on connection: PostgresConnection) -> String? {
+        let name = try? connection.query("""
+            SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+            WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+              AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended(\(key), 0)
+            """, logger: PostgresJournal.logger).wait().first?.decode(String.self)
+        return name.map { $0.components(separatedBy: " pid ").last ?? $0 }
     }
 
     /// Whether the lock went without being released: its session ended.

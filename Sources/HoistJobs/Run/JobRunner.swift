@@ -15,6 +15,9 @@ public final class JobRunner: Sendable {
     private let recorder: JournalRecorder?
     private let force: Bool
     private let remoteCheck: Bool
+    /// The shared run this process works on as one of its workers (`SharedRun`): the plan is
+    /// written to the journal (when this process makes it), and files come from claims.
+    private let shared: SharedRun?
     /// Files larger than this use the large-file lane.
     public static let largeFile: Int64 = 8 << 20
 
@@ -23,6 +26,8 @@ public final class JobRunner: Sendable {
         var stopping = false
         var interrupted = false
         var paused = false
+        /// Why the run was stopped from outside (a shared run's worker lost its hold).
+        var fatal: String?
     }
     private let state = Mutex(State())
 
@@ -34,16 +39,18 @@ public final class JobRunner: Sendable {
     ///   `upload.remoteCheck`).
     public init(job: Job, storage: Storage, observers: [any JobObserver], hooks: HookBus? = nil,
                 journal: (any JournalStore)? = nil, force: Bool = false, remoteCheck: Bool = false,
-                runID: String = UUID().uuidString.lowercased()) {
+                runID: String = UUID().uuidString.lowercased(), shared: SharedRun? = nil) {
         self.job = job
         self.storage = storage
         self.journal = journal
         self.force = force
         self.remoteCheck = remoteCheck || job.manifest.upload.remoteCheck
+        self.shared = shared
         // With a journal, the backend may leave each object's durability to the journal's
         // batches (a local bucket then syncs once per batch instead of fsyncs per file).
         if journal != nil { storage.backend.deferPersistence() }
-        recorder = journal.map { [backend = storage.backend] in JournalRecorder(journal: $0, runID: runID, persist: { try backend.persist() }) }
+        recorder = journal.map { [backend = storage.backend] in JournalRecorder(journal: $0, runID: runID, persist: { try backend.persist() },
+                                                                          recordsRun: shared == nil) }
         self.observers = (recorder.map { [$0] } ?? []) + (hooks.map { [$0] } ?? []) + observers
         self.hooks = hooks
         hooks?.attach(pause: { [weak self] in self?.pauseAll() }, resume: { [weak self] in self?.resumeAll() })
@@ -74,12 +81,30 @@ public final class JobRunner: Sendable {
             var deferred: [PlanItem] = []
             let planner = Planner(job: job, journal: journal, force: force)
             var iterator = planner.makeIterator()
-            var exhausted = false
+            // A worker that joined a planned shared run does not walk: its files come from claims.
+            var exhausted = shared.map { !$0.plans } ?? false
+            // A shared run's worker: files claimed and not yet started, no claim before
+            // `claimAgain` after one found nothing, and whether the run has no file left.
+            var queue: [PlanItem] = []
+            var claimAgain = ContinuousClock.now
+            var sharedFinished = false
+            // Files this worker finished since its first claim: a claim takes about a second's worth.
+            var claimsStarted: ContinuousClock.Instant?
+            var finishedSinceClaims = 0
+            func stopFatal(_ message: String) {
+                if summary.fatal == nil { summary.fatal = message }
+                stopStarting()
+                cancelInFlight()
+            }
             // With a before_upload hook, destinations are known only after it: the sources of this
             // run's destinations, to refuse two files sent to one object.
             var claimed: [String: String] = [:]
             let rewrites = hooks?.defined.contains("before_upload") ?? false
             func fail(_ item: PlanItem, _ message: String) {
+                if let shared, exhausted {
+                    // A claimed file: the run must not wait for it.
+                    do { try shared.failed(item, message) } catch { stopFatal(describe(error)) }
+                }
                 if state.withLock({ $0.interrupted }) {
                     summary.cancelled += 1
                     return
@@ -107,6 +132,14 @@ public final class JobRunner: Sendable {
                 if large { runningLarge += 1 }
                 group.addTask { (item, large, await self.upload(item)) }
             }
+            func startOrDefer(_ item: PlanItem) {
+                let large = item.file.size > Self.largeFile
+                if large, runningLarge >= largeSlots {
+                    deferred.append(item)
+                } else {
+                    start(item, large: large)
+                }
+            }
 
             while true {
                 while running < concurrency, !state.withLock({ $0.stopping }) {
@@ -114,12 +147,66 @@ public final class JobRunner: Sendable {
                         start(deferred.removeFirst(), large: true)
                         continue
                     }
-                    if exhausted || deferred.count >= 256 { break }
+                    if deferred.count >= 256 { break }
+                    if exhausted {
+                        guard let shared, !sharedFinished else { break }
+                        if queue.isEmpty {
+                            guard ContinuousClock.now >= claimAgain else { break }
+                            // About a second's worth of files at this worker's rate (at least one per free
+                            // slot, at most 256): small files in big batches (fewer queries), and no
+                            // worker holding files others could be sending.
+                            let start = claimsStarted ?? .now
+                            claimsStarted = start
+                            let seconds = max(0.001, Double((ContinuousClock.now - start).components.attoseconds) / 1e18
+                                + Double((ContinuousClock.now - start).components.seconds))
+                            let limit = min(256, max(concurrency - running, Int(Double(finishedSinceClaims) / seconds)))
+                            do {
+                                switch try shared.claim(limit: limit) {
+                                case .files(let files):
+                                    for file in files {
+                                        do { queue.append(try shared.planItem(file, job: job)) } catch {
+                                            queue.append(PlanItem(file: WalkedFile(path: file.source, relativePath: file.relativePath,
+                                                                                   size: file.size, modified: Date(timeIntervalSince1970: file.mtime)),
+                                                                  destination: file.destination, attributes: ObjectResource(),
+                                                                  decision: .skip("\(error)"), fileSetIndex: file.fileSetIndex))
+                                        }
+                                    }
+                                case .wait:
+                                    claimAgain = .now + .milliseconds(Int(min(1000, shared.lease * 100)))
+                                case .finished:
+                                    sharedFinished = true
+                                }
+                            } catch {
+                                stopFatal(describe(error))
+                            }
+                        }
+                        guard !queue.isEmpty else { break }
+                        let item = queue.removeFirst()
+                        if case .skip(let why) = item.decision {
+                            fail(item, why)
+                        } else {
+                            startOrDefer(item)
+                        }
+                        continue
+                    }
                     let next = iterator.next()
                     if iterator.problems.count > problemsTold { tellProblems() }
                     guard var item = next else {
                         exhausted = true
-                        if totals == nil, iterator.error == nil {
+                        if let shared {
+                            // The plan is in the journal: the workers waiting for it join now.
+                            do {
+                                if let error = iterator.error {
+                                    try shared.planFailed(error.message)
+                                } else {
+                                    try shared.planFinished(skipped: summary.skipped,
+                                                            failed: summary.failed + iterator.problems.filter(\.isFailure).count)
+                                }
+                            } catch {
+                                stopFatal(describe(error))
+                            }
+                            if iterator.error != nil { sharedFinished = true }
+                        } else if totals == nil, iterator.error == nil {
                             for observer in observers { observer.planCounted(files: iterator.uploadCount, bytes: iterator.uploadBytes) }
                         }
                         continue
@@ -163,15 +250,22 @@ public final class JobRunner: Sendable {
                         for observer in observers { observer.fileSkipped(item, reason: reason) }
                         continue
                     }
-                    let large = item.file.size > Self.largeFile
-                    if large, runningLarge >= largeSlots {
-                        deferred.append(item)
-                    } else {
-                        start(item, large: large)
+                    if let shared {
+                        // Planned for the workers (this one among them), not started here.
+                        do { try shared.plan(item) } catch { stopFatal(describe(error)) }
+                        continue
                     }
+                    startOrDefer(item)
                 }
-                guard running > 0, let (item, large, outcome) = await group.next() else { break }
+                if running == 0 {
+                    // A worker with nothing in flight waits for files others hold (one may die).
+                    guard shared != nil, exhausted, !sharedFinished, !state.withLock({ $0.stopping }) else { break }
+                    try? await Task.sleep(until: claimAgain)
+                    continue
+                }
+                guard let (item, large, outcome) = await group.next() else { break }
                 running -= 1
+                if claimsStarted != nil { finishedSinceClaims += 1 }
                 if large { runningLarge -= 1 }
                 switch outcome {
                 case .success(let size):
@@ -216,6 +310,7 @@ public final class JobRunner: Sendable {
             }
         }
         summary.interrupted = state.withLock { $0.interrupted }
+        if summary.fatal == nil, let fatal = state.withLock({ $0.fatal }) { summary.fatal = fatal }
         summary.seconds = Date().timeIntervalSince(started)
         for observer in observers { observer.jobFinished(summary) }
         if summary.fatal == nil, let failure = recorder?.failure { summary.fatal = failure.message }
@@ -307,6 +402,16 @@ public final class JobRunner: Sendable {
         } catch {
             return StorageErrorCode(of: error as NSError) != .objectNotFound
         }
+    }
+
+    /// Stops the run because it cannot go on (a shared run's worker lost its hold): nothing more
+    /// starts, uploads in flight are cancelled, and the summary gives `message` as the reason.
+    public func stop(fatal message: String) {
+        state.withLock {
+            $0.stopping = true
+            if $0.fatal == nil { $0.fatal = message }
+        }
+        cancelInFlight()
     }
 
     /// Starts nothing more; uploads in flight go on.

@@ -17,6 +17,10 @@ public final class JobSession: Sendable {
         public var journalOverride: String?
         /// Wait for another run of the job instead of failing.
         public var wait = false
+        /// Work on the job's shared run with the other workers (`SharedRun`; a PostgreSQL journal).
+        public var worker = false
+        /// Seconds a worker may go silent before the others take its files.
+        public var lease: Double = 30
         public var force = false
         public var remoteCheck = false
         /// A CA bundle over the manifest's and the environment's (`--ca-bundle`).
@@ -40,11 +44,14 @@ public final class JobSession: Sendable {
     public let journal: (any JournalStore)?
     public let hooks: HookBus?
     public let runID: String
+    /// The shared run this process is a worker of.
+    public let shared: SharedRun?
     private let options: Options
     private let lock: (any JobRunLock)?
 
     private init(job: Job, storage: Storage, journal: (any JournalStore)?, hooks: HookBus?, runID: String, options: Options,
-                 lock: (any JobRunLock)?) {
+                 lock: (any JobRunLock)?, shared: SharedRun?) {
+        self.shared = shared
         self.job = job
         self.storage = storage
         self.journal = journal
@@ -59,6 +66,7 @@ public final class JobSession: Sendable {
     public static func open(_ job: Job, options: Options) async throws(StartError) -> JobSession {
         var journal: (any JournalStore)?
         var lock: (any JobRunLock)?
+        var shared: SharedRun?
         func fail(_ error: any Error) -> StartError {
             let message = describe(error)
             if let metricsFile = options.metricsFile {
@@ -75,7 +83,19 @@ public final class JobSession: Sendable {
                 try job.checkJournalOwner(override: options.journalOverride, claim: true)
                 let store = try Journal.open(job.journalPath(override: options.journalOverride), job: job.manifest.name, shard: job.shard)
                 journal = store
-                lock = try store.claimRun(wait: options.wait)
+                if options.worker {
+                    guard let store = store as? PostgresJournal else {
+                        throw JournalError(message: "--worker shares a run through a PostgreSQL journal, and \(store.location) is a file: "
+                            + "name one with journal: postgres://... or --journal")
+                    }
+                    guard job.shard == nil else {
+                        throw JournalError(message: "--worker and --shard split a job two ways: workers share one plan; choose one")
+                    }
+                    shared = try SharedRun(journal: store, wait: options.wait, lease: options.lease)
+                    lock = shared
+                } else {
+                    lock = try store.claimRun(wait: options.wait)
+                }
             } catch let error as JobLock.Busy {
                 throw StartError(description: "\(job.manifest.name) is already running (pid \(error.holder)); use --wait to wait for it",
                                  busy: true)
@@ -86,7 +106,7 @@ public final class JobSession: Sendable {
             }
         }
         let storage: Storage
-        let runID = UUID().uuidString.lowercased()
+        let runID = shared?.runID ?? UUID().uuidString.lowercased()
         var hooks: HookBus?
         do {
             for note in try job.checkRoots() { options.log("hoist: note: \(note)") }
@@ -103,22 +123,27 @@ public final class JobSession: Sendable {
         } catch {
             throw fail(error)
         }
-        return JobSession(job: job, storage: storage, journal: journal, hooks: hooks, runID: runID, options: options, lock: lock)
+        return JobSession(job: job, storage: storage, journal: journal, hooks: hooks, runID: runID, options: options, lock: lock,
+                          shared: shared)
     }
 
     /// The runner of this run, with `observers` after the journal's recorder and the hooks.
     public func makeRunner(observers: [any JobObserver]) -> JobRunner {
-        JobRunner(job: job, storage: storage, observers: observers, hooks: hooks, journal: journal, force: options.force,
-                  remoteCheck: options.remoteCheck, runID: runID)
+        let runner = JobRunner(job: job, storage: storage, observers: observers, hooks: hooks, journal: journal, force: options.force,
+                               remoteCheck: options.remoteCheck, runID: runID, shared: shared)
+        shared?.onLost { [weak runner] message in runner?.stop(fatal: message) }
+        return runner
     }
 
     /// Ends the run: metrics written, the job released for the next run.
     /// - Returns: a problem writing the metrics, to be shown (the run's own outcome stands).
     public func finish(_ summary: JobSummary) -> String? {
         defer { lock?.release() }
-        guard let metricsFile = options.metricsFile else { return nil }
+        var problem: String?
+        do { try shared?.finish(summary) } catch { problem = describe(error) }
+        guard let metricsFile = options.metricsFile else { return problem }
         do { try Metrics.write(summary, to: metricsFile) } catch { return "\(error)" }
-        return nil
+        return problem
     }
 }
 

@@ -1,0 +1,523 @@
+import Foundation
+import HoistStorage
+import PostgresNIO
+import Synchronization
+
+/// One run of a job shared by many `hoist run --worker` processes (on one machine or many)
+/// through a PostgreSQL journal.
+///
+/// - **Plan once**: the first process takes the job's plan lock, walks the tree and writes the
+///   files to upload as `pending` rows of a new run; the others wait on that lock and then join
+///   the planned run. A run whose planner died before it finished planning is marked
+///   `interrupted` and planned anew (the journal's `done` rows make that cheap).
+/// - **Claims**: a worker takes pending rows in batches (`FOR UPDATE SKIP LOCKED`, so two workers
+///   never take one row) and writes its id on them; its uploads then go through the journal's
+///   recorder as in any run (`uploading` with the session, `done` once verified).
+/// - **Leases**: a worker's heartbeat (every third of its lease) stamps its row with the
+///   server's clock. A worker whose heartbeat is older than its lease, or whose lock connection
+///   is gone (kill -9: PostgreSQL drops the session at once), has lost its files: the next claim
+///   takes them, and a half-sent file continues its resumable session from the server's offset.
+/// - **Fencing**: a worker that cannot renew its lease stops its uploads (`onLost`), so two
+///   workers never finalize one object; a `done` row is never claimed again.
+/// - **End**: a worker finding nothing to claim waits while other live workers hold files (one
+///   of them may still die), and leaves when the run has no unfinished file; the last one marks
+///   the run `ok` or `failed` with the workers' totals.
+///
+/// Runs of one job never overlap: every worker holds the job's advisory lock shared, which
+/// excludes a run of the whole job (`claimRun`, exclusive), and a new plan is made only while no
+/// planned run is going.
+public final class SharedRun: JobRunLock, Sendable {
+    public let runID: String
+    /// This worker's id (random), as `hoist status` shows it.
+    public let worker: String
+    /// Whether this process makes the plan (else it joined a planned run).
+    public let plans: Bool
+    /// Seconds a worker may go without a heartbeat before its files are taken.
+    public let lease: Double
+    let journal: PostgresJournal
+    private let hold: PostgresConnection
+    private let state = Mutex(State())
+    private struct State {
+        var released = false
+        var planning: [Journal.FileRecord] = []
+        var planSets: [Int] = []
+        var planPaths: [String] = []
+        var lastReap = 0.0
+        var lastBeat = Date()
+        var onLost: (@Sendable (String) -> Void)?
+        var lost: String?
+    }
+    /// Signalled when the run is released: the heartbeat's thread ends.
+    private let stopBeating = DispatchSemaphore(value: 0)
+
+    /// Joins the job's shared run, or makes its plan when none is going.
+    /// - Parameter wait: wait for a run of the whole job (not shared) to end, instead of `JobLock.Busy`.
+    /// - Throws: `JobLock.Busy`, or a `JournalError` in a sentence.
+    public init(journal: PostgresJournal, wait: Bool, lease: Double = 30) throws {
+        self.journal = journal
+        self.lease = lease
+        let worker = String(UUID().uuidString.lowercased().prefix(8))
+        let target = journal.target
+        let hold = try PostgresJournal.connect(target, purpose: "worker")
+        let jobKey = journal.jobLockName
+        let planKey = "hoist plan " + journal.job
+        var plans = false
+        var runID = ""
+        do {
+            func lock(_ sql: PostgresQuery) throws -> Bool {
+                try hold.query(sql, logger: PostgresJournal.logger).wait().first?.decode(Bool?.self) ?? true
+            }
+            if wait {
+                _ = try lock("SELECT pg_advisory_lock_shared(hashtextextended(\(jobKey), 0)) IS NULL")
+            } else if try !lock("SELECT pg_try_advisory_lock_shared(hashtextextended(\(jobKey), 0))") {
+                throw JobLock.Busy(holder: PostgresRunLock.holder(of: jobKey, on: hold) ?? "unknown")
+            }
+            _ = try lock("SELECT pg_advisory_lock(hashtextextended(\(Self.workerKey(worker)), 0)) IS NULL")
+            _ = try lock("SELECT pg_advisory_lock(hashtextextended(\(planKey), 0)) IS NULL")
+            let backend = try hold.query("SELECT pg_backend_pid()", logger: PostgresJournal.logger).wait().first?.decode(Int32.self) ?? 0
+            // Under the plan lock: join the planned run, or plan a new one.
+            try journal.transaction { run in
+                _ = try run(journal.markDeadRunsInterrupted(except: backend))
+                let found = try run("""
+                    SELECT id, planned FROM hoist_run WHERE job = \(journal.job) AND status = 'running' AND shared
+                    ORDER BY started DESC LIMIT 1
+                    """).first.map { try $0.decode((String, Bool).self) }
+                if let (id, planned) = found, planned {
+                    runID = id
+                } else {
+                    if let (id, _) = found {
+                        // Its planner died while planning (this process holds the plan lock now).
+                        _ = try run("UPDATE hoist_run SET status = 'interrupted', finished = \(Date().timeIntervalSince1970) WHERE id = \(id)")
+                    }
+                    plans = true
+                    runID = UUID().uuidString.lowercased()
+                    _ = try run("""
+                        INSERT INTO hoist_run (id, job, started, uploaded, skipped, failed, cancelled, bytes, status, pid, host, lock_key, shared, planned)
+                        VALUES (\(runID), \(journal.job), \(Date().timeIntervalSince1970), 0, 0, 0, 0, 0, 'running', \(getpid()),
+                                \(ProcessInfo.processInfo.hostName), hashtextextended(\(jobKey), 0), true, false)
+                        """)
+                }
+                _ = try run("""
+                    INSERT INTO hoist_worker (run_id, worker, host, pid, started, heartbeat, lease, status)
+                    VALUES (\(runID), \(worker), \(ProcessInfo.processInfo.hostName), \(getpid()), \(Date().timeIntervalSince1970),
+                            extract(epoch from clock_timestamp()), \(lease), 'running')
+                    """)
+            }
+            if !plans { _ = try lock("SELECT pg_advisory_unlock(hashtextextended(\(planKey), 0))") }
+        } catch let error as JobLock.Busy {
+            try? hold.close().wait()
+            throw error
+        } catch {
+            try? hold.close().wait()
+            throw JournalError(postgres: target, doing: "join a shared run in", error)
+        }
+        self.runID = runID
+        self.plans = plans
+        self.worker = worker
+        self.hold = hold
+        journal.holdLost.withLock { $0 = { hold.isClosed } }
+        let stop = stopBeating
+        Thread.detachNewThread { [weak self] in
+            while stop.wait(timeout: .now() + lease / 3) == .timedOut {
+                guard let self else { return }
+                self.beat()
+            }
+        }
+    }
+
+    deinit { release() }
+
+    static func workerKey(_ worker: String) -> String { "hoist worker " + worker }
+
+    /// Called once when this worker lost its hold (heartbeat failed past the lease, or the lock's
+    /// connection closed): its files may be taken by others, so its uploads must stop.
+    public func onLost(_ handler: @escaping @Sendable (String) -> Void) {
+        let lost = state.withLock { state -> String? in
+            state.onLost = handler
+            return state.lost
+        }
+        if let lost { handler(lost) }
+    }
+
+    private func beat() {
+        if state.withLock({ $0.released }) { return }
+        var failure: String?
+        if hold.isClosed {
+            failure = "the connection holding this worker's lock closed"
+        } else {
+            do {
+                let alive = try journal.query("""
+                    UPDATE hoist_worker SET heartbeat = extract(epoch from clock_timestamp())
+                    WHERE run_id = \(runID) AND worker = \(worker) AND status = 'running' RETURNING 1
+                    """).first != nil
+                if alive {
+                    state.withLock { $0.lastBeat = Date() }
+                } else {
+                    // Frozen (SIGSTOP, a paused machine) past the lease: the others took its files.
+                    failure = "the other workers found it silent for longer than its lease (\(Int(lease)) s) and took its files"
+                }
+            } catch {
+                if Date().timeIntervalSince(state.withLock({ $0.lastBeat })) > lease * 0.8 {
+                    failure = "no heartbeat reached the journal for \(Int(lease * 0.8)) s (\(describe(error)))"
+                }
+            }
+        }
+        guard let failure else { return }
+        let message = "lost this worker's hold on \(journal.job) in the journal \(journal.location): \(failure). "
+            + "Stopped so that no file is sent by two workers; the others (or the next run) go on from what was recorded."
+        let handler = state.withLock { state -> (@Sendable (String) -> Void)? in
+            guard state.lost == nil else { return nil }
+            state.lost = message
+            return state.onLost
+        }
+        handler?(message)
+    }
+
+    // MARK: Plan
+
+    /// Adds a file to the plan (written in batches; `planFinished` writes the rest).
+    func plan(_ item: PlanItem) throws {
+        let record = Journal.FileRecord(source: item.file.path, destination: item.destination, size: item.file.size,
+                                        mtime: item.file.modified.timeIntervalSince1970,
+                                        attributes: Journal.attributesText(item.attributes), state: .pending,
+                                        session: item.resumeSession, runID: runID)
+        let batch = state.withLock { state -> ([Journal.FileRecord], [Int], [String])? in
+            state.planning.append(record)
+            state.planSets.append(item.fileSetIndex)
+            state.planPaths.append(item.file.relativePath)
+            guard state.planning.count >= 1000 else { return nil }
+            defer {
+                state.planning.removeAll(keepingCapacity: true)
+                state.planSets.removeAll(keepingCapacity: true)
+                state.planPaths.removeAll(keepingCapacity: true)
+            }
+            return (state.planning, state.planSets, state.planPaths)
+        }
+        if let batch { try writePlan(batch) }
+    }
+
+    private func writePlan(_ batch: ([Journal.FileRecord], [Int], [String])) throws {
+        guard !batch.0.isEmpty else { return }
+        struct Row: Encodable {
+            let record: Journal.FileRecord
+            let set: Int
+            let relative: String
+            func encode(to encoder: any Encoder) throws {
+                try record.encode(to: encoder)
+                var container = encoder.container(keyedBy: Key.self)
+                try container.encode(set, forKey: .fileSet)
+                try container.encode(relative, forKey: .relativePath)
+            }
+            enum Key: String, CodingKey { case fileSet, relativePath }
+        }
+        let rows = zip(batch.0, zip(batch.1, batch.2)).map { Row(record: $0, set: $1.0, relative: $1.1) }
+        let json = String(decoding: try JSONEncoder().encode(rows), as: UTF8.self)
+        do {
+            _ = try journal.query("""
+                INSERT INTO hoist_file (job, source, destination, size, mtime, attributes, state, session, confirmed_offset, run_id,
+                                        updated, file_set, relative_path)
+                SELECT \(journal.job), source, destination, size, mtime, attributes, 'pending', session, 0, "runID", updated,
+                       "fileSet", "relativePath"
+                FROM jsonb_to_recordset(\(json)::jsonb) AS r(source text, destination text, size bigint, mtime double precision,
+                     attributes text, session text, "runID" text, updated double precision, "fileSet" integer, "relativePath" text)
+                ON CONFLICT (job, source, destination) DO UPDATE SET size = EXCLUDED.size, mtime = EXCLUDED.mtime,
+                    attributes = EXCLUDED.attributes, state = 'pending', session = EXCLUDED.session, run_id = EXCLUDED.run_id,
+                    updated = EXCLUDED.updated, file_set = EXCLUDED.file_set, relative_path = EXCLUDED.relative_path,
+                    worker = NULL, error = NULL
+                """)
+        } catch {
+            throw JournalError(postgres: journal.target, doing: "write the plan to", error)
+        }
+    }
+
+    /// Writes the rest of the plan, marks the run planned and lets the waiting workers join.
+    /// - Parameter failed: files the plan could not take (unreadable folders, impossible names).
+    func planFinished(skipped: Int, failed: Int) throws {
+        let batch = state.withLock { state in
+            defer {
+                state.planning = []
+                state.planSets = []
+                state.planPaths = []
+            }
+            return (state.planning, state.planSets, state.planPaths)
+        }
+        try writePlan(batch)
+        do {
+            _ = try journal.query("UPDATE hoist_run SET planned = true, skipped = \(Int64(skipped)), failed = \(Int64(failed)) WHERE id = \(runID)")
+            _ = try hold.query("SELECT pg_advisory_unlock(hashtextextended(\("hoist plan " + journal.job), 0))",
+                               logger: PostgresJournal.logger).wait()
+        } catch {
+            throw JournalError(postgres: journal.target, doing: "write the plan to", error)
+        }
+    }
+
+    /// Ends a plan that could not be made (two files for one object, a template that cannot be
+    /// filled): the run fails with `message`, and a worker waiting to join plans anew (and meets it).
+    func planFailed(_ message: String) throws {
+        do {
+            _ = try journal.query("""
+                UPDATE hoist_run SET status = 'failed', error = \(message), finished = \(Date().timeIntervalSince1970) WHERE id = \(runID)
+                """)
+            _ = try hold.query("SELECT pg_advisory_unlock(hashtextextended(\("hoist plan " + journal.job), 0))",
+                               logger: PostgresJournal.logger).wait()
+        } catch {
+            throw JournalError(postgres: journal.target, doing: "write the plan to", error)
+        }
+    }
+
+    // MARK: Claims
+
+    /// What a claim found.
+    enum Claim {
+        /// Files for this worker to upload, now its own.
+        case files([Journal.ClaimedFile])
+        /// Nothing to take now, but live workers hold unfinished files (one may yet die).
+        case wait
+        /// The run has no unfinished file.
+        case finished
+    }
+
+    /// Takes up to `limit` files: pending ones, and those of workers that died or went silent.
+    func claim(limit: Int) throws -> Claim {
+        do {
+            let now = Date().timeIntervalSince1970
+            if state.withLock({ state in
+                defer { if now - state.lastReap >= 1 { state.lastReap = now } }
+                return now - state.lastReap >= 1
+            }) {
+                // Workers whose lock's session is gone (killed, machine lost and noticed), or
+                // silent past their lease, are lost now: their files go to the others.
+                _ = try journal.query("""
+                    UPDATE hoist_worker w SET status = 'lost', finished = \(now)
+                    WHERE run_id = \(runID) AND status = 'running' AND worker <> \(worker) AND (
+                        heartbeat < extract(epoch from clock_timestamp()) - lease OR NOT EXISTS (
+                        SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+                          AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended('hoist worker ' || w.worker, 0)))
+                    """)
+            }
+            let rows = try journal.query("""
+                WITH gone AS (
+                    SELECT worker FROM hoist_worker WHERE run_id = \(runID)
+                      AND (status <> 'running' OR heartbeat < extract(epoch from clock_timestamp()) - lease)),
+                taken AS (
+                    SELECT job, source, destination FROM hoist_file
+                    WHERE job = \(journal.job) AND run_id = \(runID) AND state IN ('pending', 'uploading')
+                      AND (worker IS NULL OR worker IN (SELECT worker FROM gone))
+                    ORDER BY source, destination LIMIT \(limit) FOR UPDATE SKIP LOCKED)
+                UPDATE hoist_file f SET worker = \(worker)
+                FROM taken WHERE f.job = taken.job AND f.source = taken.source AND f.destination = taken.destination
+                RETURNING f.source, f.destination, f.size, f.mtime, f.attributes, f.session, f.file_set, f.relative_path
+                """)
+            var files: [Journal.ClaimedFile] = []
+            for row in rows {
+                let (source, destination, size, mtime, attributes, session, set, relative)
+                    = try row.decode((String, String, Int64, Double, String, String?, Int32?, String?).self)
+                files.append(Journal.ClaimedFile(source: source, destination: destination, size: size, mtime: mtime,
+                                                 attributes: attributes, session: session, fileSetIndex: Int(set ?? 0),
+                                                 relativePath: relative ?? source))
+            }
+            // In walk order, as the plan went (RETURNING keeps no order).
+            files.sort { ($0.source, $0.destination) < ($1.source, $1.destination) }
+            if !files.isEmpty { return .files(files) }
+            let left = try journal.query("""
+                SELECT count(*) FROM hoist_file WHERE job = \(journal.job) AND run_id = \(runID) AND state IN ('pending', 'uploading')
+                """).first?.decode(Int64.self) ?? 0
+            return left == 0 ? .finished : .wait
+        } catch {
+            throw JournalError(postgres: journal.target, doing: "claim files from", error)
+        }
+    }
+
+    /// The plan item of a claimed file, checked against this worker's own manifest: the row
+    /// must name a file of one of its file sets (inside its root, by its path below the root,
+    /// not excluded), so whoever can write to the journal cannot make a worker read anything else.
+    func planItem(_ file: Journal.ClaimedFile, job: Job) throws -> PlanItem {
+        let sets = job.manifest.files
+        guard sets.indices.contains(file.fileSetIndex) else {
+            throw PlanError(message: "the shared run's plan names file set \(file.fileSetIndex + 1) and this worker's manifest has "
+                + "\(sets.count): run every worker with the same manifest")
+        }
+        let set = sets[file.fileSetIndex]
+        let root = job.root(of: set)
+        let parts = file.relativePath.split(separator: "/", omittingEmptySubsequences: false)
+        let inside = file.source == (root == "/" ? "" : root) + "/" + file.relativePath
+            && !parts.contains { $0.isEmpty || $0 == "." || $0 == ".." }
+        guard inside || file.source == root,
+              set.include.isEmpty || set.include.contains(where: { $0.matches(file.relativePath) }),
+              !set.exclude.contains(where: { $0.matches(file.relativePath) }) else {
+            throw PlanError(message: "the shared run's plan names \(file.source), which is not a file of this worker's file set "
+                + "\(file.fileSetIndex + 1) (root \(root)): not uploaded. Run every worker with the same manifest")
+        }
+        let attributes: ObjectResource
+        do { attributes = try JSONDecoder().decode(ObjectResource.self, from: Data(file.attributes.utf8)) } catch {
+            throw PlanError(message: "the shared run's plan holds metadata for \(file.source) that cannot be read: not uploaded")
+        }
+        // No device and inode: the upload checks the path resolves, without a link, to the file
+        // under the root (a walk's inode would prove that; a claim has none).
+        let walked = WalkedFile(path: file.source, relativePath: file.relativePath, size: file.size,
+                                modified: Date(timeIntervalSince1970: file.mtime))
+        return PlanItem(file: walked, destination: file.destination, attributes: attributes, decision: .upload,
+                        fileSetIndex: file.fileSetIndex, resumeSession: file.session)
+    }
+
+    /// Records a claimed file that failed before its upload started, so the run does not wait for it.
+    func failed(_ item: PlanItem, _ message: String) throws {
+        do {
+            _ = try journal.query("""
+                UPDATE hoist_file SET state = 'failed', error = \(message), updated = \(Date().timeIntervalSince1970)
+                WHERE job = \(journal.job) AND source = \(item.file.path) AND destination = \(item.destination) AND run_id = \(runID)
+                """)
+        } catch {
+            throw JournalError(postgres: journal.target, doing: "write", error)
+        }
+    }
+
+    // MARK: End
+
+    /// Records this worker's end; the worker that finds the run without unfinished files ends
+    /// the run with the workers' totals. An interrupted worker gives back the files it claimed
+    /// and did not start.
+    public func finish(_ summary: JobSummary) throws {
+        let status = summary.interrupted ? "interrupted" : (summary.fatal != nil ? "failed" : "done")
+        let now = Date().timeIntervalSince1970
+        do {
+            try journal.transaction { run in
+                _ = try run("""
+                    UPDATE hoist_worker SET status = \(status), finished = \(now), uploaded = \(Int64(summary.uploaded)),
+                        failed = \(Int64(summary.failed)), bytes = \(summary.bytes)
+                    WHERE run_id = \(runID) AND worker = \(worker)
+                    """)
+                if summary.interrupted {
+                    // Uploads cancelled by the signal (their sessions deleted) go back to the plan.
+                    _ = try run("""
+                        UPDATE hoist_file SET state = 'pending', session = NULL, error = NULL
+                        WHERE job = \(journal.job) AND run_id = \(runID) AND worker = \(worker) AND state = 'failed'
+                          AND error LIKE 'cancelled:%'
+                        """)
+                }
+                _ = try run("""
+                    UPDATE hoist_file SET worker = NULL
+                    WHERE job = \(journal.job) AND run_id = \(runID) AND worker = \(worker) AND state IN ('pending', 'uploading')
+                    """)
+                let left = try run("""
+                    SELECT count(*) FROM hoist_file WHERE job = \(journal.job) AND run_id = \(runID) AND state IN ('pending', 'uploading')
+                    """).first?.decode(Int64.self) ?? 0
+                guard left == 0 else { return }
+                // The totals from the files' rows (a worker's own row may not be written yet).
+                _ = try run("""
+                    UPDATE hoist_run r SET finished = \(now), uploaded = t.uploaded, failed = r.failed + t.failed, bytes = t.bytes,
+                        status = CASE WHEN r.failed + t.failed > 0 THEN 'failed' ELSE 'ok' END
+                    FROM (SELECT count(*) FILTER (WHERE state = 'done') AS uploaded, count(*) FILTER (WHERE state = 'failed') AS failed,
+                                 coalesce(sum(size) FILTER (WHERE state = 'done'), 0) AS bytes
+                          FROM hoist_file WHERE job = \(journal.job) AND run_id = \(runID)) t
+                    WHERE r.id = \(runID) AND r.status = 'running'
+                    """)
+            }
+        } catch {
+            throw JournalError(postgres: journal.target, doing: "record this worker's end in", error)
+        }
+    }
+
+    /// Lets the job go: the heartbeat stops and the lock's connection closes.
+    public func release() {
+        let first = state.withLock { state in
+            defer { state.released = true }
+            return !state.released
+        }
+        guard first else { return }
+        stopBeating.signal()
+        try? hold.close().wait()
+    }
+}
+
+extension Journal {
+    /// A file a worker claimed from a shared run's plan.
+    public struct ClaimedFile: Sendable {
+        public let source: String
+        public let destination: String
+        public let size: Int64
+        public let mtime: Double
+        public let attributes: String
+        /// A session left unfinished (by an earlier run, or a worker that died), to continue.
+        public let session: String?
+        public let fileSetIndex: Int
+        public let relativePath: String
+    }
+}
+
+extension PostgresJournal {
+    /// Marks this job's runs still `running` as `interrupted` when no session holds their lock
+    /// any more (each held it while it ran, so none of those is alive); `except`, the
+    /// caller's own session.
+    func markDeadRunsInterrupted(except backend: Int32) -> PostgresQuery {
+        """
+        UPDATE hoist_run SET status = 'interrupted', finished = COALESCE(finished, \(Date().timeIntervalSince1970))
+        WHERE job = \(job) AND status = 'running' AND NOT EXISTS (
+            SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+              AND l.pid <> \(backend) AND ((l.classid::bigint << 32) | l.objid::bigint) = hoist_run.lock_key)
+        """
+    }
+}
+
+extension Journal {
+    /// One worker of a shared run, as `hoist status` shows it.
+    public struct WorkerRecord: Sendable {
+        public let worker: String
+        public let host: String
+        public let pid: Int32
+        /// running, done, interrupted, failed, or lost (died, or went silent past its lease).
+        public let status: String
+        public let started: Double
+        /// Its heartbeat, or its end.
+        public let last: Double
+        /// Files and bytes done (from the journal's rows, for a worker still running).
+        public let uploaded: Int
+        public let bytes: Int64
+        /// Files it holds now: claimed or in flight.
+        public let holding: Int
+    }
+
+    /// The newest shared run of a job: its workers and the files not yet finished.
+    public struct SharedRunStatus: Sendable {
+        public let runID: String
+        public let status: RunStatus
+        public let planned: Bool
+        public let pending: Int
+        public let workers: [WorkerRecord]
+    }
+}
+
+extension PostgresJournal {
+    /// The newest shared run of the job (`hoist run --worker`), or nil when it never had one.
+    public func sharedRunStatus() throws -> Journal.SharedRunStatus? {
+        do {
+            guard let (runID, status, planned) = try query("""
+                SELECT id, status, planned FROM hoist_run WHERE job = \(job) AND shared ORDER BY started DESC LIMIT 1
+                """).first.map({ try $0.decode((String, String, Bool).self) }) else { return nil }
+            let pending = try query("""
+                SELECT count(*) FROM hoist_file WHERE job = \(job) AND run_id = \(runID) AND state IN ('pending', 'uploading')
+                """).first?.decode(Int64.self) ?? 0
+            let workers = try query("""
+                SELECT w.worker, w.host, w.pid, w.status, w.started, coalesce(w.finished, w.heartbeat),
+                       CASE WHEN w.status = 'running' THEN coalesce(f.uploaded, 0) ELSE w.uploaded END,
+                       CASE WHEN w.status = 'running' THEN coalesce(f.bytes, 0) ELSE w.bytes END, coalesce(f.holding, 0)
+                FROM hoist_worker w LEFT JOIN (
+                    SELECT worker, count(*) FILTER (WHERE state = 'done') AS uploaded,
+                           coalesce(sum(size) FILTER (WHERE state = 'done'), 0)::bigint AS bytes,
+                           count(*) FILTER (WHERE state IN ('pending', 'uploading')) AS holding
+                    FROM hoist_file WHERE job = \(job) AND run_id = \(runID) AND worker IS NOT NULL GROUP BY worker) f
+                  ON f.worker = w.worker
+                WHERE w.run_id = \(runID) ORDER BY w.started, w.worker
+                """).map { row in
+                let (worker, host, pid, status, started, last, uploaded, bytes, holding)
+                    = try row.decode((String, String, Int32, String, Double, Double, Int64, Int64, Int64).self)
+                return Journal.WorkerRecord(worker: worker, host: host, pid: pid, status: status, started: started, last: last,
+                                            uploaded: Int(uploaded), bytes: bytes, holding: Int(holding))
+            }
+            return Journal.SharedRunStatus(runID: runID, status: Journal.RunStatus(rawValue: status) ?? .failed, planned: planned,
+                                           pending: Int(pending), workers: workers)
+        } catch {
+            throw JournalError(postgres: target, doing: "read", error)
+        }
+    }
+}
