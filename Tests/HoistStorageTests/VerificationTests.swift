@@ -48,6 +48,44 @@ import Testing
         #expect(try await FakeGCS.download(bucket: bucket, object: "r.bin") == new)
     }
 
+    /// A process finished a session and died before it could record it; gcp-storage-emulator
+    /// then forgets the session (404 on its status query). The next process resuming it finds
+    /// the object stored with the file's bytes and metadata and does not send it again (a
+    /// second worker would otherwise store it twice); with other bytes it uploads anew.
+    @Test func aFinishedSessionTheServerForgotIsNotSentAgain() async throws {
+        let proxy = try FaultProxy(upstreamPort: try StorageEmulator.port(), [])
+        let storage = gcsStorage(bucket: StorageEmulator.bucket, port: proxy.port) { $0.multipartThreshold = 1 << 20 }
+        let name = "forgotten-\(UUID().uuidString.prefix(8)).bin"
+        let directory = try TemporaryDirectory()
+        let data = patternData(3 << 20, seed: 3)
+        let file = try directory.write("f.bin", data)
+        let metadata = StorageMetadata()
+        metadata.contentType = "application/x-test"
+        metadata.customMetadata = ["k": "v"]
+        let first = storage.reference(withPath: name).putFile(from: file, metadata: metadata)
+        let done = await EventRecorder(first).finished()
+        #expect(done.status == .success)
+        let session = try #require(first.sessionID)
+        let generation = try #require(done.metadata?.generation)
+
+        let again = storage.reference(withPath: name).putFile(from: file, metadata: metadata, resumingSession: session)
+        let last = await EventRecorder(again).finished()
+        #expect(last.status == .success, "\(String(describing: last.error))")
+        #expect(last.metadata?.generation == generation)
+        #expect(last.metadata?.md5Hash == md5Base64(data))
+        let starts = proxy.requests.filter { $0["method"] as? String == "POST" && ($0["target"] as? String ?? "").contains("uploadType=resumable") }
+        #expect(starts.count == 1, "the finished file was sent again")
+
+        // Other bytes (or other metadata) under that session: uploaded anew.
+        let changed = patternData(3 << 20, seed: 4)
+        try changed.write(to: file)
+        let replaced = await EventRecorder(storage.reference(withPath: name).putFile(from: file, metadata: metadata,
+                                                                                     resumingSession: session)).finished()
+        #expect(replaced.status == .success)
+        #expect(replaced.metadata?.md5Hash == md5Base64(changed))
+        #expect(try await FakeGCS.download(bucket: StorageEmulator.bucket, object: name, port: try StorageEmulator.port()) == changed)
+    }
+
     @Test(arguments: [(100_000, "POST"), (5 << 20, "PUT")])
     func corruptedTransferIsSentAgainFromZero(size: Int, method: String) async throws {
         let bucket = try await FakeGCS.makeBucket()

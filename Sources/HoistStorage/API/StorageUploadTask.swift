@@ -115,6 +115,12 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
                             session = resumed
                             sessionID = resumed.id
                             offset = confirmed
+                        } else if let stored = await Self.finishedEarlier(source, attributes, at: path, backend: backend) {
+                            // That process finished it and died before it could say so: sending
+                            // it again would store the object twice.
+                            try await control.commitCheckpoint()
+                            succeed(stored)
+                            return
                         }
                     }
                     if let current = session {
@@ -165,6 +171,28 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
             if let session { await session.abandon() }
             fail(control.isCancelled ? TransferControl.cancelledError : NSError.storage(error))
         }
+    }
+
+    /// Whether a session another process started and the server no longer knows (servers may
+    /// forget a session once it finished) was finished: the object is stored with these very
+    /// bytes (size, then MD5 read from the source) and this metadata. Nil: send it anew.
+    static func finishedEarlier(_ source: ByteSource, _ attributes: ObjectResource, at path: String,
+                                backend: any StorageBackend) async -> ObjectResource? {
+        guard let stored = try? await backend.metadata(of: path), stored.size == source.size, let md5 = stored.md5Hash,
+              attributes.contentType == nil || stored.contentType == attributes.contentType,
+              Self.customMetadata(attributes) == Self.customMetadata(stored),
+              attributes.cacheControl == stored.cacheControl, attributes.contentDisposition == stored.contentDisposition,
+              attributes.contentEncoding == stored.contentEncoding, attributes.contentLanguage == stored.contentLanguage,
+              let reader = try? source.reader(from: 0) else { return nil }
+        var sums = Checksums()
+        while let piece = try? reader.read(upTo: 1 << 20), !piece.isEmpty { sums.update(piece) }
+        guard reader.offset == source.size, sums.md5Base64() == md5, source.unchangedOrWhy() == nil else { return nil }
+        return stored
+    }
+
+    /// Custom metadata as a user set it (without the download token an upload adds).
+    private static func customMetadata(_ resource: ObjectResource) -> [String: String] {
+        (resource.metadata ?? [:]).filter { $0.key != GCSBackend.downloadTokensKey }
     }
 
     /// The bytes, the object path and the metadata to send.
