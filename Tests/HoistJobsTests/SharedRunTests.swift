@@ -1,0 +1,240 @@
+import Foundation
+import HoistHTTP
+import HoistJobs
+import HoistStorage
+import HoistTestSupport
+import Testing
+
+/// `hoist run --worker`: many processes share one run of a job through a real PostgreSQL
+/// journal (`PostgresServer`): the plan is made once, files are claimed, and the files of a
+/// worker that dies are taken over and continued from the server's offset.
+@Suite(.serialized) struct SharedRunTests {
+    let hoist = productsDirectory.appendingPathComponent("hoist").path
+
+    func start(_ arguments: [String], environment: [String: String]? = nil) throws -> (Process, Pipe) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: hoist)
+        process.arguments = arguments
+        if let environment { process.environment = environment }
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        return (process, output)
+    }
+
+    func finish(_ started: (Process, Pipe)) -> (status: Int32, output: String) {
+        let text = String(decoding: started.1.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        started.0.waitUntilExit()
+        return (started.0.terminationStatus, text)
+    }
+
+    /// "test: N uploaded (...)" -> N
+    func uploaded(_ output: String) -> Int? {
+        guard let line = output.split(separator: "\n").first(where: { $0.hasPrefix("test: ") }) else { return nil }
+        return Int(line.dropFirst("test: ".count).split(separator: " ").first ?? "")
+    }
+
+    /// Three workers started at once: one plans, all upload, no file twice; the run is one row
+    /// with the totals, and `hoist status` lists the workers. A second run finds nothing changed.
+    @Test func workersStartedAtOncePlanOnceAndShareTheFiles() throws {
+        let server = try PostgresServer.shared()
+        let url = try server.makeDatabase()
+        let database = PostgresServer.database(of: url)
+        let fixture = try JobFixture()
+        let sizes = (0..<40).map { 150_000 + $0 * 1_000 }
+        for (index, size) in sizes.enumerated() { try fixture.file(String(format: "d%d/f%02d.bin", index % 3, index), size) }
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { bandwidth: 2MB/s, concurrency: 2 }\n")
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        let workers = try (0..<3).map { _ in try start(["run", "--worker", "--journal", url, manifest]) }
+        let results = workers.map(finish)
+        for result in results { #expect(result.status == 0, "\(result.output)") }
+        let counts = results.compactMap { uploaded($0.output) }
+        #expect(counts.count == 3 && counts.reduce(0, +) == 40, "\(results.map(\.output))")
+        #expect(counts.filter { $0 > 0 }.count >= 2, "one worker did everything: \(counts)")
+        #expect(try server.psql("SELECT count(*), min(status), sum(uploaded), bool_and(planned) FROM hoist_run", database: database).stdout
+            == "1|ok|40|t\n")
+        #expect(try server.psql("SELECT count(*), sum(uploaded) FROM hoist_worker WHERE status = 'done'", database: database).stdout
+            == "3|40\n")
+        for (index, size) in sizes.enumerated() {
+            let object = fixture.directory.url.appendingPathComponent(String(format: "bucket/d%d/f%02d.bin", index % 3, index))
+            #expect(try Data(contentsOf: object) == patternData(size))
+        }
+        let status = try runProcess(hoist, ["status", "--journal", url, manifest])
+        #expect(status.stdout.contains("files: 40 uploaded, 0 pending, 0 failed"), "\(status.stdout)")
+        #expect(status.stdout.contains("(ok, 0 files pending), 3 workers:"), "\(status.stdout)")
+        for worker in workers {
+            #expect(status.stdout.contains(" pid \(worker.0.processIdentifier) on \(ProcessInfo.processInfo.hostName)  done "), "\(status.stdout)")
+        }
+        // Nothing changed: the next shared run plans nothing to upload.
+        let again = try runProcess(hoist, ["run", "--worker", "--journal", url, manifest])
+        #expect(again.status == 0 && again.stdout.hasPrefix("test: 0 uploaded (0 B), 40 unchanged in"), "\(again.stdout)\(again.stderr)")
+        #expect(try server.psql("SELECT count(*) FROM hoist_run WHERE status = 'ok'", database: database).stdout == "2\n")
+    }
+
+    /// Four workers on gcp-storage-emulator, each held to its own bandwidth (one machine's
+    /// network card); two are killed mid-file. The other two take their files and continue their
+    /// sessions from the server's offset: every object byte-exact with its metadata, each
+    /// finalized once (the proxy counts the finalizing answers), the run ends `ok`.
+    @Test func workersKilledMidRunLeaveTheirFilesToTheOthers() async throws {
+        try await ExclusiveTests.shared.run {
+            let server = try PostgresServer.shared()
+            let url = try server.makeDatabase()
+            let database = PostgresServer.database(of: url)
+            let port = try StorageEmulator.port()
+            let proxy = try FaultProxy(upstreamPort: port, [])
+            let fixture = try JobFixture()
+            let sizes = (0..<16).map { (2 << 20) + $0 * 4_099 }
+            for (index, size) in sizes.enumerated() { try fixture.file(String(format: "f%02d.bin", index), size) }
+            let prefix = "workers-\(UUID().uuidString.prefix(8))"
+            _ = try fixture.job("""
+                storage: { url: 'gs://\(StorageEmulator.bucket)', multipartThreshold: 256KiB }
+                files: [{ root: src, destination: '\(prefix)/{relpath}', metadata: { contentType: application/x-test, customMetadata: { team: render } } }]
+                upload: { bandwidth: 2MB/s, concurrency: 2 }
+                """)
+            let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+            var environment = ProcessInfo.processInfo.environment
+            environment["STORAGE_EMULATOR_HOST"] = "127.0.0.1:\(proxy.port)"
+            let workers = try (0..<4).map { _ in try start(["run", "--worker", "--quiet", "--journal", url, manifest], environment: environment) }
+            let victims = [workers[1].0, workers[2].0]
+            // Killed once each holds a file half-sent (a session with bytes confirmed).
+            func halfSent(_ pid: Int32) throws -> [String] {
+                try server.psql("""
+                    SELECT f.source || ' ' || f.session FROM hoist_file f JOIN hoist_worker w ON w.worker = f.worker
+                    WHERE w.pid = \(pid) AND f.state = 'uploading' AND f.session IS NOT NULL AND f.confirmed_offset > 0
+                    """, database: database).stdout.split(separator: "\n").map(String.init)
+            }
+            let deadline = Date().addingTimeInterval(30)
+            var taken: [[String]] = []
+            repeat {
+                taken = try victims.map { try halfSent($0.processIdentifier) }
+                if taken.allSatisfy({ !$0.isEmpty }) { break }
+                usleep(50_000)
+            } while Date() < deadline
+            #expect(taken.allSatisfy { !$0.isEmpty }, "the victims held no half-sent file: \(taken)")
+            for victim in victims { kill(victim.processIdentifier, SIGKILL) }
+            for (index, worker) in workers.enumerated() {
+                let result = finish(worker)
+                if [1, 2].contains(index) {
+                    #expect(result.status == 9 || worker.0.terminationReason == .uncaughtSignal)
+                } else {
+                    #expect(result.status == 0, "\(result.output)")
+                }
+            }
+            #expect(try server.psql("SELECT status, uploaded FROM hoist_run", database: database).stdout == "ok|16\n")
+            #expect(try server.psql("SELECT status, count(*) FROM hoist_worker GROUP BY status ORDER BY status", database: database).stdout
+                == "done|2\nlost|2\n")
+            for (index, size) in sizes.enumerated() {
+                let object = String(format: "\(prefix)/f%02d.bin", index)
+                #expect(try await FakeGCS.download(bucket: StorageEmulator.bucket, object: object, port: port) == patternData(size), "\(object)")
+            }
+            let metadataURL = "http://127.0.0.1:\(port)/storage/v1/b/\(StorageEmulator.bucket)/o/\(GCSBackend.encode("\(prefix)/f07.bin"))"
+            let metadata = try await CurlEngine.shared.perform(HTTPRequest(method: "GET", url: metadataURL))
+            let resource = try JSONSerialization.jsonObject(with: metadata.body) as? [String: Any]
+            #expect(resource?["contentType"] as? String == "application/x-test")
+            #expect((resource?["metadata"] as? [String: Any])?["team"] as? String == "render")
+            // Each object finalized once: one successful final PUT per object, sixteen in all.
+            let finals = proxy.log.filter { entry in
+                guard entry["event"] as? String == "answer", entry["method"] as? String == "PUT",
+                      let status = entry["status"] as? Int, status == 200 || status == 201,
+                      let range = entry["contentRange"] as? String, range.hasPrefix("bytes "), !range.hasPrefix("bytes */") else { return false }
+                return true
+            }
+            #expect(finals.count == 16, "\(finals.count) finalizing answers for 16 objects")
+            #expect(Set(finals.compactMap { $0["target"] as? String }).count == 16)
+            // The killed workers' half-sent files were continued from where the server stood: a
+            // status query on the dead worker's session, then data from the offset it answered.
+            var continued = 0
+            for line in taken.joined() {
+                let session = String(line.split(separator: " ").last ?? "")
+                let uploadID = session.components(separatedBy: "upload_id=").last ?? session
+                let entries = proxy.log.filter { ($0["target"] as? String ?? "").contains(uploadID) }
+                let range = { (entry: [String: Any]) in entry["contentRange"] as? String ?? "" }
+                guard let query = entries.firstIndex(where: { $0["event"] as? String == "answer" && range($0).hasPrefix("bytes */") }) else {
+                    Issue.record("nobody asked the server where \(line) stood: \(entries)")
+                    continue
+                }
+                // 308 with the bytes held; 200 when the server had the object already (then nothing is sent).
+                guard entries[query]["status"] as? Int == 308 else { continue }
+                let confirmed = (entries[query]["range"] as? String).flatMap { Int($0.split(separator: "-").last ?? "") }.map { $0 + 1 } ?? 0
+                let data = entries[(query + 1)...].first { $0["event"] == nil && range($0).hasPrefix("bytes ") && !range($0).hasPrefix("bytes */") }
+                let start = data.flatMap { Int(range($0).dropFirst("bytes ".count).split(separator: "-").first ?? "") }
+                #expect(start == confirmed && confirmed > 0, "\(line): \(entries)")
+                continued += 1
+            }
+            #expect(continued >= 1, "no half-sent file was continued")
+        }
+    }
+
+    /// A row in the shared plan that names a file outside the worker's file set (whoever can
+    /// write to the journal) is refused: the file is not read, the run does not wait for it.
+    @Test func aClaimNamingAFileOutsideTheFileSetIsRefused() throws {
+        let server = try PostgresServer.shared()
+        let url = try server.makeDatabase()
+        let database = PostgresServer.database(of: url)
+        let fixture = try JobFixture()
+        try fixture.file("ok.txt", 100)
+        let secret = try fixture.directory.write("secret.txt", Data("secret".utf8))
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src, exclude: ['*.key'] }]\n")
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        #expect(try runProcess(hoist, ["run", "--worker", "--journal", url, manifest]).status == 0)
+        let root = fixture.directory.url.appendingPathComponent("src").path
+        // A planned run with hostile rows: a path out of the root, one excluded, one whose path
+        // below the root does not match its source.
+        let run = "hostile-run"
+        let rows = [(secret.path, "../secret.txt"), (root + "/../secret.txt", "../secret.txt"), (root + "/a.key", "a.key"),
+                     (secret.path, "ok.txt")]
+        try Data("k".utf8).write(to: URL(fileURLWithPath: root + "/a.key"))
+        var sql = """
+            INSERT INTO hoist_run (id, job, started, uploaded, skipped, failed, cancelled, bytes, status, pid, lock_key, shared, planned)
+            VALUES ('\(run)', 'test', 1, 0, 0, 0, 0, 0, 'running', 1, hashtextextended('hoist run test', 0), true, true);
+            """
+        for (index, (source, relative)) in rows.enumerated() {
+            sql += """
+                INSERT INTO hoist_file (job, source, destination, size, mtime, attributes, state, run_id, updated, file_set, relative_path)
+                VALUES ('test', '\(source)', 'stolen\(index)', 6, 0, '{}', 'pending', '\(run)', 0, 0, '\(relative)');
+                """
+        }
+        // A live worker of that run holds the job: the next worker joins it instead of planning.
+        let holder = try server.psql(sql, database: database)
+        #expect(holder.status == 0, "\(holder.stderr)")
+        let session = Process()
+        session.executableURL = URL(fileURLWithPath: "\(PostgresServer.binaries)/psql")
+        session.arguments = ["-X", "-q", "-h", "127.0.0.1", "-p", "\(server.port)", "-U", PostgresServer.user, database, "-c",
+                             "SELECT pg_advisory_lock_shared(hashtextextended('hoist run test', 0)), pg_sleep(120)"]
+        session.environment = ["PGPASSWORD": PostgresServer.password]
+        session.standardOutput = FileHandle.nullDevice
+        try session.run()
+        defer {
+            kill(session.processIdentifier, SIGKILL)
+            session.waitUntilExit()
+        }
+        let lockDeadline = Date().addingTimeInterval(10)
+        while Date() < lockDeadline,
+              try server.psql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND mode = 'ShareLock'", database: database).stdout != "1\n" {
+            usleep(20_000)
+        }
+        let joined = try runProcess(hoist, ["run", "--worker", "--journal", url, manifest])
+        #expect(joined.status == 1, "\(joined.stdout)\(joined.stderr)")
+        #expect(joined.stderr.contains("not a file of this worker's file set 1"), "\(joined.stderr)")
+        for index in rows.indices {
+            #expect(!FileManager.default.fileExists(atPath: fixture.directory.url.appendingPathComponent("bucket/stolen\(index)").path))
+        }
+        #expect(try server.psql("SELECT count(*) FROM hoist_file WHERE run_id = '\(run)' AND state = 'failed'", database: database).stdout == "4\n")
+        #expect(try server.psql("SELECT status FROM hoist_run WHERE id = '\(run)'", database: database).stdout == "failed\n")
+    }
+
+    @Test func aWorkerNeedsASharedJournalAndNoShard() throws {
+        let fixture = try JobFixture()
+        try fixture.file("a.txt")
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\n")
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        let local = try runProcess(hoist, ["run", "--worker", manifest])
+        #expect(local.status == 2)
+        #expect(local.stderr.contains("--worker shares a run through a PostgreSQL journal"), "\(local.stderr)")
+        let url = try PostgresServer.shared().makeDatabase()
+        let sharded = try runProcess(hoist, ["run", "--worker", "--shard", "0/2", "--journal", url, manifest])
+        #expect(sharded.status == 2)
+        #expect(sharded.stderr.contains("--worker and --shard split a job two ways"), "\(sharded.stderr)")
+    }
+}
