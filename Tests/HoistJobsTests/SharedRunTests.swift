@@ -166,6 +166,46 @@ import Testing
         }
     }
 
+    /// A worker frozen (SIGSTOP: a paused VM, a stuck machine) longer than its lease loses its
+    /// files to the others, and once thawed it learns so at its next heartbeat and stops
+    /// (exit 2, saying why) instead of going on beside them.
+    @Test func aWorkerSilentPastItsLeaseLosesItsFilesAndStopsWhenThawed() throws {
+        let server = try PostgresServer.shared()
+        let url = try server.makeDatabase()
+        let database = PostgresServer.database(of: url)
+        let fixture = try JobFixture()
+        let sizes = (0..<8).map { 400_000 + $0 * 1_000 }
+        for (index, size) in sizes.enumerated() { try fixture.file("f\(index).bin", size) }
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { bandwidth: 1MB/s, concurrency: 2 }\n")
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        let frozen = try start(["run", "--worker", "--lease", "2", "--journal", url, manifest])
+        // Frozen once it holds files.
+        let deadline = Date().addingTimeInterval(20)
+        var held = 0
+        repeat {
+            // (Empty until the worker made the tables.)
+            held = Int(try server.psql("""
+                SELECT count(*) FROM hoist_file f JOIN hoist_worker w ON w.worker = f.worker
+                WHERE w.pid = \(frozen.0.processIdentifier) AND f.state IN ('pending', 'uploading')
+                """, database: database).stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+            if held == 0 { usleep(20_000) }
+        } while held == 0 && Date() < deadline
+        #expect(held > 0)
+        kill(frozen.0.processIdentifier, SIGSTOP)
+        let other = try runProcess(hoist, ["run", "--worker", "--lease", "2", "--journal", url, manifest])
+        #expect(other.status == 0, "\(other.stderr)")
+        #expect(try server.psql("SELECT status FROM hoist_worker WHERE pid = \(frozen.0.processIdentifier)", database: database).stdout
+            == "lost\n")
+        #expect(try server.psql("SELECT status, uploaded FROM hoist_run", database: database).stdout == "ok|8\n")
+        kill(frozen.0.processIdentifier, SIGCONT)
+        let thawed = finish(frozen)
+        #expect(thawed.status == 2, "\(thawed.output)")
+        #expect(thawed.output.contains("lost this worker's hold on test in the journal"), "\(thawed.output)")
+        for (index, size) in sizes.enumerated() {
+            #expect(try Data(contentsOf: fixture.directory.url.appendingPathComponent("bucket/f\(index).bin")) == patternData(size))
+        }
+    }
+
     /// A row in the shared plan that names a file outside the worker's file set (whoever can
     /// write to the journal) is refused: the file is not read, the run does not wait for it.
     @Test func aClaimNamingAFileOutsideTheFileSetIsRefused() throws {
