@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Machines side by side: a 400 MiB job of 64 files, one `hoist run` limited to 5 MB/s (one
-machine's network card), then four `hoist run --shard K/4` each limited to 5 MB/s, all four on
-one PostgreSQL journal, against fake-gcs-server. Prints both times, the ratio, and checks every
-object's MD5 against its file; exits 1 when any differs or a run fails.
+machine's network card), then four `hoist run --shard K/4` each limited to 5 MB/s, then four
+`hoist run --worker` (one shared run, files claimed as they go), all on one PostgreSQL journal,
+against fake-gcs-server. Prints the times, the ratios, and checks every object's MD5 against its
+file; exits 1 when any differs or a run fails.
 
     bench/shards [--mib 400] [--files 64] [--rate 5MB/s] [--shards 4]
 """
@@ -94,7 +95,7 @@ def main():
             digests[name] = base64.b64encode(hashlib.md5(data).digest()).decode()
         environment = dict(os.environ, STORAGE_EMULATOR_HOST=f"127.0.0.1:{gcs_port}")
         times = {}
-        for label, shards in (("one", 1), ("shards", args.shards)):
+        for label, shards in (("one", 1), ("shards", args.shards), ("workers", args.shards)):
             bucket = f"bench-{label}"
             urllib.request.urlopen(urllib.request.Request(
                 f"http://127.0.0.1:{gcs_port}/storage/v1/b", data=json.dumps({"name": bucket}).encode(),
@@ -105,8 +106,11 @@ def main():
                         f"storage: {{ url: 'gs://{bucket}', multipartThreshold: 1MiB }}\n"
                         f"files: [{{ root: src }}]\nupload: {{ bandwidth: {args.rate}, concurrency: 4 }}\n")
             started = time.time()
-            commands = [[args.hoist, "run", "--quiet", manifest] + (["--shard", f"{k}/{shards}"] if shards > 1 else [])
-                        for k in range(shards)]
+            if label == "workers":
+                commands = [[args.hoist, "run", "--quiet", "--worker", manifest] for _ in range(shards)]
+            else:
+                commands = [[args.hoist, "run", "--quiet", manifest] + (["--shard", f"{k}/{shards}"] if shards > 1 else [])
+                            for k in range(shards)]
             processes = [subprocess.Popen(c, env=environment, stderr=subprocess.PIPE) for c in commands]
             for process in processes:
                 _, err = process.communicate()
@@ -122,6 +126,7 @@ def main():
             print(f"{label}: {shards} process(es) x {args.rate}: {args.mib} MiB in {args.files} files in {times[label]:.1f} s, "
                   f"{args.mib / times[label]:.1f} MiB/s, every object's MD5 matches", flush=True)
         print(f"ratio: {args.shards} shards on one PostgreSQL journal were {times['one'] / times['shards']:.2f}x as fast as one process")
+        print(f"ratio: {args.shards} workers of one shared run were {times['one'] / times['workers']:.2f}x as fast as one process")
     finally:
         for server in servers:
             server.terminate()

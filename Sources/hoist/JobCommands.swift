@@ -71,7 +71,7 @@ extension Hoist {
 
         @Option(name: .long, help: ArgumentHelp("With --worker: seconds without a heartbeat before other workers take this one's files.",
                                                 valueName: "seconds"))
-        var lease: Double = 30
+        var lease: Int = 30
 
         @Flag(name: .long, help: "Before skipping a file as unchanged, check the server still holds it with the recorded size and MD5.")
         var remoteCheck = false
@@ -115,7 +115,7 @@ extension Hoist {
             options.journalOverride = journalOptions.journal
             options.wait = wait
             options.worker = worker
-            options.lease = lease
+            options.lease = Double(lease)
             options.force = force
             options.remoteCheck = remoteCheck
             options.caBundle = trustOptions.caBundlePath

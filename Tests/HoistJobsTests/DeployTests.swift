@@ -38,6 +38,45 @@ import Testing
         #expect(validated.status == 0, "\(validated.stdout)\(validated.stderr)")
     }
 
+    /// The workers' CronJob: a work-queue Job of N pods, each `hoist run --worker` on a manifest
+    /// Hoist accepts, with a shared journal and the password from the Secret.
+    @Test func theKubernetesWorkersCronJobRunsNWorkersOfOneSharedRun() throws {
+        let file = packageRoot.appendingPathComponent("deploy/kubernetes/hoist-workers.yaml").path
+        let facts = try python("""
+            import yaml, json
+            docs = {d['kind']: d for d in yaml.safe_load_all(open('\(file)'))}
+            job = docs['CronJob']['spec']['jobTemplate']['spec']
+            pod = job['template']['spec']['containers'][0]
+            env = {e['name']: e for e in pod['env']}
+            print(json.dumps({'manifest': docs['ConfigMap']['data']['job.yaml'], 'completions': job.get('completions'),
+                'parallelism': job['parallelism'], 'args': pod['args'],
+                'configmap': job['template']['spec']['volumes'][0]['configMap']['name'], 'name': docs['ConfigMap']['metadata']['name'],
+                'password': env['PGPASSWORD']['valueFrom']['secretKeyRef']['name'],
+                'policy': docs['CronJob']['spec']['concurrencyPolicy']}))
+            """)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(facts.utf8)) as? [String: Any])
+        #expect(object["completions"] is NSNull)
+        #expect((object["parallelism"] as? Int ?? 0) > 1)
+        #expect(object["policy"] as? String == "Forbid")
+        #expect(object["configmap"] as? String == object["name"] as? String)
+        #expect(object["args"] as? [String] == ["run", "--worker", "--lease", "30", "/etc/hoist/job/job.yaml"])
+        #expect(object["password"] as? String == "hoist-postgres")
+        let manifest = try #require(object["manifest"] as? String)
+        #expect(manifest.contains("journal: postgres://hoist@") && !manifest.contains("postgres://hoist:"))
+        let directory = try TemporaryDirectory()
+        let path = try directory.write("job.yaml", Data(manifest.utf8)).path
+        let validated = try runProcess(hoist, ["validate", "--syntax-only", path])
+        #expect(validated.status == 0, "\(validated.stdout)\(validated.stderr)")
+    }
+
+    @Test func theSlurmWorkersScriptRunsAWorkerPerTask() throws {
+        let file = packageRoot.appendingPathComponent("deploy/slurm/hoist-workers.sbatch").path
+        #expect(try runProcess("/bin/bash", ["-n", file]).status == 0)
+        let text = try String(contentsOfFile: file, encoding: .utf8)
+        #expect(text.contains("exec srun --kill-on-bad-exit=0 hoist run --worker --quiet \"$manifest\""))
+        #expect(FileManager.default.isExecutableFile(atPath: file))
+    }
+
     @Test func theSlurmScriptParsesAndRunsAShardPerTask() throws {
         let file = packageRoot.appendingPathComponent("deploy/slurm/hoist-array.sbatch").path
         #expect(try runProcess("/bin/bash", ["-n", file]).status == 0)

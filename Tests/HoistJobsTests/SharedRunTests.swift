@@ -206,6 +206,46 @@ import Testing
         }
     }
 
+    /// A worker stopped by SIGTERM (a pod evicted, a Slurm job cancelled) cancels its uploads,
+    /// leaving nothing partial, and gives its files back: the other worker uploads them.
+    @Test func anInterruptedWorkerGivesItsFilesBack() throws {
+        let server = try PostgresServer.shared()
+        let url = try server.makeDatabase()
+        let database = PostgresServer.database(of: url)
+        let fixture = try JobFixture()
+        let sizes = (0..<8).map { 400_000 + $0 * 1_000 }
+        for (index, size) in sizes.enumerated() { try fixture.file("f\(index).bin", size) }
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { bandwidth: 1MB/s, concurrency: 2 }\n")
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        let stopped = try start(["run", "--worker", "--journal", url, manifest])
+        let deadline = Date().addingTimeInterval(20)
+        var held = 0
+        repeat {
+            held = Int(try server.psql("""
+                SELECT count(*) FROM hoist_file f JOIN hoist_worker w ON w.worker = f.worker
+                WHERE w.pid = \(stopped.0.processIdentifier) AND f.state = 'uploading'
+                """, database: database).stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+            if held == 0 { usleep(20_000) }
+        } while held == 0 && Date() < deadline
+        let other = try start(["run", "--worker", "--journal", url, manifest])
+        // Once the other joined the run (a run all of whose workers left is planned anew instead).
+        while Date() < deadline, try server.psql("SELECT count(*) FROM hoist_worker", database: database).stdout != "2\n" { usleep(20_000) }
+        kill(stopped.0.processIdentifier, SIGTERM)
+        let interrupted = finish(stopped)
+        #expect(interrupted.status == 130, "\(interrupted.output)")
+        let rest = finish(other)
+        #expect(rest.status == 0, "\(rest.output)")
+        let runRow = try server.psql("SELECT status, uploaded, failed FROM hoist_run", database: database).stdout
+        let fileRows = try server.psql("SELECT source, state, error FROM hoist_file", database: database).stdout
+        #expect(runRow == "ok|8|0\n", "\(runRow) \(fileRows)")
+        #expect(try server.psql("SELECT status FROM hoist_worker WHERE pid = \(stopped.0.processIdentifier)", database: database).stdout
+            == "interrupted\n")
+        for (index, size) in sizes.enumerated() {
+            #expect(try Data(contentsOf: fixture.directory.url.appendingPathComponent("bucket/f\(index).bin")) == patternData(size))
+        }
+        #expect(uploaded(interrupted.output).map { $0 + (uploaded(rest.output) ?? 0) } == 8, "\(interrupted.output)\(rest.output)")
+    }
+
     /// A row in the shared plan that names a file outside the worker's file set (whoever can
     /// write to the journal) is refused: the file is not read, the run does not wait for it.
     @Test func aClaimNamingAFileOutsideTheFileSetIsRefused() throws {

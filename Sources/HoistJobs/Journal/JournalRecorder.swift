@@ -108,6 +108,12 @@ final class JournalRecorder: JobObserver {
             record(.file(done), done: true)
         case .failure:
             pacer.finished(key)
+            if !recordsRun, snapshot.failure?.code == .cancelled {
+                // A shared run's file this worker stopped sending (its session abandoned): back to
+                // the queue, for the other workers once this one has ended.
+                record(.file(row(item, state: .pending, session: nil)))
+                return
+            }
             var failed = row(item, state: .failed, session: nil)
             failed.error = snapshot.failure.map { "\($0.code.name): \($0.message)" }
             record(.file(failed))

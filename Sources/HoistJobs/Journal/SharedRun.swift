@@ -303,7 +303,8 @@ public final class SharedRun: JobRunLock, Sendable {
                     SELECT job, source, destination FROM hoist_file
                     WHERE job = \(journal.job) AND run_id = \(runID) AND state IN ('pending', 'uploading')
                       AND (worker IS NULL OR worker IN (SELECT worker FROM gone))
-                    ORDER BY source, destination LIMIT \(limit) FOR UPDATE SKIP LOCKED)
+                    -- The queue's index order (a walk's), so the scan starts at the first unfinished row.
+                    ORDER BY job, run_id, source, destination LIMIT \(limit) FOR UPDATE SKIP LOCKED)
                 UPDATE hoist_file f SET worker = \(worker)
                 FROM taken WHERE f.job = taken.job AND f.source = taken.source AND f.destination = taken.destination
                 RETURNING f.source, f.destination, f.size, f.mtime, f.attributes, f.session, f.file_set, f.relative_path
@@ -375,8 +376,8 @@ public final class SharedRun: JobRunLock, Sendable {
     // MARK: End
 
     /// Records this worker's end; the worker that finds the run without unfinished files ends
-    /// the run with the workers' totals. An interrupted worker gives back the files it claimed
-    /// and did not start.
+    /// the run with the totals of the files' rows. The files it holds and did not finish (not
+    /// started, or cancelled: the recorder put those back to `pending`) go to the others.
     public func finish(_ summary: JobSummary) throws {
         let status = summary.interrupted ? "interrupted" : (summary.fatal != nil ? "failed" : "done")
         let now = Date().timeIntervalSince1970
@@ -387,14 +388,6 @@ public final class SharedRun: JobRunLock, Sendable {
                         failed = \(Int64(summary.failed)), bytes = \(summary.bytes)
                     WHERE run_id = \(runID) AND worker = \(worker)
                     """)
-                if summary.interrupted {
-                    // Uploads cancelled by the signal (their sessions deleted) go back to the plan.
-                    _ = try run("""
-                        UPDATE hoist_file SET state = 'pending', session = NULL, error = NULL
-                        WHERE job = \(journal.job) AND run_id = \(runID) AND worker = \(worker) AND state = 'failed'
-                          AND error LIKE 'cancelled:%'
-                        """)
-                }
                 _ = try run("""
                     UPDATE hoist_file SET worker = NULL
                     WHERE job = \(journal.job) AND run_id = \(runID) AND worker = \(worker) AND state IN ('pending', 'uploading')
