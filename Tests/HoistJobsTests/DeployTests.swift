@@ -7,27 +7,27 @@ import Testing
 @Suite struct DeployTests {
     let hoist = productsDirectory.appendingPathComponent("hoist").path
 
-    @Test func theKubernetesCronJobRunsAValidManifestInNShards() throws {
-        let file = packageRoot.appendingPathComponent("deploy/kubernetes/hoist.yaml").path
+    /// What a Kubernetes file says: its ConfigMap's manifest (checked with `hoist validate`) and
+    /// the CronJob's Job, pod arguments and environment.
+    func cronJob(_ name: String) throws -> [String: Any] {
+        let file = packageRoot.appendingPathComponent("deploy/kubernetes/\(name)").path
         let facts = try python("""
             import yaml, json
             docs = {d['kind']: d for d in yaml.safe_load_all(open('\(file)'))}
             job = docs['CronJob']['spec']['jobTemplate']['spec']
             pod = job['template']['spec']['containers'][0]
             env = {e['name']: e for e in pod['env']}
-            print(json.dumps({'manifest': docs['ConfigMap']['data']['job.yaml'], 'mode': job['completionMode'],
-                'completions': job['completions'], 'parallelism': job['parallelism'],
-                'count': int(env['HOIST_SHARD_COUNT']['value']), 'args': pod['args'],
+            print(json.dumps({'manifest': docs['ConfigMap']['data']['job.yaml'], 'mode': job.get('completionMode'),
+                'completions': job.get('completions'), 'parallelism': job['parallelism'],
+                'count': int(env['HOIST_SHARD_COUNT']['value']) if 'HOIST_SHARD_COUNT' in env else None, 'args': pod['args'],
+                'configmap': job['template']['spec']['volumes'][0]['configMap']['name'], 'name': docs['ConfigMap']['metadata']['name'],
                 'password': env['PGPASSWORD']['valueFrom']['secretKeyRef']['name'],
                 'policy': docs['CronJob']['spec']['concurrencyPolicy']}))
             """)
         let object = try #require(try JSONSerialization.jsonObject(with: Data(facts.utf8)) as? [String: Any])
-        #expect(object["mode"] as? String == "Indexed")
-        #expect(object["completions"] as? Int == object["count"] as? Int)
-        #expect(object["parallelism"] as? Int == object["count"] as? Int)
         #expect(object["policy"] as? String == "Forbid")
-        #expect(object["args"] as? [String] == ["run", "--shard", "auto", "--wait", "/etc/hoist/job/job.yaml"])
         #expect(object["password"] as? String == "hoist-postgres")
+        #expect(object["configmap"] as? String == object["name"] as? String)
         let manifest = try #require(object["manifest"] as? String)
         #expect(manifest.contains("journal: postgres://hoist@"))
         // No secret in the ConfigMap: the URL names the user only (the password is PGPASSWORD, from the Secret).
@@ -36,37 +36,24 @@ import Testing
         let path = try directory.write("job.yaml", Data(manifest.utf8)).path
         let validated = try runProcess(hoist, ["validate", "--syntax-only", path])
         #expect(validated.status == 0, "\(validated.stdout)\(validated.stderr)")
+        return object
     }
 
-    /// The workers' CronJob: a work-queue Job of N pods, each `hoist run --worker` on a manifest
-    /// Hoist accepts, with a shared journal and the password from the Secret.
+    @Test func theKubernetesCronJobRunsAValidManifestInNShards() throws {
+        let object = try cronJob("hoist.yaml")
+        #expect(object["mode"] as? String == "Indexed")
+        #expect(object["completions"] as? Int == object["count"] as? Int)
+        #expect(object["parallelism"] as? Int == object["count"] as? Int)
+        #expect(object["args"] as? [String] == ["run", "--shard", "auto", "--wait", "/etc/hoist/job/job.yaml"])
+    }
+
+    /// The workers' CronJob: a work-queue Job of N pods (no completion count), each
+    /// `hoist run --worker`.
     @Test func theKubernetesWorkersCronJobRunsNWorkersOfOneSharedRun() throws {
-        let file = packageRoot.appendingPathComponent("deploy/kubernetes/hoist-workers.yaml").path
-        let facts = try python("""
-            import yaml, json
-            docs = {d['kind']: d for d in yaml.safe_load_all(open('\(file)'))}
-            job = docs['CronJob']['spec']['jobTemplate']['spec']
-            pod = job['template']['spec']['containers'][0]
-            env = {e['name']: e for e in pod['env']}
-            print(json.dumps({'manifest': docs['ConfigMap']['data']['job.yaml'], 'completions': job.get('completions'),
-                'parallelism': job['parallelism'], 'args': pod['args'],
-                'configmap': job['template']['spec']['volumes'][0]['configMap']['name'], 'name': docs['ConfigMap']['metadata']['name'],
-                'password': env['PGPASSWORD']['valueFrom']['secretKeyRef']['name'],
-                'policy': docs['CronJob']['spec']['concurrencyPolicy']}))
-            """)
-        let object = try #require(try JSONSerialization.jsonObject(with: Data(facts.utf8)) as? [String: Any])
+        let object = try cronJob("hoist-workers.yaml")
         #expect(object["completions"] is NSNull)
         #expect((object["parallelism"] as? Int ?? 0) > 1)
-        #expect(object["policy"] as? String == "Forbid")
-        #expect(object["configmap"] as? String == object["name"] as? String)
         #expect(object["args"] as? [String] == ["run", "--worker", "--lease", "30", "/etc/hoist/job/job.yaml"])
-        #expect(object["password"] as? String == "hoist-postgres")
-        let manifest = try #require(object["manifest"] as? String)
-        #expect(manifest.contains("journal: postgres://hoist@") && !manifest.contains("postgres://hoist:"))
-        let directory = try TemporaryDirectory()
-        let path = try directory.write("job.yaml", Data(manifest.utf8)).path
-        let validated = try runProcess(hoist, ["validate", "--syntax-only", path])
-        #expect(validated.status == 0, "\(validated.stdout)\(validated.stderr)")
     }
 
     @Test func theSlurmWorkersScriptRunsAWorkerPerTask() throws {

@@ -170,27 +170,11 @@ import Testing
     /// files to the others, and once thawed it learns so at its next heartbeat and stops
     /// (exit 2, saying why) instead of going on beside them.
     @Test func aWorkerSilentPastItsLeaseLosesItsFilesAndStopsWhenThawed() throws {
-        let server = try PostgresServer.shared()
-        let url = try server.makeDatabase()
-        let database = PostgresServer.database(of: url)
-        let fixture = try JobFixture()
-        let sizes = (0..<8).map { 400_000 + $0 * 1_000 }
-        for (index, size) in sizes.enumerated() { try fixture.file("f\(index).bin", size) }
-        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { bandwidth: 1MB/s, concurrency: 2 }\n")
-        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        let job = try SlowJob()
+        let (server, url, database, manifest) = (job.server, job.url, job.database, job.manifest)
         let frozen = try start(["run", "--worker", "--lease", "2", "--journal", url, manifest])
         // Frozen once it holds files.
-        let deadline = Date().addingTimeInterval(20)
-        var held = 0
-        repeat {
-            // (Empty until the worker made the tables.)
-            held = Int(try server.psql("""
-                SELECT count(*) FROM hoist_file f JOIN hoist_worker w ON w.worker = f.worker
-                WHERE w.pid = \(frozen.0.processIdentifier) AND f.state IN ('pending', 'uploading')
-                """, database: database).stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
-            if held == 0 { usleep(20_000) }
-        } while held == 0 && Date() < deadline
-        #expect(held > 0)
+        #expect(try job.waitUntilHolding(frozen.0.processIdentifier, states: "'pending', 'uploading'"))
         kill(frozen.0.processIdentifier, SIGSTOP)
         let other = try runProcess(hoist, ["run", "--worker", "--lease", "2", "--journal", url, manifest])
         #expect(other.status == 0, "\(other.stderr)")
@@ -201,32 +185,17 @@ import Testing
         let thawed = finish(frozen)
         #expect(thawed.status == 2, "\(thawed.output)")
         #expect(thawed.output.contains("lost this worker's hold on test in the journal"), "\(thawed.output)")
-        for (index, size) in sizes.enumerated() {
-            #expect(try Data(contentsOf: fixture.directory.url.appendingPathComponent("bucket/f\(index).bin")) == patternData(size))
-        }
+        try job.expectEveryFileInTheBucket()
     }
 
     /// A worker stopped by SIGTERM (a pod evicted, a Slurm job cancelled) cancels its uploads,
     /// leaving nothing partial, and gives its files back: the other worker uploads them.
     @Test func anInterruptedWorkerGivesItsFilesBack() throws {
-        let server = try PostgresServer.shared()
-        let url = try server.makeDatabase()
-        let database = PostgresServer.database(of: url)
-        let fixture = try JobFixture()
-        let sizes = (0..<8).map { 400_000 + $0 * 1_000 }
-        for (index, size) in sizes.enumerated() { try fixture.file("f\(index).bin", size) }
-        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { bandwidth: 1MB/s, concurrency: 2 }\n")
-        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        let job = try SlowJob()
+        let (server, url, database, manifest) = (job.server, job.url, job.database, job.manifest)
         let stopped = try start(["run", "--worker", "--journal", url, manifest])
+        #expect(try job.waitUntilHolding(stopped.0.processIdentifier, states: "'uploading'"))
         let deadline = Date().addingTimeInterval(20)
-        var held = 0
-        repeat {
-            held = Int(try server.psql("""
-                SELECT count(*) FROM hoist_file f JOIN hoist_worker w ON w.worker = f.worker
-                WHERE w.pid = \(stopped.0.processIdentifier) AND f.state = 'uploading'
-                """, database: database).stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
-            if held == 0 { usleep(20_000) }
-        } while held == 0 && Date() < deadline
         let other = try start(["run", "--worker", "--journal", url, manifest])
         // Once the other joined the run (a run all of whose workers left is planned anew instead).
         while Date() < deadline, try server.psql("SELECT count(*) FROM hoist_worker", database: database).stdout != "2\n" { usleep(20_000) }
@@ -240,10 +209,50 @@ import Testing
         #expect(runRow == "ok|8|0\n", "\(runRow) \(fileRows)")
         #expect(try server.psql("SELECT status FROM hoist_worker WHERE pid = \(stopped.0.processIdentifier)", database: database).stdout
             == "interrupted\n")
-        for (index, size) in sizes.enumerated() {
-            #expect(try Data(contentsOf: fixture.directory.url.appendingPathComponent("bucket/f\(index).bin")) == patternData(size))
-        }
+        try job.expectEveryFileInTheBucket()
         #expect(uploaded(interrupted.output).map { $0 + (uploaded(rest.output) ?? 0) } == 8, "\(interrupted.output)\(rest.output)")
+    }
+
+    /// Eight files of 400 kB to a local bucket at 1 MB/s, two at a time, on a database of its
+    /// own: slow enough to stop a worker in the middle.
+    struct SlowJob {
+        let server: PostgresServer
+        let url: String
+        let database: String
+        let fixture: JobFixture
+        let sizes = (0..<8).map { 400_000 + $0 * 1_000 }
+        let manifest: String
+
+        init() throws {
+            server = try PostgresServer.shared()
+            url = try server.makeDatabase()
+            database = PostgresServer.database(of: url)
+            fixture = try JobFixture()
+            for (index, size) in sizes.enumerated() { try fixture.file("f\(index).bin", size) }
+            _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { bandwidth: 1MB/s, concurrency: 2 }\n")
+            manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        }
+
+        /// Waits (up to 20 s) until the worker of process `pid` holds files in `states`.
+        func waitUntilHolding(_ pid: Int32, states: String) throws -> Bool {
+            let deadline = Date().addingTimeInterval(20)
+            repeat {
+                // (Empty until the worker made the tables.)
+                let held = Int(try server.psql("""
+                    SELECT count(*) FROM hoist_file f JOIN hoist_worker w ON w.worker = f.worker
+                    WHERE w.pid = \(pid) AND f.state IN (\(states))
+                    """, database: database).stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+                if held > 0 { return true }
+                usleep(20_000)
+            } while Date() < deadline
+            return false
+        }
+
+        func expectEveryFileInTheBucket() throws {
+            for (index, size) in sizes.enumerated() {
+                #expect(try Data(contentsOf: fixture.directory.url.appendingPathComponent("bucket/f\(index).bin")) == patternData(size))
+            }
+        }
     }
 
     /// A row in the shared plan that names a file outside the worker's file set (whoever can
