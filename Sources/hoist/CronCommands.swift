@@ -103,12 +103,12 @@ extension Hoist {
 /// The workers of a job's newest shared run: each one's state, files, bytes and rate.
 func printWorkers(_ run: Journal.SharedRunStatus) {
     let plan = run.planned ? "\(run.pending) files pending" : "planning"
-    print("shared run \(run.runID.prefix(8)) (\(run.status.rawValue), \(plan)), \(run.workers.count) workers:")
+    print("shared run \(run.runID.prefix(8)) (\(run.status.rawValue), \(plan)), \(run.workers.count) worker\(run.workers.count == 1 ? "" : "s"):")
     for worker in run.workers {
         let seconds = max(0.001, worker.last - worker.started)
         let rate = ByteFormatter.string(Int64(Double(worker.bytes) / seconds)) + "/s"
         print("  \(worker.worker) pid \(worker.pid) on \(worker.host)  \(worker.status.padding(toLength: 11, withPad: " ", startingAt: 0))"
-              + " \(worker.uploaded) uploaded, \(ByteFormatter.string(worker.bytes)), \(rate), holding \(worker.holding)")
+              + " \(worker.uploaded) uploaded, \(worker.failed) failed, \(ByteFormatter.string(worker.bytes)), \(rate), holding \(worker.holding)")
     }
 }
 

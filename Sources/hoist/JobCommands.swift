@@ -82,6 +82,7 @@ extension Hoist {
         func validate() throws {
             if quiet && verbose { throw ValidationError("--quiet and --verbose say opposite things: choose one.") }
             if !(lease >= 1 && lease <= 3600) { throw ValidationError("--lease takes 1 to 3600 seconds.") }
+            if lease != 30 && !worker { throw ValidationError("--lease is a worker's (--worker): without it, nothing holds a lease.") }
         }
 
         func run() async throws {

@@ -268,20 +268,26 @@ import Testing
         let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
         #expect(try runProcess(hoist, ["run", "--worker", "--journal", url, manifest]).status == 0)
         let root = fixture.directory.url.appendingPathComponent("src").path
-        // A planned run with hostile rows: a path out of the root, one excluded, one whose path
-        // below the root does not match its source.
+        let stored = try FileManager.default.attributesOfItem(atPath: fixture.directory.url.appendingPathComponent("bucket/ok.txt").path)
+        // A planned run (of the same manifest) with hostile rows: a path out of the root, one
+        // excluded, one whose path below the root does not match its source; and the job's own
+        // file sent to another object, or to its own with other metadata (served as HTML).
         let run = "hostile-run"
-        let rows = [(secret.path, "../secret.txt"), (root + "/../secret.txt", "../secret.txt"), (root + "/a.key", "a.key"),
-                     (secret.path, "ok.txt")]
+        let rows = [(secret.path, "../secret.txt", "stolen0", "{}"), (root + "/../secret.txt", "../secret.txt", "stolen1", "{}"),
+                    (root + "/a.key", "a.key", "stolen2", "{}"), (secret.path, "ok.txt", "stolen3", "{}"),
+                    (root + "/ok.txt", "ok.txt", "stolen4", "{}"), (root + "/ok.txt", "ok.txt", "ok.txt", #"{"contentType":"text/html"}"#)]
         try Data("k".utf8).write(to: URL(fileURLWithPath: root + "/a.key"))
         var sql = """
-            INSERT INTO hoist_run (id, job, started, uploaded, skipped, failed, cancelled, bytes, status, pid, lock_key, shared, planned)
-            VALUES ('\(run)', 'test', 1, 0, 0, 0, 0, 0, 'running', 1, hashtextextended('hoist run test', 0), true, true);
+            INSERT INTO hoist_run (id, job, started, uploaded, skipped, failed, cancelled, bytes, status, pid, lock_key, shared, planned, fingerprint)
+            SELECT '\(run)', 'test', 1, 0, 0, 0, 0, 0, 'running', 1, hashtextextended('hoist run test', 0), true, true, fingerprint
+            FROM hoist_run WHERE status = 'ok';
             """
-        for (index, (source, relative)) in rows.enumerated() {
+        for (source, relative, destination, attributes) in rows {
             sql += """
                 INSERT INTO hoist_file (job, source, destination, size, mtime, attributes, state, run_id, updated, file_set, relative_path)
-                VALUES ('test', '\(source)', 'stolen\(index)', 6, 0, '{}', 'pending', '\(run)', 0, 0, '\(relative)');
+                VALUES ('test', '\(source)', '\(destination)', 6, 0, '\(attributes)', 'pending', '\(run)', 0, 0, '\(relative)')
+                ON CONFLICT (job, source, destination) DO UPDATE SET state = 'pending', run_id = EXCLUDED.run_id,
+                    attributes = EXCLUDED.attributes, file_set = 0, relative_path = EXCLUDED.relative_path;
                 """
         }
         // A live worker of that run holds the job: the next worker joins it instead of planning.
@@ -306,11 +312,53 @@ import Testing
         let joined = try runProcess(hoist, ["run", "--worker", "--journal", url, manifest])
         #expect(joined.status == 1, "\(joined.stdout)\(joined.stderr)")
         #expect(joined.stderr.contains("not a file of this worker's file set 1"), "\(joined.stderr)")
-        for index in rows.indices {
+        #expect(joined.stderr.contains("with other metadata or to another object than this worker's manifest ('ok.txt')"), "\(joined.stderr)")
+        for index in 0..<5 {
             #expect(!FileManager.default.fileExists(atPath: fixture.directory.url.appendingPathComponent("bucket/stolen\(index)").path))
         }
-        #expect(try server.psql("SELECT count(*) FROM hoist_file WHERE run_id = '\(run)' AND state = 'failed'", database: database).stdout == "4\n")
+        // The job's own object was not sent again.
+        let after = try FileManager.default.attributesOfItem(atPath: fixture.directory.url.appendingPathComponent("bucket/ok.txt").path)
+        #expect(after[.modificationDate] as? Date == stored[.modificationDate] as? Date)
+        #expect(try server.psql("SELECT count(*) FROM hoist_file WHERE run_id = '\(run)' AND state = 'failed'", database: database).stdout == "6\n")
         #expect(try server.psql("SELECT status FROM hoist_run WHERE id = '\(run)'", database: database).stdout == "failed\n")
+    }
+
+    /// A worker whose manifest is not the one the run was planned with (an old ConfigMap, a tree
+    /// mounted elsewhere) is refused at once and touches none of the run's files.
+    @Test func aWorkerWithAnotherManifestIsRefused() throws {
+        let job = try SlowJob()
+        let first = try start(["run", "--worker", "--journal", job.url, job.manifest])
+        #expect(try job.waitUntilHolding(first.0.processIdentifier, states: "'pending', 'uploading'"))
+        let other = job.fixture.directory.url.appendingPathComponent("other.yaml").path
+        try String(contentsOfFile: job.manifest, encoding: .utf8).replacingOccurrences(of: "root: src", with: "root: elsewhere")
+            .write(toFile: other, atomically: true, encoding: .utf8)
+        try FileManager.default.createDirectory(at: job.fixture.directory.url.appendingPathComponent("elsewhere"), withIntermediateDirectories: true)
+        let refused = try runProcess(hoist, ["run", "--worker", "--journal", job.url, other])
+        #expect(refused.status == 2)
+        #expect(refused.stderr.contains("this worker's manifest differs from the one the shared run of test was planned with (by pid "
+            + "\(first.0.processIdentifier) on "), "\(refused.stderr)")
+        let result = finish(first)
+        #expect(result.status == 0, "\(result.output)")
+        #expect(try job.server.psql("SELECT status, uploaded, failed FROM hoist_run", database: job.database).stdout == "ok|8|0\n")
+        try job.expectEveryFileInTheBucket()
+    }
+
+    /// Workers waiting for a plan that fails (two files for one object) report its error; the
+    /// plan is not made again by each.
+    @Test func aFailedPlanFailsTheWaitingWorkersOnce() throws {
+        let server = try PostgresServer.shared()
+        let url = try server.makeDatabase()
+        let fixture = try JobFixture()
+        for index in 0..<400 { try fixture.file(String(format: "a/f%03d.txt", index), 10) }
+        try fixture.file("b/f000.txt", 10)
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src, destination: '{name}' }]\n")
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        let results = try (0..<3).map { _ in try start(["run", "--worker", "--journal", url, manifest]) }.map(finish)
+        for result in results {
+            #expect(result.status == 2, "\(result.output)")
+            #expect(result.output.contains("both go to 'f000.txt'"), "\(result.output)")
+        }
+        #expect(try server.psql("SELECT count(*), min(status) FROM hoist_run", database: PostgresServer.database(of: url)).stdout == "1|failed\n")
     }
 
     @Test func aWorkerNeedsASharedJournalAndNoShard() throws {
@@ -325,5 +373,7 @@ import Testing
         let sharded = try runProcess(hoist, ["run", "--worker", "--shard", "0/2", "--journal", url, manifest])
         #expect(sharded.status == 2)
         #expect(sharded.stderr.contains("--worker and --shard split a job two ways"), "\(sharded.stderr)")
+        let lease = try runProcess(hoist, ["run", "--lease", "5", manifest])
+        #expect(lease.status == 2 && lease.stderr.contains("--lease is a worker's (--worker)"), "\(lease.stderr)")
     }
 }

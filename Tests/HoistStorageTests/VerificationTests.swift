@@ -86,6 +86,31 @@ import Testing
         #expect(try await FakeGCS.download(bucket: StorageEmulator.bucket, object: name, port: try StorageEmulator.port()) == changed)
     }
 
+    /// A small file (one request, no session) that a worker that died may have stored:
+    /// `unlessStored` takes the stored object when it holds the file's bytes and metadata, and
+    /// uploads otherwise.
+    @Test func aSmallFileAlreadyStoredIsNotSentAgainUnlessStored() async throws {
+        let bucket = try await FakeGCS.makeBucket()
+        let proxy = try FaultProxy(upstreamPort: try FakeGCS.port(), [])
+        let storage = gcsStorage(bucket: bucket, port: proxy.port)
+        let directory = try TemporaryDirectory()
+        let data = patternData(50_000, seed: 5)
+        let file = try directory.write("s.bin", data)
+        let first = try await storage.reference(withPath: "s.bin").putFileAsync(from: file)
+        let posts = { proxy.requests.filter { $0["method"] as? String == "POST" }.count }
+        #expect(posts() == 1)
+        let again = await EventRecorder(storage.reference(withPath: "s.bin").putFile(from: file, metadata: nil, resumingSession: nil,
+                                                                                      unlessStored: true)).finished()
+        #expect(again.status == .success)
+        #expect(again.metadata?.generation == first.generation)
+        #expect(posts() == 1, "the stored file was sent again")
+        try patternData(50_000, seed: 6).write(to: file)
+        let changed = await EventRecorder(storage.reference(withPath: "s.bin").putFile(from: file, metadata: nil, resumingSession: nil,
+                                                                                        unlessStored: true)).finished()
+        #expect(changed.status == .success && changed.metadata?.generation != first.generation)
+        #expect(try await FakeGCS.download(bucket: bucket, object: "s.bin") == patternData(50_000, seed: 6))
+    }
+
     @Test(arguments: [(100_000, "POST"), (5 << 20, "PUT")])
     func corruptedTransferIsSentAgainFromZero(size: Int, method: String) async throws {
         let bucket = try await FakeGCS.makeBucket()

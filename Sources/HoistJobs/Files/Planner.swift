@@ -17,6 +17,9 @@ public struct PlanItem: Sendable {
     public let fileSetIndex: Int
     /// An upload session an earlier run left unfinished for this very file, to continue.
     public var resumeSession: String?
+    /// Another process may have stored it without recording it (a shared run's worker that
+    /// died): an object already stored with the file's bytes and metadata is taken as its upload.
+    public var mayBeStored = false
 
     public init(file: WalkedFile, destination: String, attributes: ObjectResource, decision: Decision, fileSetIndex: Int,
                 resumeSession: String? = nil) {
@@ -150,7 +153,7 @@ public struct Planner: Sequence {
             return nil
         }
 
-        private mutating func plan(_ file: WalkedFile, _ set: FileSet, _ index: Int) -> PlanItem? {
+        mutating func plan(_ file: WalkedFile, _ set: FileSet, _ index: Int) -> PlanItem? {
             let path = file.relativePath
             func skipped(_ reason: String) -> PlanItem {
                 PlanItem(file: file, destination: "", attributes: ObjectResource(), decision: .skip(reason), fileSetIndex: index)
@@ -230,6 +233,15 @@ public struct Planner: Sequence {
                 attributes.metadata = merged
             }
         }
+    }
+
+    /// The plan item of one file of file set `index` found otherwise than by a walk (a shared
+    /// run's claim): filtered, named and given metadata as the walk would, without the journal.
+    /// - Returns: the item (perhaps a skip: the set's filters leave it out), or why it has none.
+    func item(for file: WalkedFile, set index: Int) -> Result<PlanItem, PlanError> {
+        var iterator = Planner(job: job, now: now, journal: nil, force: true).makeIterator()
+        if let item = iterator.plan(file, job.manifest.files[index], index) { return .success(item) }
+        return .failure(iterator.error ?? PlanError(message: iterator.problems.last?.message ?? "\(file.path) cannot be planned"))
     }
 
     /// Walks the whole plan once to find what would stop the job: a template that cannot be

@@ -177,7 +177,10 @@ public final class PostgresJournal: JournalStore {
             CREATE INDEX hoist_file_queue ON hoist_file (job, run_id, source, destination)
             WHERE state IN ('pending', 'uploading')
             """,
-            "ALTER TABLE hoist_run ADD COLUMN shared boolean NOT NULL DEFAULT false, ADD COLUMN planned boolean NOT NULL DEFAULT false",
+            """
+            ALTER TABLE hoist_run ADD COLUMN shared boolean NOT NULL DEFAULT false, ADD COLUMN planned boolean NOT NULL DEFAULT false,
+                ADD COLUMN fingerprint text
+            """,
             """
             CREATE TABLE hoist_worker (
                 run_id text NOT NULL,

@@ -34,6 +34,8 @@ public final class SharedRun: JobRunLock, Sendable {
     public let plans: Bool
     /// Seconds a worker may go without a heartbeat before its files are taken.
     public let lease: Double
+    /// When the run started: the time templates of its files are filled with (`{date}`...).
+    public let started: Date
     let journal: PostgresJournal
     private let hold: PostgresConnection
     private let state = Mutex(State())
@@ -52,8 +54,10 @@ public final class SharedRun: JobRunLock, Sendable {
 
     /// Joins the job's shared run, or makes its plan when none is going.
     /// - Parameter wait: wait for a run of the whole job (not shared) to end, instead of `JobLock.Busy`.
+    /// - Parameter fingerprint: the manifest's (`Job.fingerprint`): a worker joins only a run
+    ///   planned from the same manifest.
     /// - Throws: `JobLock.Busy`, or a `JournalError` in a sentence.
-    public init(journal: PostgresJournal, wait: Bool, lease: Double = 30) throws {
+    public init(journal: PostgresJournal, wait: Bool, lease: Double = 30, fingerprint: String = "") throws {
         self.journal = journal
         self.lease = lease
         let worker = String(UUID().uuidString.lowercased().prefix(8))
@@ -63,6 +67,8 @@ public final class SharedRun: JobRunLock, Sendable {
         let planKey = "hoist plan " + journal.job
         var plans = false
         var runID = ""
+        var started = Date()
+        let waiting = Date().timeIntervalSince1970
         do {
             func lock(_ sql: PostgresQuery) throws -> Bool {
                 try hold.query(sql, logger: PostgresJournal.logger).wait().first?.decode(Bool?.self) ?? true
@@ -78,23 +84,38 @@ public final class SharedRun: JobRunLock, Sendable {
             // Under the plan lock: join the planned run, or plan a new one.
             try journal.transaction { run in
                 _ = try run(journal.markDeadRunsInterrupted(except: backend))
+                // A plan that failed while this worker waited for it fails this worker too (one
+                // plan, one error), rather than being made again.
+                if let (error, pid, host) = try run("""
+                    SELECT error, pid, host FROM hoist_run WHERE job = \(journal.job) AND shared AND status = 'failed' AND NOT planned
+                      AND started >= \(waiting - 1) ORDER BY started DESC LIMIT 1
+                    """).first.map({ try $0.decode((String?, Int32, String?).self) }) {
+                    throw JournalError(message: "the shared run's plan (made by pid \(pid) on \(host ?? "?")) failed: \(error ?? "no reason given")")
+                }
                 let found = try run("""
-                    SELECT id, planned FROM hoist_run WHERE job = \(journal.job) AND status = 'running' AND shared
-                    ORDER BY started DESC LIMIT 1
-                    """).first.map { try $0.decode((String, Bool).self) }
-                if let (id, planned) = found, planned {
+                    SELECT id, planned, fingerprint, started, pid, host FROM hoist_run
+                    WHERE job = \(journal.job) AND status = 'running' AND shared ORDER BY started DESC LIMIT 1
+                    """).first.map { try $0.decode((String, Bool, String?, Double, Int32, String?).self) }
+                if let (id, planned, theirs, when, pid, host) = found, planned {
+                    guard theirs == fingerprint else {
+                        throw JournalError(message: "this worker's manifest differs from the one the shared run of \(journal.job) was planned "
+                            + "with (by pid \(pid) on \(host ?? "?")), or its roots are elsewhere: run every worker with the same manifest, "
+                            + "with the files at the same paths")
+                    }
                     runID = id
+                    started = Date(timeIntervalSince1970: when)
                 } else {
-                    if let (id, _) = found {
+                    if let id = found?.0 {
                         // Its planner died while planning (this process holds the plan lock now).
                         _ = try run("UPDATE hoist_run SET status = 'interrupted', finished = \(Date().timeIntervalSince1970) WHERE id = \(id)")
                     }
                     plans = true
                     runID = UUID().uuidString.lowercased()
                     _ = try run("""
-                        INSERT INTO hoist_run (id, job, started, uploaded, skipped, failed, cancelled, bytes, status, pid, host, lock_key, shared, planned)
-                        VALUES (\(runID), \(journal.job), \(Date().timeIntervalSince1970), 0, 0, 0, 0, 0, 'running', \(getpid()),
-                                \(ProcessInfo.processInfo.hostName), hashtextextended(\(jobKey), 0), true, false)
+                        INSERT INTO hoist_run (id, job, started, uploaded, skipped, failed, cancelled, bytes, status, pid, host, lock_key, shared,
+                                               planned, fingerprint)
+                        VALUES (\(runID), \(journal.job), \(started.timeIntervalSince1970), 0, 0, 0, 0, 0, 'running', \(getpid()),
+                                \(ProcessInfo.processInfo.hostName), hashtextextended(\(jobKey), 0), true, false, \(fingerprint))
                         """)
                 }
                 _ = try run("""
@@ -113,6 +134,7 @@ public final class SharedRun: JobRunLock, Sendable {
         }
         self.runID = runID
         self.plans = plans
+        self.started = started
         self.worker = worker
         self.hold = hold
         journal.holdLost.withLock { $0 = { hold.isClosed } }
@@ -296,26 +318,28 @@ public final class SharedRun: JobRunLock, Sendable {
                     """)
             }
             let rows = try journal.query("""
-                WITH gone AS (
-                    SELECT worker FROM hoist_worker WHERE run_id = \(runID)
-                      AND (status <> 'running' OR heartbeat < extract(epoch from clock_timestamp()) - lease)),
+                WITH live AS (
+                    SELECT worker FROM hoist_worker WHERE run_id = \(runID) AND status = 'running'
+                      AND heartbeat >= extract(epoch from clock_timestamp()) - lease),
                 taken AS (
-                    SELECT job, source, destination FROM hoist_file
+                    SELECT job, source, destination, worker AS previous FROM hoist_file
                     WHERE job = \(journal.job) AND run_id = \(runID) AND state IN ('pending', 'uploading')
-                      AND (worker IS NULL OR worker IN (SELECT worker FROM gone))
+                      -- Unclaimed, or held by a worker that is not a live one of this run.
+                      AND (worker IS NULL OR worker NOT IN (SELECT worker FROM live))
                     -- The queue's index order (a walk's), so the scan starts at the first unfinished row.
                     ORDER BY job, run_id, source, destination LIMIT \(limit) FOR UPDATE SKIP LOCKED)
                 UPDATE hoist_file f SET worker = \(worker)
                 FROM taken WHERE f.job = taken.job AND f.source = taken.source AND f.destination = taken.destination
-                RETURNING f.source, f.destination, f.size, f.mtime, f.attributes, f.session, f.file_set, f.relative_path
+                RETURNING f.source, f.destination, f.size, f.mtime, f.attributes, f.session, f.file_set, f.relative_path,
+                          taken.previous IS NOT NULL
                 """)
             var files: [Journal.ClaimedFile] = []
             for row in rows {
-                let (source, destination, size, mtime, attributes, session, set, relative)
-                    = try row.decode((String, String, Int64, Double, String, String?, Int32?, String?).self)
+                let (source, destination, size, mtime, attributes, session, set, relative, takenOver)
+                    = try row.decode((String, String, Int64, Double, String, String?, Int32?, String?, Bool).self)
                 files.append(Journal.ClaimedFile(source: source, destination: destination, size: size, mtime: mtime,
                                                  attributes: attributes, session: session, fileSetIndex: Int(set ?? 0),
-                                                 relativePath: relative ?? source))
+                                                 relativePath: relative ?? source, takenOver: takenOver))
             }
             // In walk order, as the plan went (RETURNING keeps no order).
             files.sort { ($0.source, $0.destination) < ($1.source, $1.destination) }
@@ -329,9 +353,11 @@ public final class SharedRun: JobRunLock, Sendable {
         }
     }
 
-    /// The plan item of a claimed file, checked against this worker's own manifest: the row
-    /// must name a file of one of its file sets (inside its root, by its path below the root,
-    /// not excluded), so whoever can write to the journal cannot make a worker read anything else.
+    /// The plan item of a claimed file, made from this worker's own manifest: the row must name
+    /// a file of one of its file sets (inside its root, by its path below the root, not left out
+    /// by its filters), and the destination and metadata are the manifest's, which the row must
+    /// match. So whoever can write to the journal can make a worker read no other file, and
+    /// write no other object or metadata, than the manifest says.
     func planItem(_ file: Journal.ClaimedFile, job: Job) throws -> PlanItem {
         let sets = job.manifest.files
         guard sets.indices.contains(file.fileSetIndex) else {
@@ -343,22 +369,39 @@ public final class SharedRun: JobRunLock, Sendable {
         let parts = file.relativePath.split(separator: "/", omittingEmptySubsequences: false)
         let inside = file.source == (root == "/" ? "" : root) + "/" + file.relativePath
             && !parts.contains { $0.isEmpty || $0 == "." || $0 == ".." }
-        guard inside || file.source == root,
-              set.include.isEmpty || set.include.contains(where: { $0.matches(file.relativePath) }),
-              !set.exclude.contains(where: { $0.matches(file.relativePath) }) else {
-            throw PlanError(message: "the shared run's plan names \(file.source), which is not a file of this worker's file set "
-                + "\(file.fileSetIndex + 1) (root \(root)): not uploaded. Run every worker with the same manifest")
-        }
-        let attributes: ObjectResource
-        do { attributes = try JSONDecoder().decode(ObjectResource.self, from: Data(file.attributes.utf8)) } catch {
-            throw PlanError(message: "the shared run's plan holds metadata for \(file.source) that cannot be read: not uploaded")
-        }
+        let notOurs = "the shared run's plan names \(file.source), which is not a file of this worker's file set \(file.fileSetIndex + 1) "
+            + "(root \(root))"
+        guard inside || file.source == root else { throw PlanError(message: notOurs + ": not uploaded. Run every worker with the same manifest") }
         // No device and inode: the upload checks the path resolves, without a link, to the file
         // under the root (a walk's inode would prove that; a claim has none).
         let walked = WalkedFile(path: file.source, relativePath: file.relativePath, size: file.size,
                                 modified: Date(timeIntervalSince1970: file.mtime))
-        return PlanItem(file: walked, destination: file.destination, attributes: attributes, decision: .upload,
-                        fileSetIndex: file.fileSetIndex, resumeSession: file.session)
+        var item: PlanItem
+        switch Planner(job: job, now: started).item(for: walked, set: file.fileSetIndex) {
+        case .success(let planned): item = planned
+        case .failure(let error): throw error
+        }
+        if case .skip(let reason) = item.decision { throw PlanError(message: notOurs + " to upload (\(reason)): not uploaded") }
+        guard item.destination == file.destination, Journal.attributesText(item.attributes) == file.attributes else {
+            throw PlanError(message: "the shared run's plan sends \(file.source) to '\(file.destination)' with other metadata or "
+                + "to another object than this worker's manifest ('\(item.destination)'): not uploaded. Run every worker with the same manifest")
+        }
+        item.resumeSession = file.session
+        item.mayBeStored = file.takenOver
+        return item
+    }
+
+    /// Takes a claimed file out of the run's queue: a `before_upload` hook skipped it or sent it
+    /// elsewhere (its row under the new destination is the one recorded), or it was found stored.
+    func release(source: String, destination: String) throws {
+        do {
+            _ = try journal.query("""
+                DELETE FROM hoist_file WHERE job = \(journal.job) AND source = \(source) AND destination = \(destination)
+                  AND run_id = \(runID) AND state = 'pending'
+                """)
+        } catch {
+            throw JournalError(postgres: journal.target, doing: "write", error)
+        }
     }
 
     /// Records a claimed file that failed before its upload started, so the run does not wait for it.
@@ -435,6 +478,8 @@ extension Journal {
         public let session: String?
         public let fileSetIndex: Int
         public let relativePath: String
+        /// Taken from a worker that died or went silent: it may have stored the object already.
+        public let takenOver: Bool
     }
 }
 
@@ -461,10 +506,11 @@ extension Journal {
         /// running, done, interrupted, failed, or lost (died, or went silent past its lease).
         public let status: String
         public let started: Double
-        /// Its heartbeat, or its end.
+        /// Now while it runs, else its end.
         public let last: Double
-        /// Files and bytes done (from the journal's rows, for a worker still running).
+        /// Files done and failed, and bytes done, by the journal's rows this worker holds.
         public let uploaded: Int
+        public let failed: Int
         public let bytes: Int64
         /// Files it holds now: claimed or in flight.
         public let holding: Int
@@ -490,22 +536,29 @@ extension PostgresJournal {
             let pending = try query("""
                 SELECT count(*) FROM hoist_file WHERE job = \(job) AND run_id = \(runID) AND state IN ('pending', 'uploading')
                 """).first?.decode(Int64.self) ?? 0
+            // Files and bytes from the rows each worker holds (a worker's own totals are written
+            // only at its end); a running worker whose lock's session is gone, or silent past its
+            // lease, is shown lost (the others mark it so at their next claim).
             let workers = try query("""
-                SELECT w.worker, w.host, w.pid, w.status, w.started, coalesce(w.finished, w.heartbeat),
-                       CASE WHEN w.status = 'running' THEN coalesce(f.uploaded, 0) ELSE w.uploaded END,
-                       CASE WHEN w.status = 'running' THEN coalesce(f.bytes, 0) ELSE w.bytes END, coalesce(f.holding, 0)
+                SELECT w.worker, w.host, w.pid,
+                       CASE WHEN w.status = 'running' AND (w.heartbeat < extract(epoch from clock_timestamp()) - w.lease OR NOT EXISTS (
+                                SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+                                  AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended('hoist worker ' || w.worker, 0)))
+                            THEN 'lost' ELSE w.status END,
+                       w.started, CASE WHEN w.status = 'running' THEN extract(epoch from clock_timestamp()) ELSE w.finished END,
+                       coalesce(f.uploaded, 0), coalesce(f.failed, 0), coalesce(f.bytes, 0), coalesce(f.holding, 0)
                 FROM hoist_worker w LEFT JOIN (
-                    SELECT worker, count(*) FILTER (WHERE state = 'done') AS uploaded,
+                    SELECT worker, count(*) FILTER (WHERE state = 'done') AS uploaded, count(*) FILTER (WHERE state = 'failed') AS failed,
                            coalesce(sum(size) FILTER (WHERE state = 'done'), 0)::bigint AS bytes,
                            count(*) FILTER (WHERE state IN ('pending', 'uploading')) AS holding
                     FROM hoist_file WHERE job = \(job) AND run_id = \(runID) AND worker IS NOT NULL GROUP BY worker) f
                   ON f.worker = w.worker
                 WHERE w.run_id = \(runID) ORDER BY w.started, w.worker
                 """).map { row in
-                let (worker, host, pid, status, started, last, uploaded, bytes, holding)
-                    = try row.decode((String, String, Int32, String, Double, Double, Int64, Int64, Int64).self)
-                return Journal.WorkerRecord(worker: worker, host: host, pid: pid, status: status, started: started, last: last,
-                                            uploaded: Int(uploaded), bytes: bytes, holding: Int(holding))
+                let (worker, host, pid, status, started, last, uploaded, failed, bytes, holding)
+                    = try row.decode((String, String, Int32, String, Double, Double?, Int64, Int64, Int64, Int64).self)
+                return Journal.WorkerRecord(worker: worker, host: host, pid: pid, status: status, started: started, last: last ?? started,
+                                            uploaded: Int(uploaded), failed: Int(failed), bytes: bytes, holding: Int(holding))
             }
             return Journal.SharedRunStatus(runID: runID, status: Journal.RunStatus(rawValue: status) ?? .failed, planned: planned,
                                            pending: Int(pending), workers: workers)

@@ -129,6 +129,13 @@ public struct Job: Sendable {
     }
 
     /// A file set's root, absolute.
+    /// What workers of one shared run must agree on: the manifest's text and where its roots
+    /// are (a hash; equal for the same manifest on machines that mount the files alike).
+    public var fingerprint: String {
+        let roots = manifest.files.map { root(of: $0) }.joined(separator: "\u{0}")
+        return String(Shard.hash(text + "\u{0}" + roots), radix: 16)
+    }
+
     public func root(of set: FileSet) -> String {
         resolve(set.root)
     }

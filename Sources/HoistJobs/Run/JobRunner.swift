@@ -56,6 +56,11 @@ public final class JobRunner: Sendable {
         hooks?.attach(pause: { [weak self] in self?.pauseAll() }, resume: { [weak self] in self?.resumeAll() })
     }
 
+    /// What `prepare` made of a planned file.
+    private enum Prepared {
+        case upload, skipped, failed, stopped
+    }
+
     private enum Outcome: Sendable {
         case success(Int64)
         case failure(StorageErrorCode, String)
@@ -132,6 +137,49 @@ public final class JobRunner: Sendable {
                 if large { runningLarge += 1 }
                 group.addTask { (item, large, await self.upload(item)) }
             }
+            /// Counts and tells a skip; false for a file to upload.
+            func skipped(_ item: PlanItem) -> Bool {
+                guard case .skip(let reason) = item.decision else { return false }
+                summary.skipped += 1
+                if item.decision == Planner.unchanged { summary.unchanged += 1 }
+                if item.decision == HookBus.vetoed { summary.vetoed += 1 }
+                if item.decision == Self.exists { summary.existing += 1 }
+                for observer in observers { observer.fileSkipped(item, reason: reason) }
+                return true
+            }
+            /// What is left to decide before a file starts: no-clobber, `before_upload` (and the
+            /// journal again for the destination it gives), two files sent to one object.
+            func prepare(_ item: inout PlanItem) async -> Prepared {
+                if settings.noClobber, item.decision == .upload, await exists(item.destination) {
+                    item.decision = Self.exists
+                }
+                if item.decision == .upload, let hooks {
+                    let planned = item
+                    do { item = try await hooks.beforeUpload(item) } catch {
+                        fail(item, "\(error)")
+                        return .failed
+                    }
+                    if state.withLock({ $0.stopping }) {
+                        // Stopped while the hook ran (whatever it answered): start nothing more.
+                        if state.withLock({ $0.interrupted }) { summary.cancelled += 1 }
+                        return .stopped
+                    }
+                    if item.destination != planned.destination || item.attributes != planned.attributes {
+                        do { try planner.consultJournal(&item) } catch {
+                            fail(item, "\(error)")
+                            return .failed
+                        }
+                    }
+                }
+                if rewrites, item.decision == .upload || item.decision == Planner.unchanged {
+                    if let other = claimed[item.destination], other != item.file.path {
+                        fail(item, "\(other) and \(item.file.path) both go to '\(item.destination)' after before_upload: nothing uploaded for the second")
+                        return .failed
+                    }
+                    claimed[item.destination] = item.file.path
+                }
+                return skipped(item) ? .skipped : .upload
+            }
             func startOrDefer(_ item: PlanItem) {
                 let large = item.file.size > Self.largeFile
                 if large, runningLarge >= largeSlots {
@@ -181,12 +229,18 @@ public final class JobRunner: Sendable {
                             }
                         }
                         guard !queue.isEmpty else { break }
-                        let item = queue.removeFirst()
+                        var item = queue.removeFirst()
                         if case .skip(let why) = item.decision {
                             fail(item, why)
-                        } else {
-                            startOrDefer(item)
+                            continue
                         }
+                        let planned = item.destination
+                        let prepared = await prepare(&item)
+                        if prepared == .skipped || (prepared == .upload && item.destination != planned) {
+                            // Skipped, or recorded under the destination a hook gave: out of the queue.
+                            do { try shared.release(source: item.file.path, destination: planned) } catch { stopFatal(describe(error)) }
+                        }
+                        if prepared == .upload { startOrDefer(item) }
                         continue
                     }
                     let next = iterator.next()
@@ -214,48 +268,15 @@ public final class JobRunner: Sendable {
                     if remoteCheck, item.decision == Planner.unchanged, await !storedAsJournaled(item) {
                         item.decision = .upload
                     }
-                    if settings.noClobber, item.decision == .upload, await exists(item.destination) {
-                        item.decision = Self.exists
-                    }
-                    if item.decision == .upload, let hooks {
-                        let planned = item
-                        do { item = try await hooks.beforeUpload(item) } catch {
-                            fail(item, "\(error)")
-                            continue
-                        }
-                        if state.withLock({ $0.stopping }) {
-                            // Stopped while the hook ran (whatever it answered): start nothing more.
-                            if state.withLock({ $0.interrupted }) { summary.cancelled += 1 }
-                            continue
-                        }
-                        if item.destination != planned.destination || item.attributes != planned.attributes {
-                            do { try planner.consultJournal(&item) } catch {
-                                fail(item, "\(error)")
-                                continue
-                            }
-                        }
-                    }
-                    if rewrites, item.decision == .upload || item.decision == Planner.unchanged {
-                        if let other = claimed[item.destination], other != item.file.path {
-                            fail(item, "\(other) and \(item.file.path) both go to '\(item.destination)' after before_upload: nothing uploaded for the second")
-                            continue
-                        }
-                        claimed[item.destination] = item.file.path
-                    }
-                    if case .skip(let reason) = item.decision {
-                        summary.skipped += 1
-                        if item.decision == Planner.unchanged { summary.unchanged += 1 }
-                        if item.decision == HookBus.vetoed { summary.vetoed += 1 }
-                        if item.decision == Self.exists { summary.existing += 1 }
-                        for observer in observers { observer.fileSkipped(item, reason: reason) }
-                        continue
-                    }
                     if let shared {
-                        // Planned for the workers (this one among them), not started here.
-                        do { try shared.plan(item) } catch { stopFatal(describe(error)) }
+                        // Planned for the workers (this one among them), who check no-clobber and
+                        // run before_upload as they claim it; not started here.
+                        if !skipped(item) {
+                            do { try shared.plan(item) } catch { stopFatal(describe(error)) }
+                        }
                         continue
                     }
-                    startOrDefer(item)
+                    if await prepare(&item) == .upload { startOrDefer(item) }
                 }
                 if running == 0 {
                     // A worker with nothing in flight waits for files others hold (one may die).
@@ -326,8 +347,8 @@ public final class JobRunner: Sendable {
         let metadata = StorageMetadata(item.attributes)
         let ref = storage.reference(withPath: item.destination)
         let url = URL(fileURLWithPath: item.file.path)
-        let task = item.resumeSession.map { ref.putFile(from: url, metadata: metadata, resumingSession: $0) }
-            ?? ref.putFile(from: url, metadata: metadata)
+        let task = item.mayBeStored ? ref.putFile(from: url, metadata: metadata, resumingSession: item.resumeSession, unlessStored: true)
+            : item.resumeSession.map { ref.putFile(from: url, metadata: metadata, resumingSession: $0) } ?? ref.putFile(from: url, metadata: metadata)
         let id = ObjectIdentifier(task)
         let pausedNow = state.withLock { state -> Bool in
             state.tasks[id] = task

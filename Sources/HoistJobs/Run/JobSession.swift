@@ -91,7 +91,7 @@ public final class JobSession: Sendable {
                     guard job.shard == nil else {
                         throw JournalError(message: "--worker and --shard split a job two ways: workers share one plan; choose one")
                     }
-                    shared = try SharedRun(journal: store, wait: options.wait, lease: options.lease)
+                    shared = try SharedRun(journal: store, wait: options.wait, lease: options.lease, fingerprint: job.fingerprint)
                     lock = shared
                 } else {
                     lock = try store.claimRun(wait: options.wait)

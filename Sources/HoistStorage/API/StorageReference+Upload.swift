@@ -45,6 +45,17 @@ extension StorageReference {
         start(StorageUploadTask(reference: self, content: .file(fileURL), metadata: metadata, resuming: sessionID), nil)
     }
 
+    /// As `putFile(from:metadata:resumingSession:)` for a file another process may have stored
+    /// without recording it (a job's worker that died): when there is no session to continue, an
+    /// object already stored with the file's bytes (size, then MD5) and this metadata is taken
+    /// as the upload, and nothing is sent. A Hoist extension.
+    @discardableResult
+    public func putFile(from fileURL: URL, metadata: StorageMetadata?, resumingSession sessionID: String?,
+                        unlessStored: Bool) -> StorageUploadTask {
+        start(StorageUploadTask(reference: self, content: .file(fileURL), metadata: metadata, resuming: sessionID,
+                                unlessStored: unlessStored), nil)
+    }
+
     /// `putData` with a `Result`; its error is a `StorageError`.
     @discardableResult
     public func putData(

@@ -32,7 +32,12 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
     /// A session to continue instead of starting one (Hoist: resume after a crash).
     private let resumeID: String?
 
-    init(reference: StorageReference, content: Content, metadata: StorageMetadata?, resuming resumeID: String? = nil) {
+    /// Whether an object already stored with these bytes counts as the upload (see `finishedEarlier`).
+    private let unlessStored: Bool
+
+    init(reference: StorageReference, content: Content, metadata: StorageMetadata?, resuming resumeID: String? = nil,
+         unlessStored: Bool = false) {
+        self.unlessStored = unlessStored
         self.content = content
         self.resumeID = resumeID
         self.attributes = metadata?.resource.writable ?? ObjectResource()
@@ -105,6 +110,8 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
             var restarts = 0
             var offset: Int64 = 0
             var resumable = resumeID
+            // An earlier process may have stored it: asked once, before a new session starts.
+            var mayBeStored = unlessStored
             while true {
                 do {
                     try await control.checkpoint()
@@ -115,9 +122,15 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
                             session = resumed
                             sessionID = resumed.id
                             offset = confirmed
-                        } else if let stored = await Self.finishedEarlier(source, attributes, at: path, backend: backend) {
-                            // That process finished it and died before it could say so: sending
-                            // it again would store the object twice.
+                        } else {
+                            // Gone: perhaps that process finished it and died before it could say so.
+                            mayBeStored = true
+                        }
+                    }
+                    if session == nil, mayBeStored {
+                        mayBeStored = false
+                        if let stored = await Self.finishedEarlier(source, attributes, at: path, backend: backend) {
+                            // Sending it again would store the object twice.
                             try await control.commitCheckpoint()
                             succeed(stored)
                             return
