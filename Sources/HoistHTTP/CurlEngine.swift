@@ -9,7 +9,8 @@ private import CCurl
 /// it, so a batch of small uploads shares one or a few connections; a server that answers with
 /// HTTP/1.1 gets one connection per transfer in flight, at most `maxConnectionsPerHost`. TLS
 /// sessions are shared between handles (a share handle), so a new connection resumes one.
-/// Request bodies are read from their files as they are sent (never loaded whole), and a
+/// Request bodies are read from their files as they are sent (never loaded whole; a body of at
+/// most 64 KiB is read just before its request, to go out with the head), and a
 /// transfer can be paused and resumed on the wire through its `TransferGate`. Only this file
 /// imports libcurl.
 ///
@@ -33,6 +34,10 @@ public final class CurlEngine: @unchecked Sendable {
     /// TLS sessions shared by every handle. Only the engine thread uses it, so it needs no lock.
     private let share: UnsafeMutableRawPointer
     private let inbox = Mutex<[Transfer]>([])
+    /// True while the engine thread is (about to be) blocked in `curl_multi_poll`: only then does
+    /// a new request need `curl_multi_wakeup` (a write to curl's socket pair and two reads back).
+    /// Set before the engine's last look at `inbox`, so a request appended after that look sees it.
+    private let polling = Atomic<Bool>(false)
     private var active: [UnsafeMutableRawPointer: Transfer] = [:]
     private var idleHandles: [UnsafeMutableRawPointer] = []
 
@@ -68,7 +73,7 @@ public final class CurlEngine: @unchecked Sendable {
             try await withCheckedThrowingContinuation { continuation in
                 transfer.continuation = continuation
                 inbox.withLock { $0.append(transfer) }
-                curl_multi_wakeup(multi)
+                if polling.load(ordering: .sequentiallyConsistent) { curl_multi_wakeup(multi) }
             }
         } onCancel: {
             transfer.abandoned.store(true, ordering: .relaxed)
@@ -105,7 +110,9 @@ public final class CurlEngine: @unchecked Sendable {
                 finish(handle, transfer, transfer.outcome(code: hoist_curl_msg_result(message), handle: handle))
             }
             let timeout: Int32 = anyPaused ? 20 : (active.isEmpty ? 1000 : 100)
-            curl_multi_poll(multi, nil, 0, timeout, nil)
+            polling.store(true, ordering: .sequentiallyConsistent)
+            if inbox.withLock({ $0.isEmpty }) { curl_multi_poll(multi, nil, 0, timeout, nil) }
+            polling.store(false, ordering: .sequentiallyConsistent)
         }
     }
 
@@ -158,6 +165,8 @@ private final class Transfer: @unchecked Sendable {
     var pausedOnWire = false
     var lastMovement = Date()
     private var retained: Unmanaged<Transfer>?
+    /// A small body sent from memory (`smallBody`), freed when the transfer completes.
+    private var postFields: UnsafeMutableRawBufferPointer?
 
     init(request: HTTPRequest, hooks: TransferHooks) {
         self.request = request
@@ -198,7 +207,12 @@ private final class Transfer: @unchecked Sendable {
         case "HEAD": try set(CURLOPT_NOBODY, 1)
         default:
             try set(CURLOPT_CUSTOMREQUEST, request.method)
-            if request.method != "DELETE" || bodyLength > 0 {
+            if let body = try smallBody() {
+                // Sent from memory: curl writes it with the request head, in one `send`.
+                postFields = body
+                try check(hoist_curl_easy_setopt_off(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count)))
+                try check(hoist_curl_easy_setopt_pointer(handle, CURLOPT_POSTFIELDS, body.baseAddress))
+            } else if request.method != "DELETE" || bodyLength > 0 {
                 try set(CURLOPT_UPLOAD, 1)
                 try check(hoist_curl_easy_setopt_off(handle, CURLOPT_INFILESIZE_LARGE, curl_off_t(bodyLength)))
                 try set(CURLOPT_UPLOAD_BUFFERSIZE, 512 << 10)
@@ -223,6 +237,67 @@ private final class Transfer: @unchecked Sendable {
         try check(hoist_curl_easy_setopt_xferinfo(handle, Transfer.progressCallback))
         try check(hoist_curl_easy_setopt_pointer(handle, CURLOPT_XFERINFODATA, context.toOpaque()))
         lastMovement = Date()
+    }
+
+    /// The largest body read whole before the request starts (`smallBody`).
+    static let smallBodyLimit: Int64 = 64 << 10
+
+    /// The whole body, read now, for a small body curl can send with the request head (fewer
+    /// system calls per small upload than the read callback, which sends it after the head):
+    /// nil when it is larger than `smallBodyLimit`, when there is no `Content-Type` header (curl
+    /// would add one to a body given this way), or when the transfer is paused or out of
+    /// bandwidth credit (the read callback pauses it). Content bytes are shown to
+    /// `onContentBytes` as they are read and `beforeEnd` is asked after the last one, as the read
+    /// callback does: the bytes sent are the bytes hashed, and a file that changed is never sent.
+    private func smallBody() throws -> UnsafeMutableRawBufferPointer? {
+        let length = request.bodyLength
+        guard length > 0, length <= Self.smallBodyLimit,
+              request.headers.contains(where: { $0.name.lowercased() == "content-type" }) else { return nil }
+        if let control = hooks.control {
+            if control.isPaused || control.isCancelled || !control.takeCredit(Int(length)) { return nil }
+        }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(length), alignment: 16)
+        var filled = 0
+        do {
+            for part in request.body {
+                let target = UnsafeMutableRawBufferPointer(rebasing: buffer[filled..<filled + Int(part.length)])
+                switch part {
+                case .data(let data, let contentOffset):
+                    data.copyBytes(to: target.assumingMemoryBound(to: UInt8.self), count: data.count)
+                    if let contentOffset { hooks.onContentBytes?(UnsafeRawBufferPointer(target), contentOffset) }
+                case .file(let path, let offset, let partLength):
+                    let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+                    guard descriptor >= 0 else {
+                        throw HTTPBodyReadError(
+                            path: path, reason: .cannotOpen, message: "Cannot open \(path): \(String(cString: strerror(errno))).")
+                    }
+                    defer { close(descriptor) }
+                    var got: Int64 = 0
+                    while got < partLength {
+                        let count = pread(descriptor, target.baseAddress! + Int(got), Int(partLength - got), off_t(offset + got))
+                        guard count > 0 else {
+                            throw HTTPBodyReadError(
+                                path: path, reason: .changed,
+                                message: "\(path) changed while uploading: \(count < 0 ? String(cString: strerror(errno)) : "it ended early").")
+                        }
+                        got += Int64(count)
+                    }
+                    hooks.onContentBytes?(UnsafeRawBufferPointer(target), offset)
+                }
+                filled += Int(part.length)
+            }
+            if let beforeEnd = hooks.beforeEnd, let problem = beforeEnd() {
+                let path = request.body.lazy.compactMap { part -> String? in
+                    if case .file(let path, _, _) = part { return path }
+                    return nil
+                }.first ?? ""
+                throw HTTPBodyReadError(path: path, reason: .changed, message: problem)
+            }
+        } catch {
+            buffer.deallocate()
+            throw error
+        }
+        return buffer
     }
 
     /// A reason to stop now: cancelled, or stalled while not paused.
@@ -274,6 +349,8 @@ private final class Transfer: @unchecked Sendable {
         fileDescriptor = -1
         curl_slist_free_all(headerList)
         headerList = nil
+        postFields?.deallocate()
+        postFields = nil
         retained?.release()
         retained = nil
         continuation?.resume(with: result)

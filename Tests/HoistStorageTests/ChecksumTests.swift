@@ -30,4 +30,59 @@ import Testing
         #expect(pieces.md5Base64() == whole.md5Base64())
         #expect(whole.md5Base64() == md5Base64(data))
     }
+
+    /// A large object's bytes are hashed on a worker thread: fed as the curl engine feeds them
+    /// (pieces, resends below the frontier, a resend that starts below and ends beyond it), the
+    /// digests equal those of the whole, and the queue's bound holds a fast feeder back.
+    @Test func frontierHashedOnAWorkerEqualsTheWhole() {
+        let data = patternData(9 << 20 + 12_345)
+        var whole = Checksums()
+        whole.update(data)
+        let frontier = ChecksumFrontier(inlineLimit: 1 << 20, maxQueued: 1 << 20)
+        data.withUnsafeBytes { bytes in
+            var position = 0
+            var step = 0
+            while position < bytes.count {
+                let size = min([4096, 16_384, 524_288, 1_000_003][step % 4], bytes.count - position)
+                frontier.add(UnsafeRawBufferPointer(rebasing: bytes[position..<position + size]), at: Int64(position))
+                if step % 5 == 4 {
+                    // A resend from earlier (a connection reset): counted once.
+                    let back = max(0, position - 700_000)
+                    frontier.add(UnsafeRawBufferPointer(rebasing: bytes[back..<position + size]), at: Int64(back))
+                }
+                position += size
+                step += 1
+            }
+        }
+        #expect(frontier.frontier == Int64(data.count))
+        let digests = frontier.digests
+        #expect(digests.md5 == whole.md5Base64())
+        #expect(digests.crc32c == whole.crc32cBase64())
+        // Read again (the worker has ended or lingers): the same.
+        #expect(frontier.digests.md5 == digests.md5)
+    }
+
+    /// A frontier that catches up from a file (a resumed session) past the inline limit.
+    @Test func frontierCatchesUpFromAFile() throws {
+        let directory = try TemporaryDirectory()
+        let data = patternData(3 << 20 + 7)
+        let file = try directory.write("big.bin", data)
+        let frontier = ChecksumFrontier(inlineLimit: 100_000, maxQueued: 256 << 10)
+        data.withUnsafeBytes { frontier.add(UnsafeRawBufferPointer(rebasing: $0[0..<50_000]), at: 0) }
+        try frontier.catchUp(to: Int64(data.count), from: ByteSource(filePath: file.path))
+        #expect(frontier.digests.md5 == md5Base64(data))
+    }
+
+    @Test func randomIDsAreVersion4AndDistinct() {
+        var seen = Set<UUID>()
+        for _ in 0..<1000 {   // several 4 KiB refills of the pool
+            let id = RandomID.uuid()
+            let text = id.uuidString
+            #expect(Array(text)[14] == "4")
+            #expect("89AB".contains(Array(text)[19]))
+            seen.insert(id)
+        }
+        #expect(seen.count == 1000)
+    }
 }
+

@@ -346,7 +346,7 @@ public final class JobRunner: Sendable {
         if let problem = Self.swappedSinceWalk(item, job: job) { return .refused(problem) }
         let metadata = StorageMetadata(item.attributes)
         let ref = storage.reference(withPath: item.destination)
-        let url = URL(fileURLWithPath: item.file.path)
+        let url = URL(fileURLWithPath: item.file.path, isDirectory: false)   // no stat to ask
         let task = item.mayBeStored ? ref.putFile(from: url, metadata: metadata, resumingSession: item.resumeSession, unlessStored: true)
             : item.resumeSession.map { ref.putFile(from: url, metadata: metadata, resumingSession: $0) } ?? ref.putFile(from: url, metadata: metadata)
         let id = ObjectIdentifier(task)

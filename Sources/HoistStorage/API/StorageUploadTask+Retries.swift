@@ -58,8 +58,11 @@ extension StorageUploadTask {
             guard !retryHandlers.isEmpty, !state.isFinished else { return }
             let retry = StorageUploadRetry(attempt: attempt, delay: delay, responseCode: code, message: message, completed: completed)
             let work = UncheckedSendable(retryHandlers.map(\.run))
+            let deliveries = self.deliveries
+            deliveries.sent()
             reference.storage.callbackQueue.async {
                 for handler in work.value { handler(retry) }
+                deliveries.ran()
             }
         }
     }

@@ -42,10 +42,13 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
         self.resumeID = resumeID
         self.attributes = metadata?.resource.writable ?? ObjectResource()
         let storage = reference.storage
+        let deliveries = PendingDeliveries()
+        // Before the object is stored, the queue catches up only when it has something of this
+        // task's still to run.
         control = TransferControl(
             limiter: storage.bandwidthLimiter, chunkSize: storage.effectiveChunkSize,
-            observerQueue: { storage.callbackQueue })
-        super.init(reference: reference)
+            observerQueue: { deliveries.any ? storage.callbackQueue : nil })
+        super.init(reference: reference, deliveries: deliveries)
         // Known from the start, so a progress observer added early sees the real total.
         switch content {
         case .data(let data): total = Int64(data.count)

@@ -17,11 +17,12 @@ public final class TransferControl: Sendable {
     /// The most a backend sends at once (the storage's `uploadChunkSizeBytes`, rounded to
     /// 256 KiB); nil for no limit. Progress is reported at least once per chunk.
     public let chunkSize: Int64?
-    /// The queue the task's observers run on now: `commitCheckpoint()` lets it catch up.
-    private let observerQueue: (@Sendable () -> DispatchQueue)?
+    /// The queue the task's observers run on now: `commitCheckpoint()` lets it catch up (nil:
+    /// nothing of this task's is waiting on it).
+    private let observerQueue: (@Sendable () -> DispatchQueue?)?
 
     public init(limiter: BandwidthLimiter? = nil, chunkSize: Int64? = nil,
-                observerQueue: (@Sendable () -> DispatchQueue)? = nil) {
+                observerQueue: (@Sendable () -> DispatchQueue?)? = nil) {
         self.limiter = limiter
         self.chunkSize = chunkSize
         self.observerQueue = observerQueue

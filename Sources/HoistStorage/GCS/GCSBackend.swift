@@ -296,18 +296,48 @@ public final class GCSBackend: StorageBackend {
     /// Percent-encodes everything but RFC 3986's unreserved characters (so `/` is `%2F`), as
     /// object names are written in JSON API and download URLs.
     public static func encode(_ text: String) -> String {
-        text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? text
+        percentEncode(text, keeping: unreserved)
     }
 
-    private static let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+    /// The unreserved characters, by byte: A-Z a-z 0-9 - . _ ~
+    private static let unreserved: [Bool] = (0..<256).map { byte in
+        let scalar = Unicode.Scalar(UInt8(byte))
+        return scalar.isASCII && (("A"..."Z").contains(scalar) || ("a"..."z").contains(scalar) || ("0"..."9").contains(scalar)
+            || "-._~".unicodeScalars.contains(scalar))
+    }
 
     /// Percent-encodes as FirebaseStorage writes download URLs: the unreserved characters and
     /// `!$'()*,=:@` stay as they are (`/`, `&`, `+`, `;` and space are escaped).
     static func encodeForDownload(_ text: String) -> String {
-        text.addingPercentEncoding(withAllowedCharacters: firebaseAllowed) ?? text
+        percentEncode(text, keeping: firebaseAllowed)
     }
 
-    private static let firebaseAllowed = unreserved.union(CharacterSet(charactersIn: "!$'()*,=:@"))
+    private static let firebaseAllowed: [Bool] = (0..<256).map { byte in
+        unreserved[byte] || "!$'()*,=:@".utf8.contains(UInt8(byte))
+    }
+
+    /// `text`'s UTF-8 with every byte not in `keep` written `%XX` (uppercase hex), as Foundation's
+    /// `addingPercentEncoding(withAllowedCharacters:)` does for an ASCII set, without its
+    /// NSString bridging (once per request, it showed in profiles of small uploads).
+    static func percentEncode(_ text: String, keeping keep: [Bool]) -> String {
+        var text = text
+        return text.withUTF8 { bytes in
+            if bytes.allSatisfy({ keep[Int($0)] }) { return String(decoding: bytes, as: UTF8.self) }
+            let hex = Array("0123456789ABCDEF".utf8)
+            var out = [UInt8]()
+            out.reserveCapacity(bytes.count * 3)
+            for byte in bytes {
+                if keep[Int(byte)] {
+                    out.append(byte)
+                } else {
+                    out.append(UInt8(ascii: "%"))
+                    out.append(hex[Int(byte >> 4)])
+                    out.append(hex[Int(byte & 0x0F)])
+                }
+            }
+            return String(decoding: out, as: UTF8.self)
+        }
+    }
 
     /// Checks the stored object against the whole local source: its size, its CRC32C and (where
     /// the server gives one) its MD5 must equal the source's. Bytes this process never sent (a
