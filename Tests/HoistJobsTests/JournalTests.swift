@@ -135,20 +135,13 @@ import Testing
     }
 
     func killLoop() async throws {
-        let port = try StorageEmulator.port()
-        let proxy = try FaultProxy(upstreamPort: port, [])
         let fixture = try JobFixture()
         let size = 48 << 20
         try fixture.file("big.bin", size)
-        let object = "kill-\(UUID().uuidString.prefix(8))/big.bin"
-        _ = try fixture.job("""
-            storage: { url: 'gs://\(StorageEmulator.bucket)', multipartThreshold: 1MiB }
-            files: [{ root: src, destination: '\(object.dropLast("/big.bin".count))/{relpath}' }]
-            upload: { bandwidth: 3MB/s }
-            """)
-        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
-        var environment = ProcessInfo.processInfo.environment
-        environment["STORAGE_EMULATOR_HOST"] = "127.0.0.1:\(proxy.port)"
+        let prefix = "kill-\(UUID().uuidString.prefix(8))"
+        let object = prefix + "/big.bin"
+        let job = try EmulatorJob(fixture, prefix: prefix, bandwidth: "3MB/s")
+        let (port, proxy, manifest, environment) = (job.port, job.proxy, job.manifest, job.environment)
         var kills = 0
         var resumedFrom: [Int] = []
         while kills < 20 {

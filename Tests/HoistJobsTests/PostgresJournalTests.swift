@@ -111,20 +111,12 @@ import Testing
         try await ExclusiveTests.shared.run {
             let server = try PostgresServer.shared()
             let url = try server.makeDatabase()
-            let port = try StorageEmulator.port()
-            let proxy = try FaultProxy(upstreamPort: port, [])
             let fixture = try JobFixture()
             let size = 12 << 20
             try fixture.file("big.bin", size)
             let prefix = "pg-\(UUID().uuidString.prefix(8))"
-            _ = try fixture.job("""
-                storage: { url: 'gs://\(StorageEmulator.bucket)', multipartThreshold: 1MiB }
-                files: [{ root: src, destination: '\(prefix)/{relpath}' }]
-                upload: { bandwidth: 3MB/s }
-                """)
-            let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
-            var environment = ProcessInfo.processInfo.environment
-            environment["STORAGE_EMULATOR_HOST"] = "127.0.0.1:\(proxy.port)"
+            let job = try EmulatorJob(fixture, prefix: prefix, bandwidth: "3MB/s")
+            let (port, proxy, manifest, environment) = (job.port, job.proxy, job.manifest, job.environment)
             let first = Process()
             first.executableURL = URL(fileURLWithPath: hoist)
             first.arguments = ["run", "--quiet", "--journal", url, manifest]

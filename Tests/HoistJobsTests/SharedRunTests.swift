@@ -81,20 +81,14 @@ import Testing
             let server = try PostgresServer.shared()
             let url = try server.makeDatabase()
             let database = PostgresServer.database(of: url)
-            let port = try StorageEmulator.port()
-            let proxy = try FaultProxy(upstreamPort: port, [])
             let fixture = try JobFixture()
             let sizes = (0..<16).map { (2 << 20) + $0 * 4_099 }
             for (index, size) in sizes.enumerated() { try fixture.file(String(format: "f%02d.bin", index), size) }
             let prefix = "workers-\(UUID().uuidString.prefix(8))"
-            _ = try fixture.job("""
-                storage: { url: 'gs://\(StorageEmulator.bucket)', multipartThreshold: 256KiB }
-                files: [{ root: src, destination: '\(prefix)/{relpath}', metadata: { contentType: application/x-test, customMetadata: { team: render } } }]
-                upload: { bandwidth: 2MB/s, concurrency: 2 }
-                """)
-            let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
-            var environment = ProcessInfo.processInfo.environment
-            environment["STORAGE_EMULATOR_HOST"] = "127.0.0.1:\(proxy.port)"
+            let job = try EmulatorJob(fixture, prefix: prefix, bandwidth: "2MB/s",
+                                      files: ", metadata: { contentType: application/x-test, customMetadata: { team: render } }",
+                                      upload: ", concurrency: 2")
+            let (port, proxy, manifest, environment) = (job.port, job.proxy, job.manifest, job.environment)
             let workers = try (0..<4).map { _ in try start(["run", "--worker", "--quiet", "--journal", url, manifest], environment: environment) }
             let victims = [workers[1].0, workers[2].0]
             // Killed once each holds a file half-sent (a session with bytes confirmed).

@@ -22,3 +22,28 @@ public struct JobFixture {
 
     public func plan(_ body: String) throws -> [PlanItem] { Array(Planner(job: try job(body))) }
 }
+
+/// A job of a `JobFixture` uploading to gcp-storage-emulator through a fault proxy that logs
+/// every request (to count resumes and finalizing answers): objects go under `prefix`, large
+/// files resumably (1 MiB threshold), at `bandwidth`.
+public struct EmulatorJob {
+    public let port: Int
+    public let proxy: FaultProxy
+    public let manifest: String
+    /// The test's environment with STORAGE_EMULATOR_HOST naming the proxy.
+    public let environment: [String: String]
+
+    public init(_ fixture: JobFixture, prefix: String, bandwidth: String, files extra: String = "", upload: String = "") throws {
+        port = try StorageEmulator.port()
+        proxy = try FaultProxy(upstreamPort: port, [])
+        _ = try fixture.job("""
+            storage: { url: 'gs://\(StorageEmulator.bucket)', multipartThreshold: 1MiB }
+            files: [{ root: src, destination: '\(prefix)/{relpath}'\(extra) }]
+            upload: { bandwidth: \(bandwidth)\(upload) }
+            """)
+        manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        var environment = ProcessInfo.processInfo.environment
+        environment["STORAGE_EMULATOR_HOST"] = "127.0.0.1:\(proxy.port)"
+        self.environment = environment
+    }
+}

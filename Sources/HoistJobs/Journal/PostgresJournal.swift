@@ -461,8 +461,7 @@ final class PostgresRunLock: JobRunLock {
     static func holder(of key: String, on connection: PostgresConnection) -> String? {
         let name = try? connection.query("""
             SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-            WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
-              AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended(\(key), 0)
+            WHERE \(unescaped: PostgresJournal.grantedAdvisoryKey) = hashtextextended(\(key), 0)
             """, logger: PostgresJournal.logger).wait().first?.decode(String.self)
         return name.map { $0.components(separatedBy: " pid ").last ?? $0 }
     }

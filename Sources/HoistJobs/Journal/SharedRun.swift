@@ -21,7 +21,7 @@ import Synchronization
 ///   workers never finalize one object; a `done` row is never claimed again.
 /// - **End**: a worker finding nothing to claim waits while other live workers hold files (one
 ///   of them may still die), and leaves when the run has no unfinished file; the last one marks
-///   the run `ok` or `failed` with the workers' totals.
+///   the run `ok` or `failed` with the totals of the files' rows.
 ///
 /// Runs of one job never overlap: every worker holds the job's advisory lock shared, which
 /// excludes a run of the whole job (`claimRun`, exclusive), and a new plan is made only while no
@@ -41,9 +41,7 @@ public final class SharedRun: JobRunLock, Sendable {
     private let state = Mutex(State())
     private struct State {
         var released = false
-        var planning: [Journal.FileRecord] = []
-        var planSets: [Int] = []
-        var planPaths: [String] = []
+        var planning: [PlannedRow] = []
         var lastReap = 0.0
         var lastBeat = Date()
         var onLost: (@Sendable (String) -> Void)?
@@ -64,7 +62,7 @@ public final class SharedRun: JobRunLock, Sendable {
         let target = journal.target
         let hold = try PostgresJournal.connect(target, purpose: "worker")
         let jobKey = journal.jobLockName
-        let planKey = "hoist plan " + journal.job
+        let planKey = Self.planKey(journal.job)
         var plans = false
         var runID = ""
         var started = Date()
@@ -78,7 +76,7 @@ public final class SharedRun: JobRunLock, Sendable {
             } else if try !lock("SELECT pg_try_advisory_lock_shared(hashtextextended(\(jobKey), 0))") {
                 throw JobLock.Busy(holder: PostgresRunLock.holder(of: jobKey, on: hold) ?? "unknown")
             }
-            _ = try lock("SELECT pg_advisory_lock(hashtextextended(\(Self.workerKey(worker)), 0)) IS NULL")
+            _ = try lock("SELECT pg_advisory_lock(hashtextextended(\(Self.workerLockPrefix + worker), 0)) IS NULL")
             _ = try lock("SELECT pg_advisory_lock(hashtextextended(\(planKey), 0)) IS NULL")
             let backend = try hold.query("SELECT pg_backend_pid()", logger: PostgresJournal.logger).wait().first?.decode(Int32.self) ?? 0
             // Under the plan lock: join the planned run, or plan a new one.
@@ -149,7 +147,23 @@ public final class SharedRun: JobRunLock, Sendable {
 
     deinit { release() }
 
-    static func workerKey(_ worker: String) -> String { "hoist worker " + worker }
+    /// The advisory lock a worker holds while it lives is "hoist worker ID" (`workerLost` reads it).
+    static let workerLockPrefix = "hoist worker "
+
+    /// SQL, for a `hoist_worker` row `w` still `running`: its worker is lost, silent past its
+    /// lease or its lock's session gone (kill -9, a lost machine noticed).
+    static let workerLost = """
+        (w.heartbeat < extract(epoch from clock_timestamp()) - w.lease OR NOT EXISTS (
+            SELECT 1 FROM pg_locks l WHERE \(PostgresJournal.grantedAdvisoryKey) = hashtextextended('\(workerLockPrefix)' || w.worker, 0)))
+        """
+
+    /// The advisory lock one process holds while it plans a job's shared run.
+    static func planKey(_ job: String) -> String { "hoist plan " + job }
+
+    /// Lets the workers waiting for the plan in.
+    private func releasePlanLock() throws {
+        _ = try hold.query("SELECT pg_advisory_unlock(hashtextextended(\(Self.planKey(journal.job)), 0))", logger: PostgresJournal.logger).wait()
+    }
 
     /// Called once when this worker lost its hold (heartbeat failed past the lease, or the lock's
     /// connection closed): its files may be taken by others, so its uploads must stop.
@@ -203,36 +217,33 @@ public final class SharedRun: JobRunLock, Sendable {
                                         mtime: item.file.modified.timeIntervalSince1970,
                                         attributes: Journal.attributesText(item.attributes), state: .pending,
                                         session: item.resumeSession, runID: runID)
-        let batch = state.withLock { state -> ([Journal.FileRecord], [Int], [String])? in
-            state.planning.append(record)
-            state.planSets.append(item.fileSetIndex)
-            state.planPaths.append(item.file.relativePath)
+        let row = PlannedRow(record: record, set: item.fileSetIndex, relative: item.file.relativePath)
+        let batch = state.withLock { state -> [PlannedRow]? in
+            state.planning.append(row)
             guard state.planning.count >= 1000 else { return nil }
-            defer {
-                state.planning.removeAll(keepingCapacity: true)
-                state.planSets.removeAll(keepingCapacity: true)
-                state.planPaths.removeAll(keepingCapacity: true)
-            }
-            return (state.planning, state.planSets, state.planPaths)
+            defer { state.planning.removeAll(keepingCapacity: true) }
+            return state.planning
         }
         if let batch { try writePlan(batch) }
     }
 
-    private func writePlan(_ batch: ([Journal.FileRecord], [Int], [String])) throws {
-        guard !batch.0.isEmpty else { return }
-        struct Row: Encodable {
-            let record: Journal.FileRecord
-            let set: Int
-            let relative: String
-            func encode(to encoder: any Encoder) throws {
-                try record.encode(to: encoder)
-                var container = encoder.container(keyedBy: Key.self)
-                try container.encode(set, forKey: .fileSet)
-                try container.encode(relative, forKey: .relativePath)
-            }
-            enum Key: String, CodingKey { case fileSet, relativePath }
+    /// A file of the plan: its journal row, and where a worker finds it (its file set, its
+    /// path below the root).
+    private struct PlannedRow: Encodable, Sendable {
+        let record: Journal.FileRecord
+        let set: Int
+        let relative: String
+        func encode(to encoder: any Encoder) throws {
+            try record.encode(to: encoder)
+            var container = encoder.container(keyedBy: Key.self)
+            try container.encode(set, forKey: .fileSet)
+            try container.encode(relative, forKey: .relativePath)
         }
-        let rows = zip(batch.0, zip(batch.1, batch.2)).map { Row(record: $0, set: $1.0, relative: $1.1) }
+        enum Key: String, CodingKey { case fileSet, relativePath }
+    }
+
+    private func writePlan(_ rows: [PlannedRow]) throws {
+        guard !rows.isEmpty else { return }
         let json = String(decoding: try JSONEncoder().encode(rows), as: UTF8.self)
         do {
             _ = try journal.query("""
@@ -255,19 +266,13 @@ public final class SharedRun: JobRunLock, Sendable {
     /// Writes the rest of the plan, marks the run planned and lets the waiting workers join.
     /// - Parameter failed: files the plan could not take (unreadable folders, impossible names).
     func planFinished(skipped: Int, failed: Int) throws {
-        let batch = state.withLock { state in
-            defer {
-                state.planning = []
-                state.planSets = []
-                state.planPaths = []
-            }
-            return (state.planning, state.planSets, state.planPaths)
-        }
-        try writePlan(batch)
+        try writePlan(state.withLock { state in
+            defer { state.planning = [] }
+            return state.planning
+        })
         do {
             _ = try journal.query("UPDATE hoist_run SET planned = true, skipped = \(Int64(skipped)), failed = \(Int64(failed)) WHERE id = \(runID)")
-            _ = try hold.query("SELECT pg_advisory_unlock(hashtextextended(\("hoist plan " + journal.job), 0))",
-                               logger: PostgresJournal.logger).wait()
+            try releasePlanLock()
         } catch {
             throw JournalError(postgres: journal.target, doing: "write the plan to", error)
         }
@@ -280,8 +285,7 @@ public final class SharedRun: JobRunLock, Sendable {
             _ = try journal.query("""
                 UPDATE hoist_run SET status = 'failed', error = \(message), finished = \(Date().timeIntervalSince1970) WHERE id = \(runID)
                 """)
-            _ = try hold.query("SELECT pg_advisory_unlock(hashtextextended(\("hoist plan " + journal.job), 0))",
-                               logger: PostgresJournal.logger).wait()
+            try releasePlanLock()
         } catch {
             throw JournalError(postgres: journal.target, doing: "write the plan to", error)
         }
@@ -311,10 +315,7 @@ public final class SharedRun: JobRunLock, Sendable {
                 // silent past their lease, are lost now: their files go to the others.
                 _ = try journal.query("""
                     UPDATE hoist_worker w SET status = 'lost', finished = \(now)
-                    WHERE run_id = \(runID) AND status = 'running' AND worker <> \(worker) AND (
-                        heartbeat < extract(epoch from clock_timestamp()) - lease OR NOT EXISTS (
-                        SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
-                          AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended('hoist worker ' || w.worker, 0)))
+                    WHERE run_id = \(runID) AND status = 'running' AND worker <> \(worker) AND \(unescaped: Self.workerLost)
                     """)
             }
             let rows = try journal.query("""
@@ -344,9 +345,7 @@ public final class SharedRun: JobRunLock, Sendable {
             // In walk order, as the plan went (RETURNING keeps no order).
             files.sort { ($0.source, $0.destination) < ($1.source, $1.destination) }
             if !files.isEmpty { return .files(files) }
-            let left = try journal.query("""
-                SELECT count(*) FROM hoist_file WHERE job = \(journal.job) AND run_id = \(runID) AND state IN ('pending', 'uploading')
-                """).first?.decode(Int64.self) ?? 0
+            let left = try journal.query(journal.unfinishedCount(runID)).first?.decode(Int64.self) ?? 0
             return left == 0 ? .finished : .wait
         } catch {
             throw JournalError(postgres: journal.target, doing: "claim files from", error)
@@ -391,8 +390,8 @@ public final class SharedRun: JobRunLock, Sendable {
         return item
     }
 
-    /// Takes a claimed file out of the run's queue: a `before_upload` hook skipped it or sent it
-    /// elsewhere (its row under the new destination is the one recorded), or it was found stored.
+    /// Takes a claimed file out of the run's queue: a `before_upload` hook or no-clobber skipped
+    /// it, or a hook sent it elsewhere (its row under the new destination is the one recorded).
     func release(source: String, destination: String) throws {
         do {
             _ = try journal.query("""
@@ -435,9 +434,7 @@ public final class SharedRun: JobRunLock, Sendable {
                     UPDATE hoist_file SET worker = NULL
                     WHERE job = \(journal.job) AND run_id = \(runID) AND worker = \(worker) AND state IN ('pending', 'uploading')
                     """)
-                let left = try run("""
-                    SELECT count(*) FROM hoist_file WHERE job = \(journal.job) AND run_id = \(runID) AND state IN ('pending', 'uploading')
-                    """).first?.decode(Int64.self) ?? 0
+                let left = try run(journal.unfinishedCount(runID)).first?.decode(Int64.self) ?? 0
                 guard left == 0 else { return }
                 // The totals from the files' rows (a worker's own row may not be written yet).
                 _ = try run("""
@@ -491,9 +488,17 @@ extension PostgresJournal {
         """
         UPDATE hoist_run SET status = 'interrupted', finished = COALESCE(finished, \(Date().timeIntervalSince1970))
         WHERE job = \(job) AND status = 'running' AND NOT EXISTS (
-            SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
-              AND l.pid <> \(backend) AND ((l.classid::bigint << 32) | l.objid::bigint) = hoist_run.lock_key)
+            SELECT 1 FROM pg_locks l WHERE l.pid <> \(backend) AND \(unescaped: Self.grantedAdvisoryKey) = hoist_run.lock_key)
         """
+    }
+
+    /// SQL: a granted advisory lock `l` (a row of `pg_locks`) taken with one bigint key, then
+    /// that key, to compare with `= KEY`.
+    static let grantedAdvisoryKey = "l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND ((l.classid::bigint << 32) | l.objid::bigint)"
+
+    /// How many files of the run `runID` are not finished (pending or in flight).
+    func unfinishedCount(_ runID: String) -> PostgresQuery {
+        "SELECT count(*) FROM hoist_file WHERE job = \(job) AND run_id = \(runID) AND state IN ('pending', 'uploading')"
     }
 }
 
@@ -533,18 +538,13 @@ extension PostgresJournal {
             guard let (runID, status, planned) = try query("""
                 SELECT id, status, planned FROM hoist_run WHERE job = \(job) AND shared ORDER BY started DESC LIMIT 1
                 """).first.map({ try $0.decode((String, String, Bool).self) }) else { return nil }
-            let pending = try query("""
-                SELECT count(*) FROM hoist_file WHERE job = \(job) AND run_id = \(runID) AND state IN ('pending', 'uploading')
-                """).first?.decode(Int64.self) ?? 0
+            let pending = try query(unfinishedCount(runID)).first?.decode(Int64.self) ?? 0
             // Files and bytes from the rows each worker holds (a worker's own totals are written
             // only at its end); a running worker whose lock's session is gone, or silent past its
             // lease, is shown lost (the others mark it so at their next claim).
             let workers = try query("""
                 SELECT w.worker, w.host, w.pid,
-                       CASE WHEN w.status = 'running' AND (w.heartbeat < extract(epoch from clock_timestamp()) - w.lease OR NOT EXISTS (
-                                SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
-                                  AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended('hoist worker ' || w.worker, 0)))
-                            THEN 'lost' ELSE w.status END,
+                       CASE WHEN w.status = 'running' AND \(unescaped: SharedRun.workerLost) THEN 'lost' ELSE w.status END,
                        w.started, CASE WHEN w.status = 'running' THEN extract(epoch from clock_timestamp()) ELSE w.finished END,
                        coalesce(f.uploaded, 0), coalesce(f.failed, 0), coalesce(f.bytes, 0), coalesce(f.holding, 0)
                 FROM hoist_worker w LEFT JOIN (

@@ -205,18 +205,18 @@ public final class JobRunner: Sendable {
                             // worker holding files others could be sending.
                             let start = claimsStarted ?? .now
                             claimsStarted = start
-                            let seconds = max(0.001, Double((ContinuousClock.now - start).components.attoseconds) / 1e18
-                                + Double((ContinuousClock.now - start).components.seconds))
+                            let seconds = max(0.001, (ContinuousClock.now - start) / .seconds(1))
                             let limit = min(256, max(concurrency - running, Int(Double(finishedSinceClaims) / seconds)))
                             do {
                                 switch try shared.claim(limit: limit) {
                                 case .files(let files):
                                     for file in files {
                                         do { queue.append(try shared.planItem(file, job: job)) } catch {
-                                            queue.append(PlanItem(file: WalkedFile(path: file.source, relativePath: file.relativePath,
-                                                                                   size: file.size, modified: Date(timeIntervalSince1970: file.mtime)),
-                                                                  destination: file.destination, attributes: ObjectResource(),
-                                                                  decision: .skip("\(error)"), fileSetIndex: file.fileSetIndex))
+                                            // A row this worker's manifest does not make: that file fails, unread.
+                                            fail(PlanItem(file: WalkedFile(path: file.source, relativePath: file.relativePath, size: file.size,
+                                                                           modified: Date(timeIntervalSince1970: file.mtime)),
+                                                          destination: file.destination, attributes: ObjectResource(), decision: .upload,
+                                                          fileSetIndex: file.fileSetIndex), "\(error)")
                                         }
                                     }
                                 case .wait:
@@ -230,10 +230,6 @@ public final class JobRunner: Sendable {
                         }
                         guard !queue.isEmpty else { break }
                         var item = queue.removeFirst()
-                        if case .skip(let why) = item.decision {
-                            fail(item, why)
-                            continue
-                        }
                         let planned = item.destination
                         let prepared = await prepare(&item)
                         if prepared == .skipped || (prepared == .upload && item.destination != planned) {
