@@ -98,11 +98,20 @@ import Testing
                     WHERE w.pid = \(pid) AND f.state = 'uploading' AND f.session IS NOT NULL AND f.confirmed_offset > 0
                     """, database: database).stdout.split(separator: "\n").map(String.init)
             }
+            // The victims are stopped before the rows are read for the last time, so a file
+            // cannot be finished between that reading and the kill (every file read here is one
+            // the others must continue or find stored).
             let deadline = Date().addingTimeInterval(30)
             var taken: [[String]] = []
             repeat {
                 taken = try victims.map { try halfSent($0.processIdentifier) }
-                if taken.allSatisfy({ !$0.isEmpty }) { break }
+                if taken.allSatisfy({ !$0.isEmpty }) {
+                    for victim in victims { kill(victim.processIdentifier, SIGSTOP) }
+                    usleep(100_000)  // what they had sent to PostgreSQL before stopping is applied
+                    taken = try victims.map { try halfSent($0.processIdentifier) }
+                    if taken.allSatisfy({ !$0.isEmpty }) { break }
+                    for victim in victims { kill(victim.processIdentifier, SIGCONT) }
+                }
                 usleep(50_000)
             } while Date() < deadline
             #expect(taken.allSatisfy { !$0.isEmpty }, "the victims held no half-sent file: \(taken)")

@@ -9,8 +9,7 @@ import Testing
     @Test func successOrder() async throws {
         let bucket = try LocalBucketFixture()
         let size = 3 << 20 + 5
-        let task = bucket.storage.reference(withPath: "s.bin").putData(patternData(size))
-        let recorder = EventRecorder(task)
+        let (task, recorder) = EventRecorder.upload(.data(patternData(size)), to: bucket.storage.reference(withPath: "s.bin"))
         let last = await recorder.finished()
         #expect(folded(recorder.statuses) == [.resume, .progress, .success])
         let progress = recorder.events.filter { $0.status == .progress }
@@ -92,9 +91,8 @@ import Testing
 
     @Test func pauseAndResumeOutsideTheirStatesDoNothing() async throws {
         let bucket = try LocalBucketFixture()
-        let task = bucket.storage.reference(withPath: "n").putData(Data("tiny".utf8))
+        let (task, recorder) = EventRecorder.upload(.data(Data("tiny".utf8)), to: bucket.storage.reference(withPath: "n"))
         task.resume()   // running: no second .resume
-        let recorder = EventRecorder(task)
         _ = await recorder.finished()
         task.pause()    // finished: nothing
         task.resume()

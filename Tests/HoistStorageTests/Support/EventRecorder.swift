@@ -1,6 +1,6 @@
 import Foundation
 import HoistTestSupport
-import HoistStorage
+@testable import HoistStorage
 import Synchronization
 
 /// Records every event of an upload task, in the order observers saw them.
@@ -19,6 +19,18 @@ final class EventRecorder: Sendable {
     }
 
     private let state = Mutex(State())
+
+    /// Uploads `content` to `reference` with a recorder in place before the task starts.
+    /// `putData`/`putFile` start the task as they return, so a recorder made after them can miss
+    /// the first events of a fast upload on a loaded machine (a late observer sees only the state
+    /// the task is in). Tests that assert the whole sequence of events record this way.
+    static func upload(_ content: StorageUploadTask.Content, to reference: StorageReference,
+                       metadata: StorageMetadata? = nil) -> (StorageUploadTask, EventRecorder) {
+        let task = StorageUploadTask(reference: reference, content: content, metadata: metadata)
+        let recorder = EventRecorder(task)
+        task.enqueue()
+        return (task, recorder)
+    }
 
     /// Starts recording `task`'s events.
     init(_ task: StorageUploadTask, onProgress: (@Sendable (StorageTaskSnapshot) -> Void)? = nil) {
