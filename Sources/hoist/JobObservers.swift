@@ -77,6 +77,10 @@ final class JSONEventLog: JobRetryObserver {
               "code": StorageErrorCode.invalidArgument.name, "rawValue": StorageErrorCode.invalidArgument.rawValue, "message": message])
     }
 
+    func walkWarning(path: String, message: String) {
+        emit(["event": "warning", "file": path, "message": message])
+    }
+
     /// What a run that could not start prints with `--json`: a `job_end` saying why.
     func startFailed(job: String, reason: String) {
         var summary = JobSummary(job: job)
@@ -141,6 +145,19 @@ final class FileLines: JobObserver {
         }
     }
 
+    func jobFinished(_ summary: JobSummary) {}
+}
+
+/// The walk's warnings (links not followed...), as they are found, unless `--quiet` or `--json`.
+final class WarningLines: JobObserver {
+    private let say: @Sendable (String) -> Void
+
+    init(say: @escaping @Sendable (String) -> Void) { self.say = say }
+
+    func jobStarted(_ job: Job, files: Int?, bytes: Int64?) {}
+    func fileSkipped(_ item: PlanItem, reason: String) {}
+    func fileEvent(_ item: PlanItem, _ snapshot: StorageTaskSnapshot) {}
+    func walkWarning(path: String, message: String) { say("hoist: warning: \(path): \(message)") }
     func jobFinished(_ summary: JobSummary) {}
 }
 

@@ -44,6 +44,7 @@ struct RunOutput: Sendable {
         if liveFailures { observers.append(FileLines(verbose: verbose, say: { [display] text, isError in
             Self.say(text, isError: isError, display: display)
         })) }
+        if !json && !quiet { observers.append(WarningLines { [display] text in Self.say(text, isError: true, display: display) }) }
         self.observers = observers
     }
 

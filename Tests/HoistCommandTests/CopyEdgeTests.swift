@@ -69,6 +69,41 @@ import Testing
         #expect(try Data(contentsOf: directory.url.appendingPathComponent("bucket/l/link.bin")) == Data("target bytes".utf8))
     }
 
+    /// Links a walk does not upload are said, not skipped in silence (rclone's "Can't follow
+    /// symlink" notice): links not followed, counted once per root with the first named; with
+    /// `followSymlinks`, a link whose target is gone and a link back up (a loop). Warnings, on
+    /// standard error and as `warning` events; the run still succeeds.
+    @Test func linksThatAreNotUploadedAreSaid() throws {
+        let fixture = try JobFixture()
+        try fixture.file("a.txt", 10)
+        let src = fixture.directory.url.appendingPathComponent("src").path
+        try FileManager.default.createDirectory(atPath: src + "/sub", withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: src + "/sub/link.txt", withDestinationPath: "../a.txt")
+        try FileManager.default.createSymbolicLink(atPath: src + "/sub/up", withDestinationPath: "..")
+        try FileManager.default.createSymbolicLink(atPath: src + "/gone", withDestinationPath: "/nonexistent-\(UUID())")
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+
+        let copy = try runProcess(hoist, ["cp", "--storage", storage(fixture.directory), src, "c/"])
+        #expect(copy.status == 0, "\(copy.stderr)")
+        #expect(copy.stderr.contains("hoist: warning: \(src): 3 symbolic links not followed (the first: gone)"), "\(copy.stderr)")
+        let quiet = try runProcess(hoist, ["cp", "-q", "--storage", storage(fixture.directory), src, "q/"])
+        #expect(quiet.status == 0 && quiet.stderr.isEmpty, "\(quiet.stderr)")
+
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src, followSymlinks: true }]\n")
+        let run = try runProcess(hoist, ["run", manifest])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stderr.contains("hoist: warning: \(src)/gone: a symbolic link whose target does not exist, skipped"), "\(run.stderr)")
+        #expect(run.stderr.contains("hoist: warning: \(src)/sub/up: a link back to a folder above it (loop), skipped"), "\(run.stderr)")
+        #expect(try Data(contentsOf: fixture.directory.url.appendingPathComponent("bucket/sub/link.txt")).count == 10)
+        let json = try runProcess(hoist, ["run", "--json", "--force", manifest])
+        let events = try validateEvents(json.stdout)
+        #expect(events.filter { $0 == "warning" }.count == 2, "\(json.stdout)")
+        let warned = json.stdout.split(separator: "\n").compactMap { line in
+            (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
+        }.filter { $0["event"] as? String == "warning" }.compactMap { $0["file"] as? String }
+        #expect(warned == [src + "/gone", src + "/sub/up"])
+    }
+
     /// The local bucket itself (or a folder in it) is not a source: its objects and Hoist's own
     /// files would be uploaded into it.
     @Test func theBucketItselfIsNotASource() throws {

@@ -94,13 +94,20 @@ public struct FileWalker: Sequence, IteratorProtocol {
     private var single: WalkedFile?
     /// What could not be read, with why; the walk goes on without them.
     public private(set) var problems: [WalkProblem] = []
+    /// The root as given, which names the links not followed when the walk ends.
+    private let root: String
+    /// Links not followed (`followSymlinks` off), told as one problem at the end of the walk.
+    private var unfollowedLinks = 0
+    private var firstUnfollowedLink = ""
 
     public init(root: String, hidden: Bool = false, followSymlinks: Bool = false, skipping: String? = nil) {
         self.hidden = hidden
+        self.root = root
         self.followSymlinks = followSymlinks
         self.skipping = skipping
         var info = stat()
-        if stat(root, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
+        let found = stat(root, &info) == 0 || errno != ENOENT
+        if found, (info.st_mode & S_IFMT) == S_IFDIR {
             push(path: root, relative: "", identity: FileIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino)))
         } else if (info.st_mode & S_IFMT) == S_IFREG {
             // Named by the root's own name; read through a link's target (uploads open regular files).
@@ -108,7 +115,8 @@ public struct FileWalker: Sequence, IteratorProtocol {
             let isLink = lstat(root, &link) == 0 && (link.st_mode & S_IFMT) == S_IFLNK
             let path = isLink ? URL(fileURLWithPath: root).resolvingSymlinksInPath().path : root
             single = Self.file(path, relative: (root as NSString).lastPathComponent, Status(info))
-        } else {
+        } else if found {
+            // A missing root is the job's to tell (an error, or a note for an optional set).
             problems.append(WalkProblem(path: root, message: "not a readable folder", isFailure: false))
         }
     }
@@ -179,8 +187,17 @@ public struct FileWalker: Sequence, IteratorProtocol {
             }
             var target = path
             if status.kind == UInt32(S_IFLNK) {
+                guard followSymlinks else {
+                    if unfollowedLinks == 0 { firstUnfollowedLink = relative }
+                    unfollowedLinks += 1
+                    continue
+                }
                 var info = stat()
-                guard followSymlinks, stat(path, &info) == 0 else { continue }
+                guard stat(path, &info) == 0 else {
+                    let why = errno == ENOENT ? "does not exist" : "cannot be read: \(String(cString: strerror(errno)))"
+                    problems.append(WalkProblem(path: path, message: "a symbolic link whose target \(why), skipped", isFailure: false))
+                    continue
+                }
                 status = Status(info)
                 // A followed link to a file is read through its target (uploads open regular files).
                 target = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
@@ -199,6 +216,12 @@ public struct FileWalker: Sequence, IteratorProtocol {
             default:
                 continue
             }
+        }
+        if unfollowedLinks > 0 {
+            problems.append(WalkProblem(path: root, message: unfollowedLinks == 1
+                ? "a symbolic link not followed: \(firstUnfollowedLink)"
+                : "\(unfollowedLinks) symbolic links not followed (the first: \(firstUnfollowedLink))", isFailure: false))
+            unfollowedLinks = 0
         }
         return nil
     }

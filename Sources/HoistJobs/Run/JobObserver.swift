@@ -14,12 +14,16 @@ public protocol JobObserver: Sendable {
     /// that cannot be listed, a hook's error, a file swapped for a link): it has no task events.
     func fileFailed(path: String, destination: String, size: Int64, message: String)
     func fileEvent(_ item: PlanItem, _ snapshot: StorageTaskSnapshot)
+    /// Something the walk left out on purpose but that a user should know of (links not
+    /// followed, a link whose target is gone, a link loop): not a failure.
+    func walkWarning(path: String, message: String)
     func jobFinished(_ summary: JobSummary)
 }
 
 extension JobObserver {
     public func planCounted(files: Int, bytes: Int64) {}
     public func fileFailed(path: String, destination: String, size: Int64, message: String) {}
+    public func walkWarning(path: String, message: String) {}
 }
 
 /// How a run ended.

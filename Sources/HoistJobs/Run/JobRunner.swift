@@ -123,11 +123,18 @@ public final class JobRunner: Sendable {
                 }
                 if settings.failFast || summary.failed >= (settings.maxErrors ?? .max) { stopStarting() }
             }
-            // Files and folders the walk could not take are told to observers as they are found.
+            // Files and folders the walk could not take, and what it left out, are told to
+            // observers as they are found.
             var problemsTold = 0
             func tellProblems() {
-                for problem in iterator.problems.dropFirst(problemsTold) where problem.isFailure {
-                    for observer in observers { observer.fileFailed(path: problem.path, destination: "", size: 0, message: problem.message) }
+                for problem in iterator.problems.dropFirst(problemsTold) {
+                    for observer in observers {
+                        if problem.isFailure {
+                            observer.fileFailed(path: problem.path, destination: "", size: 0, message: problem.message)
+                        } else {
+                            observer.walkWarning(path: problem.path, message: problem.message)
+                        }
+                    }
                 }
                 problemsTold = iterator.problems.count
             }
