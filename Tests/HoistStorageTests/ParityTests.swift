@@ -152,7 +152,8 @@ import Testing
         let last = await recorder.finished()
         #expect(errorCode(last) == .cancelled)
         let statuses = folded(recorder.statuses)
-        #expect(Array(statuses.prefix(3)) == [.resume, .pause, .resume], "\(statuses)")
+        // (A first progress event may come before the pause on a loaded machine.)
+        #expect(Array(statuses.filter { $0 != .progress }.prefix(3)) == [.resume, .pause, .resume], "\(statuses)")
         #expect(statuses.filter { $0 == .resume }.count == 2)   // enqueue() did not start it again
         #expect(statuses.last == .failure)
         #expect(!FileManager.default.fileExists(atPath: URL(fileURLWithPath: bucket.bucketPath).appendingPathComponent("m.bin").path))
