@@ -52,7 +52,10 @@ final class JSONEventLog: JobRetryObserver {
         var fields: [String: any Sendable] = ["file": item.file.path, "object": item.destination, "completed": completed, "total": total]
         fields["event"] = snapshot.status.name
         switch snapshot.status {
-        case .resume, .pause: break
+        case .resume:
+            // Where the server stands is known only once it is asked: the first progress tells.
+            if item.resumeSession != nil, completed == 0 { fields["continuing"] = true }
+        case .pause: break
         case .progress:
             guard pacer.admit(item.destination, final: completed >= total) else { return }
         case .success:

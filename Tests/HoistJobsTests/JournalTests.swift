@@ -65,6 +65,45 @@ import Testing
         #expect(try Data(contentsOf: fixture.directory.url.appendingPathComponent("bucket/a.txt")) == patternData(100))
     }
 
+    /// A large file half-written to a local bucket when its run was killed is continued by the
+    /// next run from the bytes the bucket holds: its `resume` event says it continues a session,
+    /// its first progress is past that offset, and no part file is left.
+    @Test func aKilledLargeUploadToALocalBucketContinues() throws {
+        let fixture = try JobFixture()
+        let size = 24 << 20
+        try fixture.file("big.bin", size)
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { bandwidth: 8MB/s }\n")
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        let uploads = fixture.directory.url.appendingPathComponent("bucket/.hoist/uploads").path
+        let partSize = { () -> Int in
+            let part = (try? FileManager.default.contentsOfDirectory(atPath: uploads))?.first { $0.hasSuffix(".part") }
+            return part.flatMap { try? FileManager.default.attributesOfItem(atPath: uploads + "/" + $0)[.size] as? Int } ?? 0
+        }
+        let first = Process()
+        first.executableURL = URL(fileURLWithPath: hoist)
+        first.arguments = ["run", "--quiet", manifest]
+        try first.run()
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline, partSize() < 4 << 20 { usleep(20_000) }
+        kill(first.processIdentifier, SIGKILL)
+        first.waitUntilExit()
+        let held = partSize()
+        #expect(held >= 4 << 20 && held < size, "\(held)")
+
+        let again = try run(["run", "--json", manifest])
+        #expect(again.status == 0, "\(again.stderr)")
+        _ = try validateEvents(again.stdout)
+        let events = again.stdout.split(separator: "\n").compactMap { line in
+            (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
+        }
+        let resume = events.first { $0["event"] as? String == "resume" }
+        #expect(resume?["continuing"] as? Bool == true, "\(again.stdout)")
+        let firstProgress = events.first { $0["event"] as? String == "progress" }?["completed"] as? Int ?? 0
+        #expect(firstProgress > held, "\(again.stdout)")
+        #expect(try Data(contentsOf: fixture.directory.url.appendingPathComponent("bucket/big.bin")) == patternData(size))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: uploads) == [])
+    }
+
     @Test func runsNeverOverlap() throws {
         let fixture = try JobFixture()
         try fixture.file("slow.bin", 4_000_000)
