@@ -104,6 +104,29 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: uploads) == [])
     }
 
+    /// Part files of small uploads a killed run left in a local bucket are cleared by the next
+    /// run (their process is gone), so a job killed every night does not fill the disk.
+    @Test func aKilledRunsSmallPartFilesAreCleared() throws {
+        let fixture = try JobFixture()
+        for index in 0..<6 { try fixture.file("s\(index).bin", 3_000_000) }
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { bandwidth: 4MB/s }\n")
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        let uploads = fixture.directory.url.appendingPathComponent("bucket/.hoist/uploads").path
+        let parts = { ((try? FileManager.default.contentsOfDirectory(atPath: uploads)) ?? []).filter { $0.hasSuffix(".part") } }
+        let first = Process()
+        first.executableURL = URL(fileURLWithPath: hoist)
+        first.arguments = ["run", "--quiet", manifest]
+        try first.run()
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline, parts().count < 2 { usleep(20_000) }
+        kill(first.processIdentifier, SIGKILL)
+        first.waitUntilExit()
+        #expect(parts().count >= 2)
+        let again = try run(["run", manifest])
+        #expect(again.status == 0 && again.stdout.hasPrefix("test: 6 uploaded"), "\(again.stdout)\(again.stderr)")
+        #expect(parts() == [])
+    }
+
     @Test func runsNeverOverlap() throws {
         let fixture = try JobFixture()
         try fixture.file("slow.bin", 4_000_000)

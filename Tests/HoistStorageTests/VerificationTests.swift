@@ -185,6 +185,38 @@ import Testing
         return fixture.storage.reference(withPath: name).putFile(from: file, metadata: nil, resumingSession: session.id)
     }
 
+    /// What crashed processes left under `.hoist/uploads` is cleared when a process first
+    /// uploads to the bucket: part files of small uploads whose process is gone (on this host),
+    /// and sessions a week old (GCS forgets its sessions after a week too). A live process's
+    /// part, another host's recent one, a recent resumable session and files not Hoist's stay.
+    @Test func leftoversOfDeadProcessesAndWeekOldSessionsAreCleared() async throws {
+        let fixture = try LocalBucketFixture()
+        let backend = try #require(fixture.storage.backend as? LocalBucket)
+        let uploads = backend.uploadsDirectory
+        try FileManager.default.createDirectory(at: uploads, withIntermediateDirectories: true)
+        func leave(_ name: String, daysOld: Double = 0) throws {
+            let url = uploads.appendingPathComponent(name)
+            try Data("x".utf8).write(to: url)
+            try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: -daysOld * 86_400)], ofItemAtPath: url.path)
+        }
+        let host = LocalBucket.hostTag
+        let dead = String(0x7fff_fff0, radix: 16)   // above any pid_max: no such process
+        let alive = String(getppid(), radix: 16)
+        try leave("\(host)-\(dead)-1234-1.part")
+        try leave("\(host)-\(alive)-1234-1.part")
+        try leave("0badc0de-\(dead)-1234-1.part")   // another host's: its pids are not ours to judge
+        try leave("0badc0de-\(dead)-1234-2.part", daysOld: 8)
+        let old = UUID().uuidString.lowercased(), recent = UUID().uuidString.lowercased()
+        try leave("\(old).json", daysOld: 8)
+        try leave("\(old).part", daysOld: 8)
+        try leave("\(recent).json", daysOld: 1)
+        try leave("\(recent).part", daysOld: 1)
+        try leave("notes.txt", daysOld: 30)
+        _ = try await fixture.storage.reference(withPath: "a").putDataAsync(Data("a".utf8))
+        let left = try FileManager.default.contentsOfDirectory(atPath: uploads.path).sorted()
+        #expect(left == ["\(host)-\(alive)-1234-1.part", "0badc0de-\(dead)-1234-1.part", "\(recent).json", "\(recent).part", "notes.txt"].sorted())
+    }
+
     /// The local bucket: a session an earlier run left half written, then the file changed.
     @Test func localResumeOfAChangedFileStartsAgain() async throws {
         let fixture = try LocalBucketFixture()

@@ -64,7 +64,7 @@ public final class LocalBucket: StorageBackend {
         try validate(path)
         if !prepared.load(ordering: .relaxed) {
             try prepareBucket()
-            prepared.store(true, ordering: .relaxed)
+            if !prepared.exchange(true, ordering: .relaxed) { sweep() }
         }
         let descriptor = LocalSessionDescriptor(path: path, attributes: attributes.writable, size: size)
         let id = newSessionID(size: size)
@@ -280,13 +280,48 @@ public final class LocalBucket: StorageBackend {
     }
 
     /// A new session id: a UUID for a large upload (resumable by id from any process); for a
-    /// small one, unique within this bucket without reading the random device each time.
+    /// small one, `HOST-PID-START-N` (hex): unique within this bucket without reading the random
+    /// device each time, and telling `sweep` whose part file it is.
     private func newSessionID(size: Int64) -> String {
         guard size <= Self.sessionFileThreshold else { return UUID().uuidString.lowercased() }
         let serial = sessionSerial.add(1, ordering: .relaxed).newValue
         return "\(Self.processTag)-\(String(serial, radix: 16))"
     }
-    private static let processTag = String(UInt64(getpid()), radix: 16) + "-" + String(UInt64(Date().timeIntervalSince1970 * 1e6), radix: 16)
+    private static let processStart = String(UInt64(Date().timeIntervalSince1970 * 1e6), radix: 16)
+    private static let processTag = "\(hostTag)-\(String(UInt64(getpid()), radix: 16))-\(processStart)"
+    /// This host's name hashed (FNV-1a, 8 hex digits): a bucket on a shared volume may hold other
+    /// hosts' part files, whose process ids mean nothing here.
+    static let hostTag: String = {
+        var hash: UInt32 = 2_166_136_261
+        for byte in ProcessInfo.processInfo.hostName.utf8 { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
+        return String(format: "%08x", hash)
+    }()
+    /// Sessions untouched this long are forgotten, as GCS forgets its own after a week.
+    static let sessionLifetime: TimeInterval = 7 * 86_400
+
+    /// Clears what crashed processes left in `uploads/`: a small upload's part file whose process
+    /// (on this host) is gone, and any session untouched for `sessionLifetime`. Best effort: a
+    /// file that cannot be read or removed is left. Names that are not Hoist's are left alone.
+    private func sweep() {
+        let folder = uploadsDirectory.path
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder) else { return }
+        let now = Date()
+        for name in names {
+            let stem: Substring
+            if name.hasSuffix(".part") || name.hasSuffix(".json") { stem = name.dropLast(5) } else { continue }
+            guard !stem.isEmpty, stem.allSatisfy({ $0.isHexDigit || $0 == "-" }) else { continue }
+            let fields = stem.split(separator: "-")
+            var stale = false
+            if fields.count == 4, fields[0] == Self.hostTag, let pid = Int32(fields[1], radix: 16) {
+                stale = pid == getpid() ? fields[2] != Self.processStart : kill(pid, 0) != 0 && errno == ESRCH
+            }
+            let path = folder + "/" + name
+            if !stale, let modified = (try? FileManager.default.attributesOfItem(atPath: path))?[.modificationDate] as? Date {
+                stale = now.timeIntervalSince(modified) > Self.sessionLifetime
+            }
+            if stale { unlink(path) }
+        }
+    }
     private let sessionSerial = Atomic<Int>(0)
 
     /// A generation above every one given before (microseconds of the clock, or one more).
