@@ -12,6 +12,18 @@ import Testing
         try runProcess(hoist, arguments, environment: environment)
     }
 
+    /// Starts `hoist run --quiet MANIFEST` and kills it with SIGKILL once `ready` holds (or after 20 s).
+    func runAndKill(_ manifest: String, when ready: () -> Bool) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: hoist)
+        process.arguments = ["run", "--quiet", manifest]
+        try process.run()
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline, !ready() { usleep(20_000) }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
     /// Starts `hoist` and kills it with SIGKILL after a random number of microseconds in `after`.
     func runAndKill(_ arguments: [String], environment: [String: String]? = nil, after: ClosedRange<UInt32>) throws {
         let process = Process()
@@ -79,14 +91,7 @@ import Testing
             let part = (try? FileManager.default.contentsOfDirectory(atPath: uploads))?.first { $0.hasSuffix(".part") }
             return part.flatMap { try? FileManager.default.attributesOfItem(atPath: uploads + "/" + $0)[.size] as? Int } ?? 0
         }
-        let first = Process()
-        first.executableURL = URL(fileURLWithPath: hoist)
-        first.arguments = ["run", "--quiet", manifest]
-        try first.run()
-        let deadline = Date().addingTimeInterval(20)
-        while Date() < deadline, partSize() < 4 << 20 { usleep(20_000) }
-        kill(first.processIdentifier, SIGKILL)
-        first.waitUntilExit()
+        try runAndKill(manifest) { partSize() >= 4 << 20 }
         let held = partSize()
         #expect(held >= 4 << 20 && held < size, "\(held)")
 
@@ -113,14 +118,7 @@ import Testing
         let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
         let uploads = fixture.directory.url.appendingPathComponent("bucket/.hoist/uploads").path
         let parts = { ((try? FileManager.default.contentsOfDirectory(atPath: uploads)) ?? []).filter { $0.hasSuffix(".part") } }
-        let first = Process()
-        first.executableURL = URL(fileURLWithPath: hoist)
-        first.arguments = ["run", "--quiet", manifest]
-        try first.run()
-        let deadline = Date().addingTimeInterval(20)
-        while Date() < deadline, parts().count < 2 { usleep(20_000) }
-        kill(first.processIdentifier, SIGKILL)
-        first.waitUntilExit()
+        try runAndKill(manifest) { parts().count >= 2 }
         #expect(parts().count >= 2)
         let again = try run(["run", manifest])
         #expect(again.status == 0 && again.stdout.hasPrefix("test: 6 uploaded"), "\(again.stdout)\(again.stderr)")
