@@ -215,6 +215,15 @@ import Testing
         _ = try await fixture.storage.reference(withPath: "a").putDataAsync(Data("a".utf8))
         let left = try FileManager.default.contentsOfDirectory(atPath: uploads.path).sorted()
         #expect(left == ["\(host)-\(alive)-1234-1.part", "0badc0de-\(dead)-1234-1.part", "\(recent).json", "\(recent).part", "notes.txt"].sorted())
+
+        // `.hoist/uploads` replaced by a link to another folder: nothing there is touched.
+        let elsewhere = try TemporaryDirectory()
+        let bait = try elsewhere.write("\(host)-\(dead)-1234-1.part", Data("x".utf8))
+        try FileManager.default.removeItem(at: uploads)
+        try FileManager.default.createSymbolicLink(at: uploads, withDestinationURL: elsewhere.url)
+        let other = Storage(url: "file://" + fixture.bucketPath, backend: LocalBucket(directory: fixture.bucketPath))   // not the cached one: it sweeps again
+        _ = try? await other.reference(withPath: "b").putDataAsync(Data("b".utf8))
+        #expect(FileManager.default.fileExists(atPath: bait.path))
     }
 
     /// The local bucket: a session an earlier run left half written, then the file changed.

@@ -304,6 +304,11 @@ public final class LocalBucket: StorageBackend {
     /// file that cannot be read or removed is left. Names that are not Hoist's are left alone.
     private func sweep() {
         let folder = uploadsDirectory.path
+        // Only Hoist's own folders: not through a link someone put in their place.
+        var info = stat()
+        for path in [directoryPath + "/" + Self.reservedName, folder] {
+            guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else { return }
+        }
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder) else { return }
         let now = Date()
         for name in names {
