@@ -188,7 +188,32 @@ import Testing
         let thawed = finish(frozen)
         #expect(thawed.status == 2, "\(thawed.output)")
         #expect(thawed.output.contains("lost this worker's hold on test in the journal"), "\(thawed.output)")
+        #expect(thawed.output.contains("found it silent for longer than its lease"), "\(thawed.output)")
         try job.expectEveryFileInTheBucket()
+    }
+
+    /// A worker cut off from its journal (a network partition: no reset, no answer) must not go
+    /// on uploading files the others may take: it stops once its lease runs out, exit 2, though
+    /// its heartbeat's query never returns. The journal's connections go through a relay that
+    /// is then frozen.
+    @Test func aWorkerCutOffFromTheJournalStops() throws {
+        let job = try SlowJob()
+        let relay = try CountingRelay(upstreamPort: job.server.port)
+        let cutOff = job.url.replacingOccurrences(of: ":\(job.server.port)/", with: ":\(relay.port)/")
+        #expect(cutOff != job.url)
+        let worker = try start(["run", "--worker", "--lease", "3", "--journal", cutOff, job.manifest])
+        #expect(try job.waitUntilHolding(worker.0.processIdentifier, states: "'uploading'"))
+        let relayID = relay.server.process.processIdentifier
+        kill(relayID, SIGSTOP)
+        defer { kill(relayID, SIGCONT) }
+        let deadline = Date().addingTimeInterval(20)
+        while worker.0.isRunning, Date() < deadline { usleep(50_000) }
+        let stopped = !worker.0.isRunning
+        if !stopped { kill(worker.0.processIdentifier, SIGKILL) }
+        let result = finish(worker)
+        #expect(stopped, "the worker went on for 20 s without its journal: \(result.output)")
+        #expect(result.status == 2, "\(result.output)")
+        #expect(result.output.contains("no heartbeat reached the journal"), "\(result.output)")
     }
 
     /// A worker stopped by SIGTERM (a pod evicted, a Slurm job cancelled) cancels its uploads,

@@ -44,9 +44,21 @@ public final class SharedRun: JobRunLock, Sendable {
         var planning: [PlannedRow] = []
         var lastReap = 0.0
         var lastBeat = Date()
+        /// A heartbeat query is under way (it may never return: a network partition).
+        var beating = false
+        /// Why the last heartbeat failed, for the message when the lease runs out.
+        var beatError: String?
         var onLost: (@Sendable (String) -> Void)?
         var lost: String?
     }
+    /// Once this worker lost its hold, the process ends (exit 2) if it has not within this many
+    /// seconds: cut off from the journal, its last writes may never return, and its files are
+    /// the others' now. Nil (the default for the library): never. `hoist run --worker` sets it.
+    public var exitWhenStuckAfterLoss: Double? {
+        get { stuckExit.withLock { $0 } }
+        set { stuckExit.withLock { $0 = newValue } }
+    }
+    private let stuckExit = Mutex<Double?>(nil)
     /// Signalled when the run is released: the heartbeat's thread ends.
     private let stopBeating = DispatchSemaphore(value: 0)
 
@@ -137,10 +149,23 @@ public final class SharedRun: JobRunLock, Sendable {
         self.hold = hold
         journal.holdLost.withLock { $0 = { hold.isClosed } }
         let stop = stopBeating
+        // The lease's clock is kept on this thread, apart from the heartbeat's query, so a query
+        // that never returns (a network partition: no reset, no answer) is noticed all the same.
+        let beats = DispatchQueue(label: "hoist.heartbeat")
         Thread.detachNewThread { [weak self] in
             while stop.wait(timeout: .now() + lease / 3) == .timedOut {
                 guard let self else { return }
-                self.beat()
+                self.checkSilence()
+                let idle = self.state.withLock { state in
+                    defer { state.beating = true }
+                    return !state.beating
+                }
+                if idle {
+                    beats.async {
+                        self.beat()
+                        self.state.withLock { $0.beating = false }
+                    }
+                }
             }
         }
     }
@@ -177,36 +202,53 @@ public final class SharedRun: JobRunLock, Sendable {
 
     private func beat() {
         if state.withLock({ $0.released }) { return }
-        var failure: String?
-        if hold.isClosed {
-            failure = "the connection holding this worker's lock closed"
-        } else {
-            do {
-                let alive = try journal.query("""
-                    UPDATE hoist_worker SET heartbeat = extract(epoch from clock_timestamp())
-                    WHERE run_id = \(runID) AND worker = \(worker) AND status = 'running' RETURNING 1
-                    """).first != nil
-                if alive {
-                    state.withLock { $0.lastBeat = Date() }
-                } else {
-                    // Frozen (SIGSTOP, a paused machine) past the lease: the others took its files.
-                    failure = "the other workers found it silent for longer than its lease (\(Int(lease)) s) and took its files"
-                }
-            } catch {
-                if Date().timeIntervalSince(state.withLock({ $0.lastBeat })) > lease * 0.8 {
-                    failure = "no heartbeat reached the journal for \(Int(lease * 0.8)) s (\(describe(error)))"
-                }
+        if hold.isClosed { return lose("the connection holding this worker's lock closed") }
+        do {
+            let alive = try journal.query("""
+                UPDATE hoist_worker SET heartbeat = extract(epoch from clock_timestamp())
+                WHERE run_id = \(runID) AND worker = \(worker) AND status = 'running' RETURNING 1
+                """).first != nil
+            guard alive else {
+                // Frozen (SIGSTOP, a paused machine) past the lease: the others took its files.
+                return lose("the other workers found it silent for longer than its lease (\(Int(lease)) s) and took its files")
             }
+            state.withLock {
+                $0.lastBeat = Date()
+                $0.beatError = nil
+            }
+        } catch {
+            // `checkSilence` says so once the lease is nearly spent.
+            state.withLock { $0.beatError = describe(error) }
         }
-        guard let failure else { return }
+    }
+
+    /// Whether no heartbeat reached the journal for most of the lease because they failed or
+    /// are not back. (A process that was frozen instead learns from its next beat whether the
+    /// others took its files.)
+    private func checkSilence() {
+        let (last, error, stuck, released) = state.withLock { ($0.lastBeat, $0.beatError, $0.beating, $0.released) }
+        guard !released, error != nil || stuck, Date().timeIntervalSince(last) > lease * 0.8 else { return }
+        lose("no heartbeat reached the journal for \(Int(lease * 0.8)) s (\(error ?? "the journal did not answer"))")
+    }
+
+    /// This worker lost its hold: its uploads must stop (once).
+    private func lose(_ failure: String) {
         let message = "lost this worker's hold on \(journal.job) in the journal \(journal.location): \(failure). "
             + "Stopped so that no file is sent by two workers; the others (or the next run) go on from what was recorded."
-        let handler = state.withLock { state -> (@Sendable (String) -> Void)? in
-            guard state.lost == nil else { return nil }
+        let (first, handler) = state.withLock { state -> (Bool, (@Sendable (String) -> Void)?) in
+            guard state.lost == nil else { return (false, nil) }
             state.lost = message
-            return state.onLost
+            return (true, state.onLost)
         }
+        guard first else { return }
         handler?(message)
+        if let grace = exitWhenStuckAfterLoss {
+            Thread.detachNewThread {
+                Thread.sleep(forTimeInterval: grace)
+                FileHandle.standardError.write(Data("hoist: \(message) The journal did not let the run end within \(Int(grace)) s: exiting.\n".utf8))
+                _exit(2)
+            }
+        }
     }
 
     // MARK: Plan

@@ -92,6 +92,7 @@ public final class JobSession: Sendable {
                         throw JournalError(message: "--worker and --shard split a job two ways: workers share one plan; choose one")
                     }
                     shared = try SharedRun(journal: store, wait: options.wait, lease: options.lease, fingerprint: job.fingerprint)
+                    shared?.exitWhenStuckAfterLoss = options.lease
                     lock = shared
                 } else {
                     lock = try store.claimRun(wait: options.wait)
