@@ -289,11 +289,13 @@ public final class LocalBucket: StorageBackend {
     }
     private static let processStart = String(UInt64(Date().timeIntervalSince1970 * 1e6), radix: 16)
     private static let processTag = "\(hostTag)-\(String(UInt64(getpid()), radix: 16))-\(processStart)"
-    /// This host's name hashed (FNV-1a, 8 hex digits): a bucket on a shared volume may hold other
-    /// hosts' part files, whose process ids mean nothing here.
+    /// This host's name and process-id namespace hashed (FNV-1a, 8 hex digits): a bucket on a
+    /// shared volume may hold other hosts' or containers' part files, whose process ids mean
+    /// nothing here.
     static let hostTag: String = {
+        let namespace = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/ns/pid")) ?? ""
         var hash: UInt32 = 2_166_136_261
-        for byte in ProcessInfo.processInfo.hostName.utf8 { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
+        for byte in (ProcessInfo.processInfo.hostName + " " + namespace).utf8 { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
         return String(format: "%08x", hash)
     }()
     /// Sessions untouched this long are forgotten, as GCS forgets its own after a week.
