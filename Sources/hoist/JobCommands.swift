@@ -317,7 +317,8 @@ func printPlan(_ job: Job, journal: (any JournalStore)?, force: Bool = false, ho
     }
     for problem in iterator.problems { FileHandle.standardError.write(Data((printable("hoist: warning: \(problem)") + "\n").utf8)) }
     let total = "\(job.manifest.name): \(uploads) to upload (\(ByteFormatter.string(bytes))), \(skips) to skip"
-        + (failures > 0 ? ", \(failures) failed in before_upload" : "") + suffix
+        + (failures > 0 ? ", \(failures) failed in before_upload" : "")
+        + (job.manifest.upload.noClobber && uploads > 0 ? ", each upload unless its object exists (noClobber)" : "") + suffix
     var fields: [String: any Sendable] = ["action": "total", "upload": uploads, "skip": skips, "bytes": bytes]
     if failures > 0 { fields["fail"] = failures }
     print(json ? JSONLine.encode(fields) : total)

@@ -109,6 +109,12 @@ import Testing
 
             """)
         #expect(!FileManager.default.fileExists(atPath: fixture.directory.url.appendingPathComponent("bucket").path))
+
+        // With noClobber the plan cannot know which objects exist (it asks no server): it says so.
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src, include: '*.jpg' }]\nupload: { noClobber: true }\n")
+        let noClobber = try runProcess(hoist, ["plan", fixture.directory.url.appendingPathComponent("job.yaml").path])
+        #expect(noClobber.stdout.hasSuffix("test: 1 to upload (2.0 KiB), 1 to skip, each upload unless its object exists (noClobber)\n"),
+                "\(noClobber.stdout)")
     }
 
     @Test func sigusr1PausesAndResumesEveryUpload() async throws {
