@@ -14,9 +14,11 @@ public var testPython: String {
 }
 public var testPythonArguments: [String] { testPython == "/usr/bin/env" ? ["python3"] : [] }
 
-/// A program the tests started. It is stopped when its value goes away, and at the latest when
+/// A program the tests started. It is killed when its value goes away, and at the latest when
 /// the test process exits (an `atexit` handler). Not `setpriv --pdeathsig`: Linux sends that
 /// signal when the *thread* that started the child ends, and idle worker threads do end.
+/// SIGKILL, not SIGTERM: a child inherits the signal mask of the thread that spawned it, and
+/// Dispatch's threads block SIGTERM, so `terminate()` left hundreds of servers behind a suite run.
 public final class ServerProcess: @unchecked Sendable {
     public let process = Process()
     public let output = Pipe()
@@ -34,7 +36,7 @@ public final class ServerProcess: @unchecked Sendable {
     }
 
     deinit {
-        process.terminate()
+        kill(process.processIdentifier, SIGKILL)
         ServerProcess.started.withLock { _ = $0.remove(process.processIdentifier) }
     }
 
