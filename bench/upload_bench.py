@@ -8,8 +8,9 @@ Connections are the distinct client ports `ss` saw established to the server (po
 10 ms from the server's side; a connection shorter than that can be missed).
 
 The small-file runs come first, each tool over plain HTTP and HTTPS back to back, for --rounds
-rounds (3; 1 with --quick); the large-file runs follow. Every round is printed, with the medians
-of the rounds' ratios.
+rounds (3; 1 with --quick); the large-file runs follow, --rounds rounds of raw curl, Hoist and
+rclone back to back for each scheme. Every round is printed, with the medians of the rounds'
+ratios. --only small / --only large runs just one kind.
 
 --https runs it all again over TLS (HTTP/2 by ALPN) against fake-gcs-server started with
 -scheme https and a certificate from a throwaway CA made with openssl: Hoist trusts the CA
@@ -151,7 +152,7 @@ def large_ceiling(server, path, ca=None):
     location = urllib.request.urlopen(init, context=server.context).headers["Location"]
     wall, cpu, rss, _ = timed(["curl", "-s", "-o", "/dev/null", "-H", "Expect:", "-T", path, location]
                               + (["--cacert", ca] if ca else []))
-    return wall
+    return wall, cpu, rss
 
 
 def tools(args, tls):
@@ -232,29 +233,54 @@ def small_suites(args, schemes, small):
         print(line + ("   (medians)" if args.rounds > 1 else ""))
 
 
+def large_run(args, tls, large, name, run):
+    """One upload of the large file by `name` against a fresh server: (wall, cpu, rss, conns)."""
+    server = Server(tls=tls)
+    server.watch()
+    wall, cpu, rss, _ = run(server, large, f"{name}/" if name == "rclone" else f"{name}/large.bin")
+    connections = server.connections()
+    stored = server.count(f"{name}/")
+    server.stop()
+    if stored != 1:
+        sys.exit(f"{name} did not store the large file")
+    return wall, cpu, rss, connections
+
+
 def large_suite(args, label, tls, large, large_bytes):
-    """One large file with each tool, and raw curl's PUT, against servers over `tls`."""
+    """One large file with raw curl's PUT, Hoist and rclone, each against a fresh server over
+    `tls`, for --rounds rounds (curl, hoist, rclone back to back in each): the ratios are the
+    medians of the rounds' ratios, so a round compares runs under the same load."""
     ca = tls[0] if tls else None
     print(f"\n=== {label} ===")
-    server = Server(tls=tls); curl_wall = large_ceiling(server, large, ca); server.stop()
-    results = {}
-    for name, run in tools(args, tls):
+    rounds = []
+    for _ in range(args.rounds):
         server = Server(tls=tls)
-        server.watch()
-        wall, cpu, rss, _ = run(server, large, f"{name}/" if name == "rclone" else f"{name}/large.bin")
-        connections = server.connections()
-        stored = server.count(f"{name}/")
+        results = {"curl": large_ceiling(server, large, ca)}
         server.stop()
-        if stored != 1:
-            sys.exit(f"{name} did not store the large file")
-        results[name] = (wall, cpu, rss, connections)
-    print(f"\none file of {args.large_mib} MiB")
-    print(f"  raw curl (one curl -T PUT{' over TLS' if tls else ''}): {curl_wall:.2f} s, {large_bytes / curl_wall / 1e6:.0f} MB/s")
-    print(f"  {'tool':8} {'wall s':>8} {'MB/s':>9} {'CPU s':>7} {'peak RSS':>10} {'TCP conns':>10}")
-    for name, (wall, cpu, rss, connections) in results.items():
-        print(f"  {name:8} {wall:8.2f} {large_bytes / wall / 1e6:9.0f} {cpu:7.2f} {rss / 2**20:8.1f} MiB {connections:10d}")
-    h, r = results["hoist"], results["rclone"]
-    print(f"  hoist/rclone MB/s: {r[0] / h[0]:.2f}x   hoist/curl: {curl_wall / h[0]:.2f}   CPU hoist/rclone: {h[1] / r[1]:.2f}")
+        for name, run in tools(args, tls):
+            results[name] = large_run(args, tls, large, name, run)
+        rounds.append(results)
+    print(f"\none file of {args.large_mib} MiB, {args.rounds} round{'s' if args.rounds > 1 else ''} of curl, hoist, rclone"
+          f" (curl: one curl -T PUT{' over TLS' if tls else ''} to a resumable session)")
+    print(f"  {'tool':8} {'round':>5} {'wall s':>8} {'MB/s':>9} {'CPU s':>7} {'peak RSS':>10} {'TCP conns':>10}")
+    for index, results in enumerate(rounds):
+        for name, result in results.items():
+            if name == "curl":
+                wall, cpu, rss = result
+                print(f"  {name:8} {index + 1:5d} {wall:8.2f} {large_bytes / wall / 1e6:9.0f} {cpu:7.2f} {rss / 2**20:8.1f} MiB {'1':>10}")
+            else:
+                wall, cpu, rss, connections = result
+                print(f"  {name:8} {index + 1:5d} {wall:8.2f} {large_bytes / wall / 1e6:9.0f} {cpu:7.2f} {rss / 2**20:8.1f} MiB {connections:10d}")
+    versus_curl = [r["curl"][0] / r["hoist"][0] for r in rounds]
+    versus_rclone = [r["rclone"][0] / r["hoist"][0] for r in rounds]
+    cpu_ratio = [r["hoist"][1] / r["rclone"][1] for r in rounds]
+
+    def each(values):
+        return f" (per round: {', '.join(f'{v:.2f}' for v in values)})" if args.rounds > 1 else ""
+
+    print(f"  hoist/curl speed: {median(versus_curl):.2f}{each(versus_curl)}")
+    print(f"  hoist/rclone speed: {median(versus_rclone):.2f}{each(versus_rclone)}   CPU hoist/rclone: {median(cpu_ratio):.2f}"
+          + ("   (medians)" if args.rounds > 1 else ""))
 
 
 def main():
@@ -267,7 +293,8 @@ def main():
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--https", action="store_true", help="also run everything over HTTPS + HTTP/2")
     parser.add_argument("--rounds", type=int, default=3,
-                        help="small-file runs of each tool and scheme, interleaved; ratios are medians of the rounds'")
+                        help="runs of each tool and scheme, interleaved; ratios are medians of the rounds'")
+    parser.add_argument("--only", choices=("small", "large"), help="run just the small-file or the large-file runs")
     args = parser.parse_args()
     if args.quick:
         args.files, args.large_mib, args.rounds = 200, 64, 1
@@ -286,9 +313,11 @@ def main():
     tls = make_certificates(work) if args.https else None
     schemes = (("plain HTTP/1.1", None),) + ((("HTTPS + HTTP/2", tls),) if tls else ())
     print(os.popen("uptime").read().strip())
-    small_suites(args, schemes, small)
-    for label, certificates in schemes:
-        large_suite(args, label, certificates, large, large_bytes)
+    if args.only != "large":
+        small_suites(args, schemes, small)
+    if args.only != "small":
+        for label, certificates in schemes:
+            large_suite(args, label, certificates, large, large_bytes)
     print(os.popen("uptime").read().strip())
     shutil.rmtree(work)
 

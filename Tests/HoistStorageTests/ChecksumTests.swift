@@ -31,14 +31,13 @@ import Testing
         #expect(whole.md5Base64() == md5Base64(data))
     }
 
-    /// A large object's bytes are hashed on a worker thread: fed as the curl engine feeds them
-    /// (pieces, resends below the frontier, a resend that starts below and ends beyond it), the
-    /// digests equal those of the whole, and the queue's bound holds a fast feeder back.
-    @Test func frontierHashedOnAWorkerEqualsTheWhole() {
+    /// Fed as the curl engine feeds it (pieces, resends below the frontier, a resend that starts
+    /// below and ends beyond it), a frontier's CRC32C equals the whole object's.
+    @Test func frontierCountsEachByteOnce() {
         let data = patternData(9 << 20 + 12_345)
         var whole = Checksums()
         whole.update(data)
-        let frontier = ChecksumFrontier(inlineLimit: 1 << 20, maxQueued: 1 << 20)
+        let frontier = ChecksumFrontier()
         data.withUnsafeBytes { bytes in
             var position = 0
             var step = 0
@@ -55,22 +54,19 @@ import Testing
             }
         }
         #expect(frontier.frontier == Int64(data.count))
-        let digests = frontier.digests
-        #expect(digests.md5 == whole.md5Base64())
-        #expect(digests.crc32c == whole.crc32cBase64())
-        // Read again (the worker has ended or lingers): the same.
-        #expect(frontier.digests.md5 == digests.md5)
+        #expect(frontier.crc32c == whole.crc32cBase64())
+        #expect(frontier.crc32c == crc32cBase64(data))
     }
 
-    /// A frontier that catches up from a file (a resumed session) past the inline limit.
+    /// A frontier that catches up from a file (a resumed session).
     @Test func frontierCatchesUpFromAFile() throws {
         let directory = try TemporaryDirectory()
         let data = patternData(3 << 20 + 7)
         let file = try directory.write("big.bin", data)
-        let frontier = ChecksumFrontier(inlineLimit: 100_000, maxQueued: 256 << 10)
+        let frontier = ChecksumFrontier()
         data.withUnsafeBytes { frontier.add(UnsafeRawBufferPointer(rebasing: $0[0..<50_000]), at: 0) }
         try frontier.catchUp(to: Int64(data.count), from: ByteSource(filePath: file.path))
-        #expect(frontier.digests.md5 == md5Base64(data))
+        #expect(frontier.crc32c == crc32cBase64(data))
     }
 
     @Test func randomIDsAreVersion4AndDistinct() {

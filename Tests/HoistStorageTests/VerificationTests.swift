@@ -111,6 +111,8 @@ import Testing
         #expect(try await FakeGCS.download(bucket: bucket, object: "s.bin") == patternData(50_000, seed: 6))
     }
 
+    /// One bit flipped on the wire, in a multipart upload and in a resumable one: the CRC32C
+    /// alone (MD5 is not compared) catches it, the object is deleted and sent again from zero.
     @Test(arguments: [(100_000, "POST"), (5 << 20, "PUT")])
     func corruptedTransferIsSentAgainFromZero(size: Int, method: String) async throws {
         let bucket = try await FakeGCS.makeBucket()
