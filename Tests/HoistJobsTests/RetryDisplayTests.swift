@@ -45,8 +45,8 @@ import Testing
 
     /// In a real pseudo-terminal the line says "retrying 1 (503, next in ...)" while the upload waits.
     @Test func theProgressLineSaysRetrying() async throws {
-        let (fixture, manifest, environment, _) = try await fixture()
-        defer { withExtendedLifetime(fixture) {} }
+        let (fixture, manifest, environment, proxy) = try await fixture()
+        defer { withExtendedLifetime((fixture, proxy)) {} }   // the proxy is killed when its value goes
         try await ExclusiveTests.shared.run {
             let script = packageRoot.appendingPathComponent("Tests/servers/ptyrun.py").path
             let run = try runProcess("/usr/bin/env", ["python3", script, "100", "0", "0", "--", hoist, "run", manifest],
