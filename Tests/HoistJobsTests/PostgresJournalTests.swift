@@ -54,6 +54,35 @@ import Testing
         #expect(try server.psql("SELECT count(*) FROM hoist_file", database: database).stdout == "7\n")
     }
 
+    /// Shards (`--shard K/N`) and workers (`--worker`) split a job two ways that do not mix: the
+    /// one way going keeps the other out, whichever came first.
+    @Test func shardsAndWorkersOfOneJobDoNotRunTogether() throws {
+        let url = try PostgresServer.shared().makeDatabase()
+        let shard = try PostgresJournal(url: url, job: "mixed", shard: try Shard(index: 0, count: 2))
+        let otherShard = try PostgresJournal(url: url, job: "mixed", shard: try Shard(index: 1, count: 2))
+        func refusal(_ start: () throws -> any JobRunLock) -> String {
+            do {
+                try start().release()
+                return "started"
+            } catch {
+                return "\(error)"
+            }
+        }
+        let held = try shard.claimRun(wait: false)
+        let toWorker = refusal { try SharedRun(journal: try PostgresJournal(url: url, job: "mixed"), wait: true) }
+        #expect(toWorker.contains("--shard processes of job mixed are running (pid \(getpid()) on "), "\(toWorker)")
+        #expect(toWorker.contains("split a job two ways that do not mix"), "\(toWorker)")
+        try otherShard.claimRun(wait: false).release()
+        held.release()
+        let worker = try SharedRun(journal: try PostgresJournal(url: url, job: "mixed"), wait: false)
+        for wait in [false, true] {
+            let toShard = refusal { try shard.claimRun(wait: wait) }
+            #expect(toShard.contains("--worker processes of job mixed are running"), "\(toShard)")
+        }
+        worker.release()
+        try shard.claimRun(wait: false).release()
+    }
+
     @Test func twoProcessesOpeningANewJournalAtOnceMigrateOnce() async throws {
         let server = try PostgresServer.shared()
         let url = try server.makeDatabase()

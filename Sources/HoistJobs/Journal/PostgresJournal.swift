@@ -235,11 +235,39 @@ public final class PostgresJournal: JournalStore {
     var runLockName: String { shard.map { "hoist run \(job) shard \($0)" } ?? jobLockName }
     var jobLockName: String { "hoist run " + job }
 
+    /// The two ways of splitting a job over processes, which do not mix.
+    enum Split: String {
+        case shards = "--shard"
+        case workers = "--worker"
+    }
+
+    /// Keeps shards and workers of one job apart (both hold the job's lock shared). A process of
+    /// one way holds that way's lock shared while it runs (until `connection` closes), then takes
+    /// the other way's exclusively for a moment: granted, none of the other way is going, and none
+    /// can start now without being refused; refused, one is, and this one stops. Two starting at
+    /// once may both be refused, never both let in. Refused whether or not the run waits: mixing
+    /// the two is a mistake to fix, not a run to wait for.
+    /// - Throws: a `JournalError` naming a process of the other way.
+    static func keepApart(_ way: Split, job: String, on connection: PostgresConnection) throws {
+        let other: Split = way == .shards ? .workers : .shards
+        let mine = "hoist run \(job) \(way.rawValue)", theirs = "hoist run \(job) \(other.rawValue)"
+        _ = try connection.query("SELECT pg_advisory_lock_shared(hashtextextended(\(mine), 0))", logger: logger).wait()
+        let free = try connection.query("SELECT pg_try_advisory_lock(hashtextextended(\(theirs), 0))", logger: logger)
+            .wait().first?.decode(Bool.self) ?? false
+        if free {
+            _ = try connection.query("SELECT pg_advisory_unlock(hashtextextended(\(theirs), 0))", logger: logger).wait()
+            return
+        }
+        let holder = PostgresRunLock.holder(of: theirs, on: connection) ?? "unknown"
+        throw JournalError(message: "\(other.rawValue) processes of job \(job) are running (pid \(holder)): --shard and --worker split "
+            + "a job two ways that do not mix; run all of its processes one way")
+    }
+
     /// Takes the job's advisory lock on a connection of its own, then marks this job's runs
     /// still `running` as `interrupted` when no session holds their lock any more: each held it
     /// while it ran, so none of those is alive.
     public func claimRun(wait: Bool) throws -> any JobRunLock {
-        let lock = try PostgresRunLock(target: target, key: runLockName, shared: shard == nil ? nil : jobLockName, wait: wait)
+        let lock = try PostgresRunLock(target: target, job: job, key: runLockName, shared: shard == nil ? nil : jobLockName, wait: wait)
         do {
             _ = try query(markDeadRunsInterrupted(except: lock.backendPID))
         } catch {
@@ -426,7 +454,7 @@ final class PostgresRunLock: JobRunLock {
     /// The server process of the lock's session (`pg_backend_pid()`).
     let backendPID: Int32
 
-    init(target: PostgresLocation, key: String, shared: String?, wait: Bool) throws {
+    init(target: PostgresLocation, job: String, key: String, shared: String?, wait: Bool) throws {
         connection = try PostgresJournal.connect(target, purpose: "run")
         do {
             if wait {
@@ -446,6 +474,9 @@ final class PostgresRunLock: JobRunLock {
                     try? connection.close().wait()
                     throw JobLock.Busy(holder: holder ?? "unknown")
                 }
+            }
+            if shared != nil {
+                try PostgresJournal.keepApart(.shards, job: job, on: connection)
             }
             backendPID = try connection.query("SELECT pg_backend_pid()", logger: PostgresJournal.logger).wait().first?.decode(Int32.self) ?? 0
         } catch let error as JobLock.Busy {

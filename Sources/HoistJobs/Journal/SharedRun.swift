@@ -88,6 +88,7 @@ public final class SharedRun: JobRunLock, Sendable {
             } else if try !lock("SELECT pg_try_advisory_lock_shared(hashtextextended(\(jobKey), 0))") {
                 throw JobLock.Busy(holder: PostgresRunLock.holder(of: jobKey, on: hold) ?? "unknown")
             }
+            try PostgresJournal.keepApart(.workers, job: journal.job, on: hold)
             _ = try lock("SELECT pg_advisory_lock(hashtextextended(\(Self.workerLockPrefix + worker), 0)) IS NULL")
             _ = try lock("SELECT pg_advisory_lock(hashtextextended(\(planKey), 0)) IS NULL")
             let backend = try hold.query("SELECT pg_backend_pid()", logger: PostgresJournal.logger).wait().first?.decode(Int32.self) ?? 0
