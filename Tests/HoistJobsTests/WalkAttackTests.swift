@@ -235,4 +235,18 @@ import Testing
         let stored = fixture.directory.url.appendingPathComponent("bucket/big2.bin")
         #expect((try? Data(contentsOf: stored)) != Data("root:$6$secret".utf8))
     }
+
+    @Test func aFileDeletedAfterTheWalkFailsSayingSo() async throws {
+        let fixture = try JobFixture()
+        try fixture.file("big1.bin", 9 << 20)
+        try fixture.file("big2.bin", 9 << 20)
+        let big2 = fixture.directory.url.appendingPathComponent("src/big2.bin").path
+        // big2 is found, then waits for the one slot for large files while big1 goes up.
+        let job = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { concurrency: 2, bandwidth: 12MB/s }\n")
+        let delete = OnFirstProgress("big1.bin") { try? FileManager.default.removeItem(atPath: big2) }
+        let summary = await JobRunner(job: job, storage: try job.makeStorage(), observers: [delete]).run()
+        #expect(summary.uploaded == 1 && summary.failed == 1, "\(summary.failures)")
+        #expect(summary.failures.first?.message == "\(big2) was deleted after the walk found it: not uploaded", "\(summary.failures)")
+        #expect(!FileManager.default.fileExists(atPath: fixture.directory.url.appendingPathComponent("bucket/big2.bin").path))
+    }
 }

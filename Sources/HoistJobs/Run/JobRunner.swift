@@ -346,7 +346,7 @@ public final class JobRunner: Sendable {
     static let fatalCodes: Set<StorageErrorCode> = [.unauthenticated, .bucketNotFound, .projectNotFound]
 
     private func upload(_ item: PlanItem) async -> Outcome {
-        if let problem = Self.swappedSinceWalk(item, job: job) { return .refused(problem) }
+        if let problem = Self.changedSinceWalk(item, job: job) { return .refused(problem) }
         let metadata = StorageMetadata(item.attributes)
         let ref = storage.reference(withPath: item.destination)
         let url = URL(fileURLWithPath: item.file.path, isDirectory: false)   // no stat to ask
@@ -382,19 +382,20 @@ public final class JobRunner: Sendable {
         return .failure(failure.code, failure.message)
     }
 
-    /// Why a file must not be read now: someone who can write in a root replaced it (or a folder
-    /// above it) with a symbolic link after the walk found it, to have a root-run job upload
-    /// another file (`/etc/shadow`). Nil when it is still reached without a link the job did not
-    /// ask to follow.
-    static func swappedSinceWalk(_ item: PlanItem, job: Job) -> String? {
+    /// Why a file must not be read now: it was deleted since the walk found it, or someone who
+    /// can write in a root replaced it (or a folder above it) with a symbolic link, to have a
+    /// root-run job upload another file (`/etc/shadow`). Nil when it is still there, reached
+    /// without a link the job did not ask to follow.
+    static func changedSinceWalk(_ item: PlanItem, job: Job) -> String? {
+        var info = stat()
+        let found = lstat(item.file.path, &info) == 0
+        if !found, errno == ENOENT { return "\(item.file.path) was deleted after the walk found it: not uploaded" }
         let set = job.manifest.files[item.fileSetIndex]
         guard !set.followSymlinks else { return nil }
         // The path must still lead, without a link at its end, to the very file the walk found
         // there: a file swapped for a link, or a folder above it swapped for a link, leads
         // elsewhere (one lstat, where resolving every folder of the path took one per folder).
-        var info = stat()
-        if lstat(item.file.path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG,
-           UInt64(info.st_dev) == item.file.device, UInt64(info.st_ino) == item.file.inode {
+        if found, (info.st_mode & S_IFMT) == S_IFREG, UInt64(info.st_dev) == item.file.device, UInt64(info.st_ino) == item.file.inode {
             return nil
         }
         // Another file now (saved anew by an editor, say), or a link: only a link on the way is refused.
