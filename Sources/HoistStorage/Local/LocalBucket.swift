@@ -15,7 +15,13 @@ public final class LocalBucket: StorageBackend {
     /// `directory` as a path: objects' paths are made from it with plain string joins on the hot path.
     let directoryPath: String
     public var bucket: String { directory.lastPathComponent }
-    private let commitLock = Mutex(())
+    /// An object's sidecar and file change together: commits, deletes and metadata reads of one
+    /// path take turns, under the lock of the path's stripe. Other paths go on at the same time
+    /// (one lock for the bucket made a run's concurrent commits wait on each other).
+    private let stripes: [Stripe] = (0..<64).map { _ in Stripe() }
+    private final class Stripe: Sendable {
+        let lock = Mutex(())
+    }
     /// True once a caller takes durability into its own hands (`deferPersistence`): objects
     /// are then not fsynced one by one, and `persist()` syncs the file system once.
     private let deferred = Atomic<Bool>(false)
@@ -91,7 +97,7 @@ public final class LocalBucket: StorageBackend {
 
     public func metadata(of path: String) async throws -> ObjectResource {
         try validate(path)
-        return try commitLock.withLock { _ in try storedMetadata(of: path) }
+        return try locked(path) { try storedMetadata(of: path) }
     }
 
     public func deferPersistence() {
@@ -126,7 +132,7 @@ public final class LocalBucket: StorageBackend {
 
     public func delete(_ path: String, generation: Int64?) async throws {
         try validate(path)
-        try commitLock.withLock { _ in
+        try locked(path) {
             guard let stored = try? storedMetadata(of: path), generation == nil || stored.generation == generation else { return }
             do {
                 try FileManager.default.removeItem(at: objectURL(path))
@@ -188,7 +194,7 @@ public final class LocalBucket: StorageBackend {
     func commit(partFile: URL, path: String, attributes: ObjectResource, size: Int64, md5Hash: String, crc32c: String)
         throws -> ObjectResource
     {
-        try commitLock.withLock { _ in
+        try locked(path) {
             let now = Date()
             var resource = attributes.writable
             resource.bucket = bucket
@@ -237,6 +243,13 @@ public final class LocalBucket: StorageBackend {
             }
             return resource
         }
+    }
+
+    /// Runs `body` holding the lock of `path`'s stripe.
+    private func locked<T: Sendable>(_ path: String, _ body: () throws -> T) throws -> T {
+        var hasher = Hasher()
+        hasher.combine(path)
+        return try stripes[Int(UInt(bitPattern: hasher.finalize()) % UInt(stripes.count))].lock.withLock { _ in try body() }
     }
 
     /// The folder of a path (everything before its last `/`).
