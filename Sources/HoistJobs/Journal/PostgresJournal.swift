@@ -242,25 +242,23 @@ public final class PostgresJournal: JournalStore {
     }
 
     /// Keeps shards and workers of one job apart (both hold the job's lock shared). A process of
-    /// one way holds that way's lock shared while it runs (until `connection` closes), then takes
-    /// the other way's exclusively for a moment: granted, none of the other way is going, and none
-    /// can start now without being refused; refused, one is, and this one stops. Two starting at
-    /// once may both be refused, never both let in. Refused whether or not the run waits: mixing
-    /// the two is a mistake to fix, not a run to wait for.
+    /// one way holds that way's lock shared while it runs (until `connection` closes), then looks
+    /// for a holder of the other way's: none, and none can start now without seeing this one;
+    /// one, and this process stops. Of two starting at once the later look sees the other (each
+    /// took its own lock before it looked), so they are never both let in; processes of one way
+    /// never stop each other. Refused whether or not the run waits: mixing the two is a mistake
+    /// to fix, not a run to wait for.
     /// - Throws: a `JournalError` naming a process of the other way.
     static func keepApart(_ way: Split, job: String, on connection: PostgresConnection) throws {
         let other: Split = way == .shards ? .workers : .shards
         let mine = "hoist run \(job) \(way.rawValue)", theirs = "hoist run \(job) \(other.rawValue)"
         _ = try connection.query("SELECT pg_advisory_lock_shared(hashtextextended(\(mine), 0))", logger: logger).wait()
-        let free = try connection.query("SELECT pg_try_advisory_lock(hashtextextended(\(theirs), 0))", logger: logger)
-            .wait().first?.decode(Bool.self) ?? false
-        if free {
-            _ = try connection.query("SELECT pg_advisory_unlock(hashtextextended(\(theirs), 0))", logger: logger).wait()
-            return
-        }
-        let holder = PostgresRunLock.holder(of: theirs, on: connection) ?? "unknown"
-        throw JournalError(message: "\(other.rawValue) processes of job \(job) are running (pid \(holder)): --shard and --worker split "
-            + "a job two ways that do not mix; run all of its processes one way")
+        guard let holder = try connection.query("""
+            SELECT coalesce(a.application_name, 'unknown') FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+            WHERE \(unescaped: grantedAdvisoryKey) = hashtextextended(\(theirs), 0) LIMIT 1
+            """, logger: logger).wait().first?.decode(String.self) else { return }
+        throw JournalError(message: "\(other.rawValue) processes of job \(job) are running (pid \(holder.components(separatedBy: " pid ").last ?? holder)): "
+            + "--shard and --worker split a job two ways that do not mix; run all of its processes one way")
     }
 
     /// Takes the job's advisory lock on a connection of its own, then marks this job's runs
