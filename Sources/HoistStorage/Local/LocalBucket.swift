@@ -43,6 +43,8 @@ public final class LocalBucket: StorageBackend {
     }
 
     var uploadsDirectory: URL { directory.appendingPathComponent("\(Self.reservedName)/uploads", isDirectory: true) }
+    /// `uploadsDirectory` as a path, for a session's files: joined as strings on the hot path.
+    var uploadsPath: String { directoryPath + "/\(Self.reservedName)/uploads" }
 
     /// Where object `path` and its metadata sidecar live: plain string joins (the upload path
     /// makes them for every object).
@@ -191,7 +193,7 @@ public final class LocalBucket: StorageBackend {
     }
 
     /// Makes an upload visible: writes its metadata, then renames its part file into place.
-    func commit(partFile: URL, path: String, attributes: ObjectResource, size: Int64, md5Hash: String, crc32c: String)
+    func commit(partFile: String, path: String, attributes: ObjectResource, size: Int64, md5Hash: String, crc32c: String)
         throws -> ObjectResource
     {
         try locked(path) {
@@ -235,7 +237,7 @@ public final class LocalBucket: StorageBackend {
                 }
                 // Return what a later metadata read returns (times at the file's millisecond precision).
                 resource = try ObjectResource(json: encoded)
-                if rename(partFile.path, object) != 0 {
+                if rename(partFile, object) != 0 {
                     throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
                 }
             } catch {
@@ -264,6 +266,11 @@ public final class LocalBucket: StorageBackend {
         let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
         defer { close(descriptor) }
+        try writeAll(data, to: descriptor)
+    }
+
+    /// Writes all of `data` at the descriptor's offset (`write` until done, again after EINTR).
+    static func writeAll(_ data: Data, to descriptor: Int32) throws {
         try data.withUnsafeBytes { bytes in
             var done = 0
             while done < bytes.count {

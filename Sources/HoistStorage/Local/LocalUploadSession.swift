@@ -6,8 +6,8 @@ actor LocalUploadSession: UploadSession {
     nonisolated let id: String
     private let bucket: LocalBucket
     private let descriptor: LocalSessionDescriptor
-    private let partFile: URL
-    private let descriptorFile: URL
+    private let partFile: String
+    private let descriptorFile: String
     private var checksums = Checksums()
     private var written: Int64 = 0
     private var finished = false
@@ -23,15 +23,15 @@ actor LocalUploadSession: UploadSession {
         self.id = id
         self.bucket = bucket
         self.descriptor = descriptor
-        partFile = bucket.uploadsDirectory.appendingPathComponent("\(id).part")
-        descriptorFile = bucket.uploadsDirectory.appendingPathComponent("\(id).json")
+        partFile = bucket.uploadsPath + "/\(id).part"
+        descriptorFile = bucket.uploadsPath + "/\(id).json"
         if fresh { return }
         let fm = FileManager.default
-        if !fm.fileExists(atPath: partFile.path), !fm.createFile(atPath: partFile.path, contents: nil) {
+        if !fm.fileExists(atPath: partFile), !fm.createFile(atPath: partFile, contents: nil) {
             throw StorageFailure(.unauthorized, "Cannot write to bucket directory \(bucket.directory.path).")
         }
         // Bytes kept from an earlier process: checksum them again so the digest covers the whole object.
-        let existing = try ByteSource(filePath: partFile.path)
+        let existing = try ByteSource(filePath: partFile)
         if existing.size > 0 {
             let reader = try existing.reader(from: 0)
             var piece = try reader.read(upTo: Self.pieceSize)
@@ -62,16 +62,13 @@ actor LocalUploadSession: UploadSession {
             try checkEarlierBytes(earlier, against: source)
         }
         let reader = try source.reader(from: offset)
-        let output: FileHandle
-        do {
-            let descriptor = open(partFile.path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
-            guard descriptor >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
-            output = FileHandle(fileDescriptor: descriptor, closeOnDealloc: false)
-            if written > 0 { try output.seek(toOffset: UInt64(written)) }
-        } catch {
+        let output = open(partFile, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        guard output >= 0, lseek(output, off_t(written), SEEK_SET) == off_t(written) else {
+            let error = POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+            if output >= 0 { close(output) }
             throw LocalBucket.ioError(error, doing: "writing upload \(id)")
         }
-        defer { try? output.close() }
+        defer { close(output) }
 
         while written < descriptor.size {
             try await control.checkpoint()
@@ -83,7 +80,7 @@ actor LocalUploadSession: UploadSession {
                     .invalidArgument, "\(source.filePath ?? "The source") shrank while uploading: \(written) of \(descriptor.size) bytes read.")
             }
             do {
-                try output.write(contentsOf: piece)
+                try LocalBucket.writeAll(piece, to: output)
             } catch {
                 throw LocalBucket.ioError(error, doing: "writing upload \(id)")
             }
@@ -97,17 +94,15 @@ actor LocalUploadSession: UploadSession {
         }
         try await control.commitCheckpoint()
         if bucket.syncsEachObject {
-            do {
-                try output.synchronize()
-            } catch {
-                throw LocalBucket.ioError(error, doing: "writing upload \(id)")
+            guard fsync(output) == 0 else {
+                throw LocalBucket.ioError(POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO), doing: "writing upload \(id)")
             }
         }
         let resource = try bucket.commit(
             partFile: partFile, path: descriptor.path, attributes: descriptor.attributes, size: written,
             md5Hash: checksums.md5Base64(), crc32c: checksums.crc32cBase64())
         finished = true
-        if descriptor.size > LocalBucket.sessionFileThreshold { try? FileManager.default.removeItem(at: descriptorFile) }
+        if descriptor.size > LocalBucket.sessionFileThreshold { unlink(descriptorFile) }
         return .finished(resource)
     }
 
@@ -117,8 +112,8 @@ actor LocalUploadSession: UploadSession {
 
     private func discard() {
         guard !finished else { return }
-        try? FileManager.default.removeItem(at: partFile)
-        try? FileManager.default.removeItem(at: descriptorFile)
+        unlink(partFile)
+        unlink(descriptorFile)
     }
 
     /// The part file's bytes from an earlier process must be the local file's first bytes; when
