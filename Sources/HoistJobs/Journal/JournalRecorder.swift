@@ -139,9 +139,20 @@ final class JournalRecorder: JobObserver {
         writer.sync { flush() }
     }
 
+    /// The last attributes written and their text: the files of a file set share theirs, and
+    /// encoding them is JSONEncoder's work.
+    private let lastAttributes = Mutex<(ObjectResource, String)?>(nil)
+
+    private func attributesText(_ attributes: ObjectResource) -> String {
+        if let (last, text) = lastAttributes.withLock({ $0 }), last == attributes { return text }
+        let text = Journal.attributesText(attributes)
+        lastAttributes.withLock { $0 = (attributes, text) }
+        return text
+    }
+
     private func row(_ item: PlanItem, state: Journal.FileState, session: String?) -> Journal.FileRecord {
         Journal.FileRecord(source: item.file.path, destination: item.destination, size: item.file.size,
-                           mtime: item.file.modified.timeIntervalSince1970, attributes: Journal.attributesText(item.attributes),
+                           mtime: item.file.modified.timeIntervalSince1970, attributes: attributesText(item.attributes),
                            state: state, session: session, confirmedOffset: 0, md5Hash: nil, crc32c: nil, generation: nil,
                            error: nil, runID: runID, updated: Date().timeIntervalSince1970)
     }

@@ -197,7 +197,10 @@ public final class LocalBucket: StorageBackend {
         throws -> ObjectResource
     {
         try locked(path) {
+            // At the precision the sidecar keeps (milliseconds), so the resource returned is the
+            // one a later metadata read gives.
             let now = Date()
+            let stamp = RFC3339.date(RFC3339.string(now)) ?? now
             var resource = attributes.writable
             resource.bucket = bucket
             resource.name = path
@@ -206,8 +209,8 @@ public final class LocalBucket: StorageBackend {
             resource.crc32c = crc32c
             resource.generation = nextGeneration(now)
             resource.metageneration = 1
-            resource.timeCreated = now
-            resource.updated = now
+            resource.timeCreated = stamp
+            resource.updated = stamp
             if resource.contentType == nil { resource.contentType = ContentType.fallback }
 
             let object = objectPath(path)
@@ -235,8 +238,6 @@ public final class LocalBucket: StorageBackend {
                 } else {
                     try Self.writeInPlace(encoded, to: meta)
                 }
-                // Return what a later metadata read returns (times at the file's millisecond precision).
-                resource = try ObjectResource(json: encoded)
                 if rename(partFile, object) != 0 {
                     throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
                 }
