@@ -215,15 +215,20 @@ import Testing
         func jobFinished(_ summary: JobSummary) {}
     }
 
-    @Test func aFileSwappedForASymlinkAfterTheWalkIsNotUploaded() async throws {
-        let outside = try TemporaryDirectory()
-        let secret = try outside.write("shadow", Data("root:$6$secret".utf8))
+    /// Two large files and two slots, one for large files: big2 is found, then waits while big1
+    /// goes up (at 12 MB/s), so a test can change big2 between the walk and its upload.
+    static func bigTwoWaitsForBigOne() throws -> (JobFixture, Job, big2: String) {
         let fixture = try JobFixture()
         try fixture.file("big1.bin", 9 << 20)
         try fixture.file("big2.bin", 9 << 20)
-        let big2 = fixture.directory.url.appendingPathComponent("src/big2.bin").path
-        // Two slots: one for large files, so big2 is found, then waits while big1 goes up.
         let job = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { concurrency: 2, bandwidth: 12MB/s }\n")
+        return (fixture, job, fixture.directory.url.appendingPathComponent("src/big2.bin").path)
+    }
+
+    @Test func aFileSwappedForASymlinkAfterTheWalkIsNotUploaded() async throws {
+        let outside = try TemporaryDirectory()
+        let secret = try outside.write("shadow", Data("root:$6$secret".utf8))
+        let (fixture, job, big2) = try Self.bigTwoWaitsForBigOne()
         let swap = OnFirstProgress("big1.bin") {
             try? FileManager.default.removeItem(atPath: big2)
             try? FileManager.default.createSymbolicLink(atPath: big2, withDestinationPath: secret.path)
@@ -237,16 +242,32 @@ import Testing
     }
 
     @Test func aFileDeletedAfterTheWalkFailsSayingSo() async throws {
-        let fixture = try JobFixture()
-        try fixture.file("big1.bin", 9 << 20)
-        try fixture.file("big2.bin", 9 << 20)
-        let big2 = fixture.directory.url.appendingPathComponent("src/big2.bin").path
-        // big2 is found, then waits for the one slot for large files while big1 goes up.
-        let job = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { concurrency: 2, bandwidth: 12MB/s }\n")
+        let (fixture, job, big2) = try Self.bigTwoWaitsForBigOne()
         let delete = OnFirstProgress("big1.bin") { try? FileManager.default.removeItem(atPath: big2) }
         let summary = await JobRunner(job: job, storage: try job.makeStorage(), observers: [delete]).run()
         #expect(summary.uploaded == 1 && summary.failed == 1, "\(summary.failures)")
         #expect(summary.failures.first?.message == "\(big2) was deleted after the walk found it: not uploaded", "\(summary.failures)")
         #expect(!FileManager.default.fileExists(atPath: fixture.directory.url.appendingPathComponent("bucket/big2.bin").path))
+    }
+
+    /// The journal records the file the upload read, not the one the walk saw: else a file
+    /// changed after the walk, then given back its walked size and time (`touch -r`, rsync -t),
+    /// would be taken as stored while its object holds the other bytes.
+    @Test func aFileChangedAfterTheWalkIsJournaledAsItWasRead() async throws {
+        let (fixture, job, big2) = try Self.bigTwoWaitsForBigOne()
+        let newer = Data(repeating: 7, count: (9 << 20) + 5)
+        let change = OnFirstProgress("big1.bin") {
+            _ = FileManager.default.createFile(atPath: big2, contents: newer)
+            var times = [timespec(tv_sec: 1_600_000_000, tv_nsec: 0), timespec(tv_sec: 1_600_000_000, tv_nsec: 250_000_000)]
+            utimensat(AT_FDCWD, big2, &times, 0)
+        }
+        let journal = try SQLiteJournal(path: fixture.directory.url.appendingPathComponent("journal.sqlite").path)
+        let summary = await JobRunner(job: job, storage: try job.makeStorage(), observers: [change], journal: journal).run()
+        #expect(summary.uploaded == 2, "\(summary.failures)")
+        #expect(try Data(contentsOf: fixture.directory.url.appendingPathComponent("bucket/big2.bin")) == newer)
+        let row = try #require(try journal.record(source: big2, destination: "big2.bin"))
+        #expect(row.state == .done)
+        #expect(row.size == Int64(newer.count))
+        #expect(row.mtime == 1_600_000_000.25)
     }
 }

@@ -6,8 +6,8 @@ public struct WalkedFile: Sendable {
     public let path: String
     /// The path below the root, `/`-separated.
     public let relativePath: String
-    public let size: Int64
-    public let modified: Date
+    public internal(set) var size: Int64
+    public internal(set) var modified: Date
     /// The device and inode the walk found at `path`: the file an upload must still find there.
     public var device: UInt64 = 0
     public var inode: UInt64 = 0
@@ -227,12 +227,25 @@ public struct FileWalker: Sequence, IteratorProtocol {
     }
 
     private static func file(_ path: String, relative: String, _ status: Status) -> WalkedFile {
-        // Some file systems (tmpfs, btrfs) keep any 64-bit time: clamp to years 1-9999, so
-        // templates, hooks and the journal always get a time they can represent.
-        let seconds = Swift.min(Swift.max(Double(status.seconds) + Double(status.nanoseconds) / 1e9, -62_135_596_800), 253_402_300_799)
-        var file = WalkedFile(path: path, relativePath: relative, size: status.size, modified: Date(timeIntervalSince1970: seconds))
+        var file = WalkedFile(path: path, relativePath: relative, size: status.size,
+                              modified: modified(seconds: status.seconds, nanoseconds: status.nanoseconds))
         file.device = status.device
         file.inode = status.inode
         return file
+    }
+
+    /// A modification time as the walk keeps it. Some file systems (tmpfs, btrfs) keep any 64-bit
+    /// time: clamped to years 1-9999, so templates, hooks and the journal always get a time they
+    /// can represent.
+    static func modified(seconds: Int, nanoseconds: Int) -> Date {
+        Date(timeIntervalSince1970: Swift.min(Swift.max(Double(seconds) + Double(nanoseconds) / 1e9, -62_135_596_800), 253_402_300_799))
+    }
+}
+
+extension WalkedFile {
+    /// Takes the size and modification time of `info`, the file as it is now, as the walk reads them.
+    mutating func update(from info: stat) {
+        size = Int64(info.st_size)
+        modified = FileWalker.modified(seconds: Int(info.st_mtim.tv_sec), nanoseconds: Int(info.st_mtim.tv_nsec))
     }
 }

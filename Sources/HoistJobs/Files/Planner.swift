@@ -8,7 +8,7 @@ public struct PlanItem: Sendable {
         case skip(String)
     }
 
-    public let file: WalkedFile
+    public internal(set) var file: WalkedFile
     /// The object path in the bucket (empty for a file skipped before its destination was made).
     public let destination: String
     public let attributes: ObjectResource

@@ -345,8 +345,9 @@ public final class JobRunner: Sendable {
     /// Failures that no other file of the job can escape: the run stops at once.
     static let fatalCodes: Set<StorageErrorCode> = [.unauthenticated, .bucketNotFound, .projectNotFound]
 
-    private func upload(_ item: PlanItem) async -> Outcome {
-        if let problem = Self.changedSinceWalk(item, job: job) { return .refused(problem) }
+    private func upload(_ planned: PlanItem) async -> Outcome {
+        var item = planned
+        if let problem = Self.changedSinceWalk(&item, job: job) { return .refused(problem) }
         let metadata = StorageMetadata(item.attributes)
         let ref = storage.reference(withPath: item.destination)
         let url = URL(fileURLWithPath: item.file.path, isDirectory: false)   // no stat to ask
@@ -385,17 +386,26 @@ public final class JobRunner: Sendable {
     /// Why a file must not be read now: it was deleted since the walk found it, or someone who
     /// can write in a root replaced it (or a folder above it) with a symbolic link, to have a
     /// root-run job upload another file (`/etc/shadow`). Nil when it is still there, reached
-    /// without a link the job did not ask to follow.
-    static func changedSinceWalk(_ item: PlanItem, job: Job) -> String? {
+    /// without a link the job did not ask to follow; `item` then takes the file's size and
+    /// modification time as they are now, so the journal records the file the upload reads, not
+    /// the one the walk saw (`WalkAttackTests.aFileChangedAfterTheWalkIsJournaledAsItWasRead`).
+    static func changedSinceWalk(_ item: inout PlanItem, job: Job) -> String? {
         var info = stat()
         let found = lstat(item.file.path, &info) == 0
         if !found, errno == ENOENT { return "\(item.file.path) was deleted after the walk found it: not uploaded" }
+        let regular = found && (info.st_mode & S_IFMT) == S_IFREG
         let set = job.manifest.files[item.fileSetIndex]
-        guard !set.followSymlinks else { return nil }
+        if set.followSymlinks {
+            if regular || (found && stat(item.file.path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG) {
+                item.file.update(from: info)
+            }
+            return nil
+        }
         // The path must still lead, without a link at its end, to the very file the walk found
         // there: a file swapped for a link, or a folder above it swapped for a link, leads
         // elsewhere (one lstat, where resolving every folder of the path took one per folder).
-        if found, (info.st_mode & S_IFMT) == S_IFREG, UInt64(info.st_dev) == item.file.device, UInt64(info.st_ino) == item.file.inode {
+        if regular, UInt64(info.st_dev) == item.file.device, UInt64(info.st_ino) == item.file.inode {
+            item.file.update(from: info)
             return nil
         }
         // Another file now (saved anew by an editor, say), or a link: only a link on the way is refused.
@@ -403,7 +413,10 @@ public final class JobRunner: Sendable {
         let real = URL(fileURLWithPath: item.file.path).resolvingSymlinksInPath().path
         // (A file set whose root is the file itself: the file is its root.)
         let expected = item.file.path == job.root(of: set) ? root : (root == "/" ? "" : root) + "/" + item.file.relativePath
-        guard real != expected else { return nil }
+        guard real != expected else {
+            if regular { item.file.update(from: info) }
+            return nil
+        }
         return "\(item.file.path) became a symbolic link (or a folder above it did) after the walk found it: not uploaded"
     }
 
