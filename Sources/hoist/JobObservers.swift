@@ -134,6 +134,8 @@ final class FileLines: JobObserver {
         say("hoist: \(path): \(StorageErrorCode.invalidArgument.name): \(message)", true)
     }
 
+    var fileEventStatuses: Set<StorageTaskStatus> { verbose ? [.success, .failure] : [.failure] }
+
     func fileEvent(_ item: PlanItem, _ snapshot: StorageTaskSnapshot) {
         switch snapshot.status {
         case .success:
@@ -160,6 +162,7 @@ final class WarningLines: JobObserver {
     func jobStarted(_ job: Job, files: Int?, bytes: Int64?) {}
     func fileSkipped(_ item: PlanItem, reason: String) {}
     func fileEvent(_ item: PlanItem, _ snapshot: StorageTaskSnapshot) {}
+    var fileEventStatuses: Set<StorageTaskStatus> { [] }
     func walkWarning(path: String, message: String) { say("hoist: warning: \(path): \(message)") }
     func jobFinished(_ summary: JobSummary) {}
 }

@@ -156,6 +156,47 @@ final class SendClock: JobObserver {
         #expect(try journal.fileCounts()[.done] == 1200)
     }
 
+    /// An upload event that no observer acts on is never handed to the callback queue (a thread
+    /// hand-off per event and file): with the queue stopped, a run whose observers act on no
+    /// upload event (`hoist cp` without a terminal) still uploads every file, and ends. Before,
+    /// every upload waited there for its end.
+    @Test func eventsNoObserverWantsSkipTheCallbackQueue() async throws {
+        let fixture = try JobFixture()
+        for index in 0..<40 { try fixture.file("f\(index).txt", 100 + index) }
+        let job = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { concurrency: 4 }")
+        let storage = try job.makeStorage()
+        let stopped = DispatchQueue(label: "stopped callbacks")
+        stopped.suspend()
+        storage.callbackQueue = stopped
+        defer { stopped.resume() }
+        let observer = NoFileEvents()
+        let ended = Mutex<JobSummary?>(nil)
+        let run = Task {
+            let summary = await JobRunner(job: job, storage: storage, observers: [observer]).run()
+            ended.withLock { $0 = summary }
+        }
+        let deadline = Date().addingTimeInterval(20)
+        while ended.withLock({ $0 }) == nil, Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        let summary = try #require(ended.withLock { $0 }, "the run waited for the stopped callback queue")
+        await run.value
+        #expect(summary.uploaded == 40 && summary.failed == 0)
+        let bucket = fixture.directory.url.appendingPathComponent("bucket")
+        for index in [0, 17, 39] {
+            #expect(try Data(contentsOf: bucket.appendingPathComponent("f\(index).txt")) == patternData(100 + index))
+        }
+        #expect(observer.heard.withLock { $0 }.isEmpty)
+    }
+
+    /// Acts on no upload event, as `hoist cp`'s walk warnings.
+    final class NoFileEvents: JobObserver {
+        let heard = Mutex<[StorageTaskStatus]>([])
+        var fileEventStatuses: Set<StorageTaskStatus> { [] }
+        func jobStarted(_ job: Job, files: Int?, bytes: Int64?) {}
+        func fileSkipped(_ item: PlanItem, reason: String) {}
+        func fileEvent(_ item: PlanItem, _ snapshot: StorageTaskSnapshot) { heard.withLock { $0.append(snapshot.status) } }
+        func jobFinished(_ summary: JobSummary) {}
+    }
+
     @Test func neverMoreThanConcurrencyInFlight() async throws {
         let fixture = try JobFixture()
         for index in 0..<16 { try fixture.file("f\(index).bin", 200_000) }

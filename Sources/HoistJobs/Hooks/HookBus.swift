@@ -174,17 +174,18 @@ public final class HookBus: JobObserver, @unchecked Sendable {
 
     public func fileSkipped(_ item: PlanItem, reason: String) {}
 
+    /// The hook each upload status calls.
+    private static let eventHooks: [StorageTaskStatus: String] = [
+        .resume: "on_resume", .progress: "on_progress", .pause: "on_pause", .success: "on_success", .failure: "on_failure",
+    ]
+
+    /// The statuses whose hook the scripts define.
+    public var fileEventStatuses: Set<StorageTaskStatus> {
+        Set(Self.eventHooks.filter { defined.contains($0.value) }.keys)
+    }
+
     public func fileEvent(_ item: PlanItem, _ snapshot: StorageTaskSnapshot) {
-        let function: String
-        switch snapshot.status {
-        case .resume: function = "on_resume"
-        case .progress: function = "on_progress"
-        case .pause: function = "on_pause"
-        case .success: function = "on_success"
-        case .failure: function = "on_failure"
-        case .unknown: return
-        }
-        guard defined.contains(function) else { return }
+        guard let function = Self.eventHooks[snapshot.status], defined.contains(function) else { return }
         let completed = snapshot.progress?.completedUnitCount ?? 0
         let total = snapshot.progress?.totalUnitCount ?? item.file.size
         if snapshot.status == .progress {

@@ -85,6 +85,9 @@ final class JournalRecorder: JobObserver {
 
     func fileSkipped(_ item: PlanItem, reason: String) {}
 
+    /// Not `.pause`: a paused file's row stays as it is.
+    var fileEventStatuses: Set<StorageTaskStatus> { [.resume, .progress, .success, .failure] }
+
     func fileEvent(_ item: PlanItem, _ snapshot: StorageTaskSnapshot) {
         let key = item.file.path + "\n" + item.destination
         let task = snapshot.task as? StorageUploadTask

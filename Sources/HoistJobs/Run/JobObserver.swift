@@ -14,6 +14,10 @@ public protocol JobObserver: Sendable {
     /// that cannot be listed, a hook's error, a file swapped for a link): it has no task events.
     func fileFailed(path: String, destination: String, size: Int64, message: String)
     func fileEvent(_ item: PlanItem, _ snapshot: StorageTaskSnapshot)
+    /// The statuses whose `fileEvent`s this observer acts on (default: all). The runner asks an
+    /// upload only for the events some observer wants: an event no one hears is never handed to
+    /// the callback queue (a thread hand-off per event and file).
+    var fileEventStatuses: Set<StorageTaskStatus> { get }
     /// Something the walk left out on purpose but that a user should know of (links not
     /// followed, a link whose target is gone, a link loop): not a failure.
     func walkWarning(path: String, message: String)
@@ -21,6 +25,9 @@ public protocol JobObserver: Sendable {
 }
 
 extension JobObserver {
+    public var fileEventStatuses: Set<StorageTaskStatus> { Self.allFileEvents }
+    /// Every status an upload reports.
+    public static var allFileEvents: Set<StorageTaskStatus> { [.resume, .progress, .pause, .success, .failure] }
     public func planCounted(files: Int, bytes: Int64) {}
     public func fileFailed(path: String, destination: String, size: Int64, message: String) {}
     public func walkWarning(path: String, message: String) {}

@@ -10,6 +10,9 @@ public final class JobRunner: Sendable {
     public let job: Job
     public let storage: Storage
     private let observers: [any JobObserver]
+    /// The upload events some observer acts on: uploads report only these.
+    private let fileEventStatuses: Set<StorageTaskStatus>
+    private let retryObservers: [any JobRetryObserver]
     private let hooks: HookBus?
     private let journal: (any JournalStore)?
     private let recorder: JournalRecorder?
@@ -52,6 +55,8 @@ public final class JobRunner: Sendable {
         recorder = journal.map { [backend = storage.backend] in JournalRecorder(journal: $0, runID: runID, persist: { try backend.persist() },
                                                                           recordsRun: shared == nil) }
         self.observers = (recorder.map { [$0] } ?? []) + (hooks.map { [$0] } ?? []) + observers
+        fileEventStatuses = self.observers.reduce(into: []) { $0.formUnion($1.fileEventStatuses) }
+        retryObservers = self.observers.compactMap { $0 as? any JobRetryObserver }
         self.hooks = hooks
         hooks?.attach(pause: { [weak self] in self?.pauseAll() }, resume: { [weak self] in self?.resumeAll() })
     }
@@ -333,6 +338,12 @@ public final class JobRunner: Sendable {
                 summary.fatal = summary.fatal ?? error.message
             }
         }
+        // The uploads' last events reach the observers (the journal among them) on the callback
+        // queue after their tasks have ended: all of them have when the queue gets here.
+        if !fileEventStatuses.isEmpty || !retryObservers.isEmpty {
+            let callbacks = storage.callbackQueue
+            await withCheckedContinuation { (caughtUp: CheckedContinuation<Void, Never>) in callbacks.async { caughtUp.resume() } }
+        }
         summary.interrupted = state.withLock { $0.interrupted }
         if summary.fatal == nil, let fatal = state.withLock({ $0.fatal }) { summary.fatal = fatal }
         summary.seconds = Date().timeIntervalSince(started)
@@ -351,32 +362,24 @@ public final class JobRunner: Sendable {
         let metadata = StorageMetadata(item.attributes)
         let ref = storage.reference(withPath: item.destination)
         let url = URL(fileURLWithPath: item.file.path, isDirectory: false)   // no stat to ask
-        let task = item.mayBeStored ? ref.putFile(from: url, metadata: metadata, resumingSession: item.resumeSession, unlessStored: true)
-            : item.resumeSession.map { ref.putFile(from: url, metadata: metadata, resumingSession: $0) } ?? ref.putFile(from: url, metadata: metadata)
-        let id = ObjectIdentifier(task)
-        let pausedNow = state.withLock { state -> Bool in
-            state.tasks[id] = task
-            return state.paused
-        }
-        if pausedNow { task.pause() }
+        // Run here, in this file's own task: its end comes back without a hop through the
+        // callback queue, where the observers hear of it (the run waits for them before it ends).
+        let task = ref.uploadTask(file: url, size: item.file.size, metadata: metadata, resumingSession: item.resumeSession, unlessStored: item.mayBeStored)
         let observers = self.observers
-        let last: StorageTaskSnapshot = await withCheckedContinuation { continuation in
-            let retryObservers = observers.compactMap { $0 as? any JobRetryObserver }
-            if !retryObservers.isEmpty {
-                task.observeRetries { retry in for observer in retryObservers { observer.fileRetrying(item, retry) } }
-            }
-            for status in [StorageTaskStatus.resume, .progress, .pause] {
-                task.observe(status) { snapshot in
-                    for observer in observers { observer.fileEvent(item, snapshot) }
-                }
-            }
-            for status in [StorageTaskStatus.success, .failure] {
-                task.observe(status) { snapshot in
-                    for observer in observers { observer.fileEvent(item, snapshot) }
-                    continuation.resume(returning: snapshot)
-                }
+        let retryObservers = self.retryObservers
+        if !retryObservers.isEmpty {
+            task.observeRetries { retry in for observer in retryObservers { observer.fileRetrying(item, retry) } }
+        }
+        for status in fileEventStatuses {
+            task.observe(status) { snapshot in
+                for observer in observers { observer.fileEvent(item, snapshot) }
             }
         }
+        let id = ObjectIdentifier(task)
+        state.withLock { $0.tasks[id] = task }
+        // `pauseAll` sets `paused`, then pauses the tasks it holds: one not running yet misses
+        // that, and pauses here (under the lock, so a `resumeAll` comes before or after).
+        let last = await task.runToEnd { state.withLock { if $0.paused { task.pause() } } }
         state.withLock { _ = $0.tasks.removeValue(forKey: id) }
         if last.status == .success { return .success(last.metadata?.size ?? item.file.size) }
         let failure = last.failure ?? (.unknown, "failed")

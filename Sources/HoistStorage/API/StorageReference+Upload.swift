@@ -56,6 +56,15 @@ extension StorageReference {
                                 unlessStored: unlessStored), nil)
     }
 
+    /// The task `putFile(from:metadata:resumingSession:unlessStored:)` starts, not started:
+    /// `JobRunner` adds its observers, then runs it in its own task (`runToEnd()`).
+    /// `size`: the file's size as the caller just read it.
+    package func uploadTask(file fileURL: URL, size: Int64, metadata: StorageMetadata?, resumingSession sessionID: String?,
+                            unlessStored: Bool) -> StorageUploadTask {
+        StorageUploadTask(reference: self, content: .file(fileURL), metadata: metadata, resuming: sessionID,
+                          unlessStored: unlessStored, size: size)
+    }
+
     /// `putData` with a `Result`; its error is a `StorageError`.
     @discardableResult
     public func putData(

@@ -35,8 +35,9 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
     /// Whether an object already stored with these bytes counts as the upload (see `finishedEarlier`).
     private let unlessStored: Bool
 
+    /// - Parameter size: the file's size when the caller has just read it (no `stat` to ask).
     init(reference: StorageReference, content: Content, metadata: StorageMetadata?, resuming resumeID: String? = nil,
-         unlessStored: Bool = false) {
+         unlessStored: Bool = false, size: Int64? = nil) {
         self.unlessStored = unlessStored
         self.content = content
         self.resumeID = resumeID
@@ -52,21 +53,41 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
         // Known from the start, so a progress observer added early sees the real total.
         switch content {
         case .data(let data): total = Int64(data.count)
-        // One stat for the size (the checks come when the task starts: `prepare`).
-        case .file(let url): total = (try? Self.localPath(of: url)).flatMap { FileStatus($0) }.flatMap { $0.isRegular ? $0.size : nil } ?? 0
+        // The size the caller gave, else one stat (the checks come when the task starts: `prepare`).
+        case .file(let url):
+            total = size ?? (try? Self.localPath(of: url)).flatMap { FileStatus($0) }.flatMap { $0.isRegular ? $0.size : nil } ?? 0
         }
     }
 
     /// Starts the task: `.resume` fires, then bytes move. `putData` and `putFile` call it;
     /// calling it again does nothing.
     public func enqueue() {
-        let started = transition(.resume) {
+        guard begin() else { return }
+        Task.detached { [self] in await run() }
+    }
+
+    /// Starts the task in the caller's own task and returns its last snapshot (`.success` or
+    /// `.failure`) once it has ended; the task must not have been started. For a scheduler
+    /// that runs many uploads: `enqueue` hands the task to a task of its own, and an observer
+    /// of its end hears of it on the callback queue, two thread hand-offs per file that this
+    /// skips. Observers still get every event on the callback queue, in order; the caller may
+    /// learn of the end before they do (`JobRunner` waits for the queue before the job ends).
+    /// `started` runs once the task is running, before any byte moves (a scheduler pauses it
+    /// there when it must).
+    package func runToEnd(started: () -> Void = {}) async -> StorageTaskSnapshot {
+        guard begin() else { preconditionFailure("runToEnd() of an upload task that had been started") }
+        started()
+        await run()
+        return snapshot
+    }
+
+    /// Moves from not started to running, telling `.resume`; false when already started.
+    private func begin() -> Bool {
+        transition(.resume) {
             guard state == .unknown else { return false }
             state = .running
             return true
         }
-        guard started else { return }
-        Task.detached { [self] in await run() }
     }
 
     /// Stops moving bytes until `resume()`. Does nothing unless the task is running.
@@ -241,8 +262,10 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
             let source: ByteSource
             do {
                 filePath = try Self.localPath(of: url)
-                guard Self.isRegularFile(filePath) else { throw Self.unreachable(url) }
-                source = try ByteSource(filePath: filePath)
+                source = try ByteSource(regularFileAt: filePath)
+            } catch let failure as StorageFailure where failure.code == .objectNotFound || failure.code == .invalidArgument {
+                // Missing, not a regular file (a folder, a link): FirebaseStorage's one error.
+                throw Self.unreachable(url)
             } catch let error as NSError where StorageErrorCode(of: error) == .objectNotFound
                 || StorageErrorCode(of: error) == .invalidArgument {
                 throw Self.unreachable(url)
@@ -283,12 +306,6 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
             message: "File at URL: \(url.absoluteString) is not reachable. "
                 + "Ensure file URL is not a directory, symbolic link, or invalid url.",
             serverError: [:]) as NSError
-    }
-
-    /// True for a regular file (not a directory, not a symbolic link).
-    static func isRegularFile(_ path: String) -> Bool {
-        var info = stat()
-        return lstat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
     }
 
     /// The error a task ends with once retrying has taken all its time.

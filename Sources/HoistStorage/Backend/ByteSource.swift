@@ -22,8 +22,19 @@ public final class ByteSource: Sendable {
     /// The file at `path`, as it is now.
     /// - Throws: `objectNotFound` when it does not exist, `unauthorized` when it cannot be
     ///   read, `invalidArgument` when it is not a regular file.
-    public init(filePath path: String) throws {
-        guard let status = FileStatus(path) else {
+    public convenience init(filePath path: String) throws {
+        try self.init(filePath: path, status: FileStatus(path))
+    }
+
+    /// The regular file at `path` itself, not what a symbolic link there leads to: `putFile`
+    /// refuses links (one `lstat` where a check for a link and then a `stat` took two).
+    /// - Throws: as `init(filePath:)`; `invalidArgument` for a link.
+    convenience init(regularFileAt path: String) throws {
+        try self.init(filePath: path, status: FileStatus(path, followingLinks: false))
+    }
+
+    private init(filePath path: String, status: FileStatus?) throws {
+        guard let status else {
             throw StorageFailure(.objectNotFound, "File \(path) does not exist.", details: ["file": path])
         }
         guard status.isRegular else {
@@ -137,9 +148,9 @@ struct FileStatus: Sendable, Equatable {
     let modified: Int64
     let modifiedNanoseconds: Int
 
-    init?(_ path: String) {
+    init?(_ path: String, followingLinks: Bool = true) {
         var status = stat()
-        guard stat(path, &status) == 0 else { return nil }
+        guard (followingLinks ? stat(path, &status) : lstat(path, &status)) == 0 else { return nil }
         isRegular = (status.st_mode & S_IFMT) == S_IFREG
         size = Int64(status.st_size)
         modified = Int64(status.st_mtim.tv_sec)
