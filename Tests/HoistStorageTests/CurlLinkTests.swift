@@ -14,6 +14,34 @@ import Testing
         #expect(response.bodyText == "hello from curl\n")
     }
 
+    /// Response headers as servers write them: names in any case, white space around values,
+    /// an empty value, UTF-8 in a value; the headers of an interim `100 Continue` are not the answer's.
+    @Test func headerNamesIgnoreCaseAndValuesAreTrimmed() async throws {
+        let server = try ServerProcess(testPython, testPythonArguments + ["-c", """
+            import socket
+            listener = socket.socket()
+            listener.bind(("127.0.0.1", 0))
+            listener.listen()
+            print("ready", listener.getsockname()[1], flush=True)
+            while True:
+                connection, _ = listener.accept()
+                connection.recv(65536)
+                connection.sendall(b"HTTP/1.1 100 Continue\\r\\nX-Interim: 1\\r\\n\\r\\n"
+                                   b"HTTP/1.1 200 OK\\r\\nLOCATION: \\t http://example.test/a b \\t\\r\\n"
+                                   b"x-ODD-case:value\\r\\nX-Empty:\\r\\nX-Text:  caf\\xc3\\xa9  \\r\\n"
+                                   b"Content-Length: 2\\r\\nConnection: close\\r\\n\\r\\nok")
+                connection.close()
+            """])
+        let port = try server.readyPort()
+        let response = try await CurlEngine.shared.perform(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(port)/"))
+        #expect(response.status == 200 && response.bodyText == "ok")
+        #expect(response.header("Location") == "http://example.test/a b")
+        #expect(response.header("X-Odd-Case") == "value")
+        #expect(response.header("x-empty") == "")
+        #expect(response.header("X-TEXT") == "café")
+        #expect(response.header("x-interim") == nil)
+    }
+
     @Test func reportsCurlErrors() async {
         await #expect(throws: HTTPTransportError.self) {
             try await CurlEngine.shared.perform(HTTPRequest(method: "GET", url: "file:///nonexistent/hoist-\(UUID())"))

@@ -61,6 +61,9 @@ import Testing
 
     @Test(arguments: ["", "[]", "{", #"{"name":}"#, #"{"size":"12x"}"#, #"{"name":"a\q"}"#, #"{"name":"\ud800"}"#,
                       #"{"metadata":{"a":1}}"#, #"{"name":"a"} x"#, #"{"updated":"yesterday"}"#, "\u{0}",
+                      // Skipped values are checked as read ones: a key that is no string, a bad escape, an end
+                      // inside a string, a control character in one.
+                      #"{"acl":{1:"a"}}"#, #"{"kind":"a\q"}"#, #"{"kind":"abc"#, "{\"kind\":\"a\u{1}b\"}",
                       String(repeating: #"{"x":["#, count: 100) + String(repeating: "]}", count: 100)])
     func refusesWhatIsNotAnObjectResource(text: String) {
         #expect(throws: ObjectResource.JSONError.self) { try ObjectResource(json: Data(text.utf8)) }

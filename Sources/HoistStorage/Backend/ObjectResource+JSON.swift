@@ -120,7 +120,11 @@ private struct JSONReader {
     }
 
     private mutating func skipSpace() {
-        while index < bytes.count, [0x20, 0x0A, 0x0D, 0x09].contains(bytes[index]) { index += 1 }
+        while index < bytes.count, Self.isSpace(bytes[index]) { index += 1 }
+    }
+
+    private static func isSpace(_ byte: UInt8) -> Bool {
+        byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09
     }
 
     mutating func consume(_ byte: UInt8) throws -> Bool {
@@ -139,16 +143,21 @@ private struct JSONReader {
         guard index == bytes.count else { throw failure("text after the object") }
     }
 
-    private mutating func literal(_ word: String) -> Bool {
-        let text = Array(word.utf8)
-        guard index + text.count <= bytes.count, Array(bytes[index..<index + text.count]) == text else { return false }
-        index += text.count
+    /// Consumes `word` (ASCII) when the bytes at `index` spell it (no copies: every string
+    /// field of an answer asks for `null` first).
+    private mutating func literal(_ word: [UInt8]) -> Bool {
+        guard index + word.count <= bytes.count else { return false }
+        for offset in word.indices where bytes[index + offset] != word[offset] { return false }
+        index += word.count
         return true
     }
 
+    private static let null = Array("null".utf8), `true` = Array("true".utf8), `false` = Array("false".utf8)
+    private static let unicodeEscape = Array("\\u".utf8)
+
     mutating func null() -> Bool {
         skipSpace()
-        return literal("null")
+        return literal(Self.null)
     }
 
     mutating func optionalString() throws -> String? {
@@ -191,7 +200,7 @@ private struct JSONReader {
                 case UInt8(ascii: "u"):
                     var scalar = try hex4()
                     if (0xD800..<0xDC00).contains(scalar) {
-                        guard literal("\\u") else { throw failure("a lone surrogate") }
+                        guard literal(Self.unicodeEscape) else { throw failure("a lone surrogate") }
                         let low = try hex4()
                         guard (0xDC00..<0xE000).contains(low) else { throw failure("a lone surrogate") }
                         scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
@@ -263,6 +272,32 @@ private struct JSONReader {
         return result
     }
 
+    /// Skips a string as `string()` reads it, with the same checks, without making a `String`
+    /// of it (an answer's skipped fields, such as `selfLink` and `acl`, are most of its bytes).
+    mutating func skipString() throws {
+        skipSpace()
+        let start = index
+        if index < bytes.count, bytes[index] == UInt8(ascii: "\"") {
+            index += 1
+            while index < bytes.count, bytes[index] != UInt8(ascii: "\\"), bytes[index] >= 0x20, bytes[index] < 0x80 {
+                index += 1
+                if bytes[index - 1] == UInt8(ascii: "\"") { return }
+            }
+        }
+        // An escape, a control character, non-ASCII bytes or the end: read it whole.
+        index = start
+        _ = try string()
+    }
+
+    /// A byte of a JSON number: `+-0123456789.eE`.
+    private static func isNumberByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "e"),
+             UInt8(ascii: "E"): true
+        default: false
+        }
+    }
+
     /// Skips any value, nested at most 64 deep.
     mutating func skipValue(depth: Int) throws {
         guard depth < 64 else { throw failure("nesting deeper than 64") }
@@ -270,12 +305,12 @@ private struct JSONReader {
         guard index < bytes.count else { throw failure("expected a value") }
         switch bytes[index] {
         case UInt8(ascii: "\""):
-            _ = try string()
+            try skipString()
         case UInt8(ascii: "{"):
             index += 1
             if try consume(UInt8(ascii: "}")) { return }
             repeat {
-                _ = try string()
+                try skipString()
                 try expect(UInt8(ascii: ":"))
                 try skipValue(depth: depth + 1)
             } while try consume(UInt8(ascii: ","))
@@ -286,9 +321,9 @@ private struct JSONReader {
             repeat { try skipValue(depth: depth + 1) } while try consume(UInt8(ascii: ","))
             try expect(UInt8(ascii: "]"))
         default:
-            if literal("true") || literal("false") || literal("null") { return }
+            if literal(Self.true) || literal(Self.false) || literal(Self.null) { return }
             let start = index
-            while index < bytes.count, Array("+-0123456789.eE".utf8).contains(bytes[index]) { index += 1 }
+            while index < bytes.count, Self.isNumberByte(bytes[index]) { index += 1 }
             guard index > start else { throw failure("expected a value") }
         }
     }
