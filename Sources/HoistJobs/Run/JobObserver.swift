@@ -25,9 +25,7 @@ public protocol JobObserver: Sendable {
 }
 
 extension JobObserver {
-    public var fileEventStatuses: Set<StorageTaskStatus> { Self.allFileEvents }
-    /// Every status an upload reports.
-    public static var allFileEvents: Set<StorageTaskStatus> { [.resume, .progress, .pause, .success, .failure] }
+    public var fileEventStatuses: Set<StorageTaskStatus> { [.resume, .progress, .pause, .success, .failure] }
     public func planCounted(files: Int, bytes: Int64) {}
     public func fileFailed(path: String, destination: String, size: Int64, message: String) {}
     public func walkWarning(path: String, message: String) {}
