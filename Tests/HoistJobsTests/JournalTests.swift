@@ -109,20 +109,45 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: uploads) == [])
     }
 
-    /// Part files of small uploads a killed run left in a local bucket are cleared by the next
-    /// run (their process is gone), so a job killed every night does not fill the disk.
-    @Test func aKilledRunsSmallPartFilesAreCleared() throws {
+    /// Small uploads to a local bucket are written to unnamed files (`O_TMPFILE`), so a run
+    /// killed while they are open leaves nothing behind: no part file, no partial object, and
+    /// the next run uploads every file. (Named part files of large uploads and of file systems
+    /// without unnamed files are cleared by the sweep: VerificationTests.)
+    @Test func aKilledRunsSmallUploadsLeaveNothing() throws {
         let fixture = try JobFixture()
-        for index in 0..<6 { try fixture.file("s\(index).bin", 3_000_000) }
+        var sources: [String: Data] = [:]
+        for index in 0..<6 { sources["s\(index).bin"] = try Data(contentsOf: fixture.file("s\(index).bin", 3_000_000)) }
         _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { bandwidth: 4MB/s }\n")
         let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
-        let uploads = fixture.directory.url.appendingPathComponent("bucket/.hoist/uploads").path
-        let parts = { ((try? FileManager.default.contentsOfDirectory(atPath: uploads)) ?? []).filter { $0.hasSuffix(".part") } }
-        try runAndKill(manifest) { parts().count >= 2 }
-        #expect(parts().count >= 2)
+        let bucket = fixture.directory.url.appendingPathComponent("bucket")
+        let uploads = bucket.appendingPathComponent(".hoist/uploads").path
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: hoist)
+        process.arguments = ["run", "--quiet", manifest]
+        try process.run()
+        // The files the run has open in the uploads folder: unnamed ones read back as `#INODE (deleted)`.
+        let open = { () -> [String] in
+            let folder = "/proc/\(process.processIdentifier)/fd"
+            return ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).compactMap { fd in
+                (try? FileManager.default.destinationOfSymbolicLink(atPath: folder + "/" + fd)).flatMap { $0.hasPrefix(uploads + "/") ? $0 : nil }
+            }
+        }
+        let deadline = Date().addingTimeInterval(20)
+        var seen: [String] = []
+        while Date() < deadline, seen.count < 2 { seen = open(); usleep(20_000) }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        #expect(seen.count >= 2 && seen.allSatisfy { $0.hasPrefix(uploads + "/#") && $0.hasSuffix(" (deleted)") }, "\(seen)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: uploads) == [])
+        for (name, data) in sources {
+            let object = bucket.appendingPathComponent(name)
+            if FileManager.default.fileExists(atPath: object.path) { #expect(try Data(contentsOf: object) == data, "\(name)") }
+        }
+
         let again = try run(["run", manifest])
         #expect(again.status == 0 && again.stdout.hasPrefix("test: 6 uploaded"), "\(again.stdout)\(again.stderr)")
-        #expect(parts() == [])
+        for (name, data) in sources { #expect(try Data(contentsOf: bucket.appendingPathComponent(name)) == data, "\(name)") }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: uploads) == [])
     }
 
     @Test func runsNeverOverlap() throws {

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import HoistTestSupport
 import Testing
 @testable import HoistStorage
@@ -56,6 +57,53 @@ import Testing
         #expect(second.size == 4)
         #expect(try bucket.storedBytes("v.txt") == Data("two!".utf8))
         #expect(try await ref.getMetadata().generation == second.generation)
+        #expect(bucket.allFiles() == [".hoist/meta/v.txt.json", "v.txt"])
+    }
+
+    /// Small uploads go to unnamed files (`O_TMPFILE`) linked into place, each with its own
+    /// descriptor, closed once. Hundreds at once, into few folders, new objects and then
+    /// replaced ones: every object holds its own bytes and nothing is left in `.hoist/uploads`.
+    @Test func manySmallUploadsAtOnceEachStoreTheirOwnBytes() async throws {
+        let bucket = try LocalBucketFixture()
+        let storage = bucket.storage
+        let pool = patternData(10_000)
+        @Sendable func bytes(_ round: String, _ index: Int) -> Data {
+            Data("\(round) object \(index) ".utf8) + pool[(index * 13 % 5000)..<(index * 13 % 5000 + index * 37 % 5000)]
+        }
+        func upload(_ round: String) async throws {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<400 {
+                    group.addTask {
+                        let data = bytes(round, index)
+                        let stored = try await storage.reference(withPath: "m\(index % 5)/o\(index)").putDataAsync(data)
+                        #expect(stored.size == Int64(data.count))
+                    }
+                }
+                try await group.waitForAll()
+            }
+            for index in 0..<400 {
+                let data = bytes(round, index)
+                #expect(try bucket.storedBytes("m\(index % 5)/o\(index)") == data, "\(round) \(index)")
+            }
+            #expect(!bucket.allFiles().contains { $0.hasPrefix(".hoist/uploads/") })
+        }
+        // A descriptor closed twice closes whatever the process opened in between under that
+        // number: a thread that keeps opening files sees its own closed under it.
+        let stop = Atomic<Bool>(false)
+        let closedUnderUs = Atomic<Int>(0)
+        let canary = Thread {
+            while !stop.load(ordering: .relaxed) {
+                let descriptor = open("/dev/null", O_RDONLY | O_CLOEXEC)
+                guard descriptor >= 0 else { continue }
+                for _ in 0..<50 where fcntl(descriptor, F_GETFD) < 0 { closedUnderUs.add(1, ordering: .relaxed); break }
+                close(descriptor)
+            }
+        }
+        canary.start()
+        defer { stop.store(true, ordering: .relaxed) }
+        try await upload("first")
+        try await upload("second")   // every object replaced
+        #expect(closedUnderUs.load(ordering: .relaxed) == 0, "descriptors closed twice")
     }
 
     @Test func downloadURLInBothForms() async throws {

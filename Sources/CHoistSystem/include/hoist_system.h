@@ -8,4 +8,14 @@ int hoist_syncfs(int fd);
 /// getrandom(2) with no flags: up to `length` bytes from the kernel's CSPRNG; the count, or -1 with errno.
 long hoist_getrandom(void *buffer, unsigned long length);
 
+/// open(2) with O_TMPFILE: an unnamed regular file, open for writing, in `directory`'s file
+/// system; it vanishes when closed unless linked. The descriptor, or -1 with errno (EOPNOTSUPP,
+/// EISDIR or EINVAL where the file system or kernel has no unnamed files).
+int hoist_open_unnamed(const char *directory, unsigned int mode);
+
+/// linkat(2) of an open file (one from `hoist_open_unnamed`) to `path`, through /proc/self/fd as
+/// linkat(2) advises for callers without CAP_DAC_READ_SEARCH; 0 or -1 with errno (EEXIST when
+/// `path` exists).
+int hoist_link_open_file(int fd, const char *path);
+
 #endif

@@ -6,9 +6,10 @@ private import CHoistSystem
 ///
 /// Object `a/b.txt` is the file `DIR/a/b.txt`. Hoist's own state lives under `DIR/.hoist/`,
 /// outside the object namespace: `meta/<path>.json` holds each object's metadata (the GCS
-/// object resource), `uploads/<id>.part` and `<id>.json` hold unfinished sessions. An upload
-/// is written to its `.part` file and renamed into place when complete, so no partial object
-/// is ever visible, and a cancelled or failed upload leaves nothing.
+/// object resource), `uploads/<id>.part` and `<id>.json` hold unfinished large sessions. A
+/// large upload is written to its `.part` file and renamed into place when complete; a small
+/// one is written to an unnamed file (`O_TMPFILE`) in `uploads/` and linked into place. No
+/// partial object is ever visible, and a cancelled, failed or killed upload leaves nothing.
 public final class LocalBucket: StorageBackend {
     /// The bucket's directory, absolute.
     public let directory: URL
@@ -36,6 +37,9 @@ public final class LocalBucket: StorageBackend {
     private let knownFolders = Mutex<Set<String>>([])
     /// The last generation given out: generations only grow, without reading the previous one.
     private let lastGeneration = Atomic<Int64>(0)
+    /// Small uploads go to unnamed files, until the file system says it has none (or /proc,
+    /// through which they are linked, is missing): then to named part files.
+    private let unnamedFilesWork = Atomic<Bool>(access("/proc/self/fd", F_OK) == 0)
 
     public init(directory: String) {
         self.directory = URL(fileURLWithPath: directory, isDirectory: true).standardizedFileURL
@@ -192,10 +196,26 @@ public final class LocalBucket: StorageBackend {
             contentType: ContentType.forPath(path) ?? ContentType.fallback)
     }
 
-    /// Makes an upload visible: writes its metadata, then renames its part file into place.
-    func commit(partFile: String, path: String, attributes: ObjectResource, size: Int64, md5Hash: String, crc32c: String)
-        throws -> ObjectResource
-    {
+    /// An unnamed file in `uploads/` for a small upload's bytes, open for writing; nil where the
+    /// file system has none (the caller writes a named part file instead, from then on).
+    func openUnnamedFile() throws -> Int32? {
+        guard unnamedFilesWork.load(ordering: .relaxed) else { return nil }
+        let descriptor = hoist_open_unnamed(uploadsPath, 0o644)
+        if descriptor >= 0 { return descriptor }
+        let error = errno
+        if error == EOPNOTSUPP || error == EISDIR || error == EINVAL {
+            unnamedFilesWork.store(false, ordering: .relaxed)
+            return nil
+        }
+        throw Self.ioError(POSIXError(POSIXErrorCode(rawValue: error) ?? .EIO), doing: "creating a file in \(uploadsPath)")
+    }
+
+    /// Makes an upload visible: writes its metadata, then puts its bytes in place: a part file
+    /// renamed, or an unnamed file linked. Linking cannot replace an object; an unnamed file
+    /// for a path that holds one is linked as `spare` (in `uploads/`) and renamed over it.
+    func commit(
+        _ part: LocalPart, path: String, attributes: ObjectResource, size: Int64, md5Hash: String, crc32c: String
+    ) throws -> ObjectResource {
         try locked(path) {
             // At the precision the sidecar keeps (milliseconds), so the resource returned is the
             // one a later metadata read gives.
@@ -238,8 +258,18 @@ public final class LocalBucket: StorageBackend {
                 } else {
                     try Self.writeInPlace(encoded, to: meta)
                 }
-                if rename(partFile, object) != 0 {
-                    throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+                switch part {
+                case .named(let file):
+                    if rename(file, object) != 0 { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+                case .unnamed(let descriptor, let spare):
+                    if hoist_link_open_file(descriptor, object) != 0 {
+                        guard errno == EEXIST else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+                        guard hoist_link_open_file(descriptor, spare) == 0, rename(spare, object) == 0 else {
+                            let error = POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+                            unlink(spare)
+                            throw error
+                        }
+                    }
                 }
             } catch {
                 throw Self.ioError(error, doing: "storing \(path)")
@@ -400,6 +430,13 @@ public final class LocalBucket: StorageBackend {
         }
         return StorageFailure(code, "Failed \(what): \(nsError.localizedDescription)")
     }
+}
+
+/// Where a local upload's bytes wait for `commit`: a part file, or an open unnamed file with
+/// the name (in `uploads/`) it takes if it has to replace an object.
+enum LocalPart {
+    case named(String)
+    case unnamed(Int32, spare: String)
 }
 
 /// What a local upload session is, saved as `uploads/<id>.json` so another process can resume it.

@@ -1,7 +1,8 @@
 import Foundation
 
-/// An upload into a local bucket: bytes go to `uploads/<id>.part`, checksummed as they are
-/// written; `finish` renames the part file into place.
+/// An upload into a local bucket: bytes are checksummed as they are written, to an unnamed file
+/// in `uploads/` for a small upload just started, to `uploads/<id>.part` for a large or resumed
+/// one; the commit links or renames them into place.
 actor LocalUploadSession: UploadSession {
     nonisolated let id: String
     private let bucket: LocalBucket
@@ -14,6 +15,11 @@ actor LocalUploadSession: UploadSession {
     /// The bytes an earlier process wrote, with their checksums: compared with the local file
     /// before this process adds to them.
     private var earlier: (length: Int64, md5: String, crc32c: String)?
+    /// A small upload just started writes to an unnamed file, open from its first piece until
+    /// its commit or `abandon`: a killed process leaves nothing behind, and no folder entry is
+    /// made and removed per object.
+    private let mayBeUnnamed: Bool
+    private var unnamed: Int32 = -1
 
     /// Bytes copied per piece: the most a pause or cancel waits for.
     static let pieceSize = 1 << 20
@@ -25,6 +31,7 @@ actor LocalUploadSession: UploadSession {
         self.descriptor = descriptor
         partFile = bucket.uploadsPath + "/\(id).part"
         descriptorFile = bucket.uploadsPath + "/\(id).json"
+        mayBeUnnamed = fresh && descriptor.size <= LocalBucket.sessionFileThreshold
         if fresh { return }
         let fm = FileManager.default
         if !fm.fileExists(atPath: partFile), !fm.createFile(atPath: partFile, contents: nil) {
@@ -42,6 +49,10 @@ actor LocalUploadSession: UploadSession {
             written = reader.offset
             earlier = (written, checksums.md5Base64(), checksums.crc32cBase64())
         }
+    }
+
+    deinit {
+        if unnamed >= 0 { close(unnamed) }
     }
 
     func confirmedOffset() async throws -> Int64 { written }
@@ -62,13 +73,9 @@ actor LocalUploadSession: UploadSession {
             try checkEarlierBytes(earlier, against: source)
         }
         let reader = try source.reader(from: offset)
-        let output = open(partFile, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
-        guard output >= 0, lseek(output, off_t(written), SEEK_SET) == off_t(written) else {
-            let error = POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
-            if output >= 0 { close(output) }
-            throw LocalBucket.ioError(error, doing: "writing upload \(id)")
-        }
-        defer { close(output) }
+        let output = try openOutput()
+        let ownsOutput = output != unnamed   // the unnamed file stays open until the commit or abandon
+        defer { if ownsOutput { close(output) } }
 
         while written < descriptor.size {
             try await control.checkpoint()
@@ -99,9 +106,13 @@ actor LocalUploadSession: UploadSession {
             }
         }
         let resource = try bucket.commit(
-            partFile: partFile, path: descriptor.path, attributes: descriptor.attributes, size: written,
-            md5Hash: checksums.md5Base64(), crc32c: checksums.crc32cBase64())
+            unnamed >= 0 ? .unnamed(unnamed, spare: partFile) : .named(partFile), path: descriptor.path,
+            attributes: descriptor.attributes, size: written, md5Hash: checksums.md5Base64(), crc32c: checksums.crc32cBase64())
         finished = true
+        if unnamed >= 0 {
+            close(unnamed)
+            unnamed = -1
+        }
         if descriptor.size > LocalBucket.sessionFileThreshold { unlink(descriptorFile) }
         return .finished(resource)
     }
@@ -110,8 +121,27 @@ actor LocalUploadSession: UploadSession {
         discard()
     }
 
+    /// The file the next bytes go to, at offset `written`: the unnamed file (opened on the first
+    /// piece of a small upload where the file system has them), or the part file.
+    private func openOutput() throws -> Int32 {
+        if unnamed < 0, mayBeUnnamed, written == 0, let descriptor = try bucket.openUnnamedFile() {
+            unnamed = descriptor
+        }
+        let output = unnamed >= 0 ? unnamed : open(partFile, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        guard output >= 0, lseek(output, off_t(written), SEEK_SET) == off_t(written) else {
+            let error = POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+            if output >= 0, output != unnamed { close(output) }
+            throw LocalBucket.ioError(error, doing: "writing upload \(id)")
+        }
+        return output
+    }
+
     private func discard() {
         guard !finished else { return }
+        if unnamed >= 0 {
+            close(unnamed)
+            unnamed = -1
+        }
         unlink(partFile)
         unlink(descriptorFile)
     }
