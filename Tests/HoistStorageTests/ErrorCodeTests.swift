@@ -73,6 +73,20 @@ import Testing
         #expect(bucket.allFiles() == [".hoist/meta/a.json", "a"])
     }
 
+    /// The other way round: `a` while objects exist below `a/`. Refused (by the failed link,
+    /// with no stat per object beforehand), and no sidecar of `a` is left describing nothing.
+    @Test func objectOverExistingObjectsBelowItIsInvalidArgument() async throws {
+        let bucket = try LocalBucketFixture()
+        _ = try await bucket.storage.reference(withPath: "a/b").putDataAsync(Data("below".utf8))
+        for data in [Data("x".utf8), patternData(9 << 20)] {   // an unnamed file, then a part file
+            let error = try #require(await failure(bucket.storage.reference(withPath: "a").putData(data)))
+            #expect(StorageErrorCode(rawValue: error.code) == .invalidArgument)
+            #expect(error.localizedDescription == "Object a cannot be stored: objects exist below a/ in a local bucket.")
+            #expect(try bucket.storedBytes("a/b") == Data("below".utf8))
+            #expect(bucket.allFiles() == [".hoist/meta/a/b.json", "a/b"])
+        }
+    }
+
     @Test func unreadableFileIsUnauthorized() async throws {
         let bucket = try LocalBucketFixture()
         // In a folder that can be listed: a file named alone would be refused before the start.

@@ -245,11 +245,6 @@ public final class LocalBucket: StorageBackend {
                     try FileManager.default.createDirectory(atPath: Self.parent(meta), withIntermediateDirectories: true)
                     knownFolders.withLock { _ = $0.insert(folder) }
                 }
-                var status = stat()
-                if stat(object, &status) == 0, (status.st_mode & S_IFMT) == S_IFDIR {
-                    throw StorageFailure(
-                        .invalidArgument, "Object \(path) cannot be stored: objects exist below \(path)/ in a local bucket.")
-                }
                 let encoded = resource.jsonData()
                 // Each object fsynced on its own, or (a journal's batches) all at once by `persist()`:
                 // then the sidecar is written once, in place, with no temporary file to create and rename.
@@ -258,23 +253,38 @@ public final class LocalBucket: StorageBackend {
                 } else {
                     try Self.writeInPlace(encoded, to: meta)
                 }
-                switch part {
-                case .named(let file):
-                    if rename(file, object) != 0 { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
-                case .unnamed(let descriptor, let spare):
-                    if hoist_link_open_file(descriptor, object) != 0 {
-                        guard errno == EEXIST else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
-                        guard hoist_link_open_file(descriptor, spare) == 0, rename(spare, object) == 0 else {
-                            let error = POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
-                            unlink(spare)
-                            throw error
-                        }
-                    }
+                do {
+                    try place(part, at: object)
+                } catch {
+                    // A folder in the object's place (no stat per object to find it beforehand):
+                    // the sidecar just written describes nothing.
+                    var status = stat()
+                    guard stat(object, &status) == 0, (status.st_mode & S_IFMT) == S_IFDIR else { throw error }
+                    unlink(meta)
+                    throw StorageFailure(
+                        .invalidArgument, "Object \(path) cannot be stored: objects exist below \(path)/ in a local bucket.")
                 }
             } catch {
                 throw Self.ioError(error, doing: "storing \(path)")
             }
             return resource
+        }
+    }
+
+    /// Puts an upload's bytes at `object`: renames a part file, or links an unnamed file (through
+    /// `spare` when an object is there: a link cannot replace it, a rename can).
+    private func place(_ part: LocalPart, at object: String) throws {
+        switch part {
+        case .named(let file):
+            if rename(file, object) != 0 { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        case .unnamed(let descriptor, let spare):
+            if hoist_link_open_file(descriptor, object) == 0 { return }
+            guard errno == EEXIST else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+            guard hoist_link_open_file(descriptor, spare) == 0, rename(spare, object) == 0 else {
+                let error = POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+                unlink(spare)
+                throw error
+            }
         }
     }
 

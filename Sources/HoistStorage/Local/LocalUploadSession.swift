@@ -124,11 +124,13 @@ actor LocalUploadSession: UploadSession {
     /// The file the next bytes go to, at offset `written`: the unnamed file (opened on the first
     /// piece of a small upload where the file system has them), or the part file.
     private func openOutput() throws -> Int32 {
+        var atStart = false   // a file just made: no seek to offset 0
         if unnamed < 0, mayBeUnnamed, written == 0, let descriptor = try bucket.openUnnamedFile() {
             unnamed = descriptor
+            atStart = true
         }
         let output = unnamed >= 0 ? unnamed : open(partFile, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
-        guard output >= 0, lseek(output, off_t(written), SEEK_SET) == off_t(written) else {
+        guard output >= 0, atStart || lseek(output, off_t(written), SEEK_SET) == off_t(written) else {
             let error = POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
             if output >= 0, output != unnamed { close(output) }
             throw LocalBucket.ioError(error, doing: "writing upload \(id)")
