@@ -187,6 +187,38 @@ final class SendClock: JobObserver {
         #expect(observer.heard.withLock { $0 }.isEmpty)
     }
 
+    /// The journal hears upload events in place, on each upload's thread: with the callback
+    /// queue stopped, a run with a journal still uploads every file, journals each one done
+    /// with its checksums, and ends. Before, each event went through the queue, and each
+    /// upload waited there before storing its object.
+    @Test func theJournalHearsUploadsWithoutTheCallbackQueue() async throws {
+        let fixture = try JobFixture()
+        for index in 0..<40 { try fixture.file("f\(index).txt", 100 + index) }
+        let job = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { concurrency: 4 }")
+        let storage = try job.makeStorage()
+        let stopped = DispatchQueue(label: "stopped callbacks")
+        stopped.suspend()
+        storage.callbackQueue = stopped
+        defer { stopped.resume() }
+        let journal = try SQLiteJournal(path: fixture.directory.url.appendingPathComponent("journal.sqlite").path)
+        let ended = Mutex<JobSummary?>(nil)
+        let run = Task {
+            let summary = await JobRunner(job: job, storage: storage, observers: [NoFileEvents()], journal: journal).run()
+            ended.withLock { $0 = summary }
+        }
+        let deadline = Date().addingTimeInterval(20)
+        while ended.withLock({ $0 }) == nil, Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        let summary = try #require(ended.withLock { $0 }, "the run waited for the stopped callback queue")
+        await run.value
+        #expect(summary.uploaded == 40 && summary.failed == 0)
+        let done = try journal.files(state: .done, limit: 100)
+        #expect(done.count == 40)
+        for record in done {
+            let index = Int(record.destination.dropFirst().dropLast(4))!
+            #expect(record.md5Hash == md5Base64(patternData(100 + index)), "\(record.destination)")
+        }
+    }
+
     /// Acts on no upload event, as `hoist cp`'s walk warnings.
     final class NoFileEvents: JobObserver {
         let heard = Mutex<[StorageTaskStatus]>([])

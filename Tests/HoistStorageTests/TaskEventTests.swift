@@ -22,6 +22,36 @@ import Testing
         #expect(last.reference.fullPath == "s.bin")
     }
 
+    /// In-place observers (a scheduler's journal) hear the task's events in order on the
+    /// upload's own thread: with the callback queue stopped the upload still ends, and a cancel
+    /// from the last progress event's in-place handler still wins (nothing is stored).
+    @Test func inPlaceObserversHearEventsWithoutTheCallbackQueue() async throws {
+        let bucket = try LocalBucketFixture()
+        let stopped = DispatchQueue(label: "stopped callbacks")
+        stopped.suspend()
+        bucket.storage.callbackQueue = stopped
+        defer { stopped.resume() }
+        let file = try bucket.directory.write("in-place.bin", patternData(300_000))
+        for cancelAtTheEnd in [false, true] {
+            let task = bucket.storage.reference(withPath: "in-place-\(cancelAtTheEnd).bin").uploadTask(
+                file: file, size: 300_000, metadata: nil, resumingSession: nil, unlessStored: false)
+            let heard = Mutex<[StorageTaskStatus]>([])
+            task.observeInPlace([.resume, .progress, .success, .failure]) { snapshot in
+                heard.withLock { $0.append(snapshot.status) }
+                if cancelAtTheEnd, snapshot.status == .progress, snapshot.progress?.completedUnitCount == 300_000 { task.cancel() }
+            }
+            let last = await task.runToEnd()
+            if cancelAtTheEnd {
+                #expect(heard.withLock { $0 } == [.resume, .progress, .failure])
+                #expect(errorCode(last) == .cancelled)
+                #expect(!FileManager.default.fileExists(atPath: bucket.bucketPath + "/in-place-true.bin"))
+            } else {
+                #expect(heard.withLock { $0 } == [.resume, .progress, .success])
+                #expect(try bucket.storedBytes("in-place-false.bin") == patternData(300_000))
+            }
+        }
+    }
+
     @Test func failureOrderForAMissingFile() async throws {
         let bucket = try LocalBucketFixture()
         let task = bucket.storage.reference(withPath: "x").putFile(from: URL(fileURLWithPath: "/no/such/file-\(UUID())"))

@@ -87,6 +87,8 @@ final class JournalRecorder: JobObserver {
 
     /// Not `.pause`: a paused file's row stays as it is.
     var fileEventStatuses: Set<StorageTaskStatus> { [.resume, .progress, .success, .failure] }
+    /// Its writes go to a locked batch: safe from any thread, and quick.
+    var hearsFileEventsInPlace: Bool { true }
 
     func fileEvent(_ item: PlanItem, _ snapshot: StorageTaskSnapshot) {
         let key = item.file.path + "\n" + item.destination

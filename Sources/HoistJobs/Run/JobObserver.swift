@@ -18,6 +18,11 @@ public protocol JobObserver: Sendable {
     /// upload only for the events some observer wants: an event no one hears is never handed to
     /// the callback queue (a thread hand-off per event and file).
     var fileEventStatuses: Set<StorageTaskStatus> { get }
+    /// True for an observer whose `fileEvent` is thread-safe and quick (default: false): it hears
+    /// its events on the upload's own thread as they happen, not on the callback queue, so they
+    /// cost no thread hand-off and no upload waits for the queue before storing its object. The
+    /// events of one file come in order, but may come at the same time as another file's.
+    var hearsFileEventsInPlace: Bool { get }
     /// Something the walk left out on purpose but that a user should know of (links not
     /// followed, a link whose target is gone, a link loop): not a failure.
     func walkWarning(path: String, message: String)
@@ -26,6 +31,7 @@ public protocol JobObserver: Sendable {
 
 extension JobObserver {
     public var fileEventStatuses: Set<StorageTaskStatus> { [.resume, .progress, .pause, .success, .failure] }
+    public var hearsFileEventsInPlace: Bool { false }
     public func planCounted(files: Int, bytes: Int64) {}
     public func fileFailed(path: String, destination: String, size: Int64, message: String) {}
     public func walkWarning(path: String, message: String) {}

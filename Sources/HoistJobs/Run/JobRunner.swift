@@ -10,8 +10,13 @@ public final class JobRunner: Sendable {
     public let job: Job
     public let storage: Storage
     private let observers: [any JobObserver]
-    /// The upload events some observer acts on: uploads report only these.
+    /// The observers that hear upload events on the callback queue, and the events some of them
+    /// act on: uploads hand only these to the queue.
+    private let queuedObservers: [any JobObserver]
     private let fileEventStatuses: Set<StorageTaskStatus>
+    /// The observers that hear upload events in place (`hearsFileEventsInPlace`), and their events.
+    private let inPlaceObservers: [any JobObserver]
+    private let inPlaceStatuses: Set<StorageTaskStatus>
     private let retryObservers: [any JobRetryObserver]
     private let hooks: HookBus?
     private let journal: (any JournalStore)?
@@ -55,7 +60,10 @@ public final class JobRunner: Sendable {
         recorder = journal.map { [backend = storage.backend] in JournalRecorder(journal: $0, runID: runID, persist: { try backend.persist() },
                                                                           recordsRun: shared == nil) }
         self.observers = (recorder.map { [$0] } ?? []) + (hooks.map { [$0] } ?? []) + observers
-        fileEventStatuses = self.observers.reduce(into: []) { $0.formUnion($1.fileEventStatuses) }
+        queuedObservers = self.observers.filter { !$0.hearsFileEventsInPlace }
+        fileEventStatuses = queuedObservers.reduce(into: []) { $0.formUnion($1.fileEventStatuses) }
+        inPlaceObservers = self.observers.filter(\.hearsFileEventsInPlace)
+        inPlaceStatuses = inPlaceObservers.reduce(into: []) { $0.formUnion($1.fileEventStatuses) }
         retryObservers = self.observers.compactMap { $0 as? any JobRetryObserver }
         self.hooks = hooks
         hooks?.attach(pause: { [weak self] in self?.pauseAll() }, resume: { [weak self] in self?.resumeAll() })
@@ -338,8 +346,9 @@ public final class JobRunner: Sendable {
                 summary.fatal = summary.fatal ?? error.message
             }
         }
-        // The uploads' last events reach the observers (the journal among them) on the callback
-        // queue after their tasks have ended: all of them have when the queue gets here.
+        // The uploads' last events reach the queued observers (hooks, output) on the callback
+        // queue after their tasks have ended: all of them have when the queue gets here. (The
+        // journal hears them in place, before each task ends.)
         if !fileEventStatuses.isEmpty || !retryObservers.isEmpty {
             let callbacks = storage.callbackQueue
             await withCheckedContinuation { (caughtUp: CheckedContinuation<Void, Never>) in callbacks.async { caughtUp.resume() } }
@@ -365,14 +374,21 @@ public final class JobRunner: Sendable {
         // Run here, in this file's own task: its end comes back without a hop through the
         // callback queue, where the observers hear of it (the run waits for them before it ends).
         let task = ref.uploadTask(file: url, size: item.file.size, metadata: metadata, resumingSession: item.resumeSession, unlessStored: item.mayBeStored)
-        let observers = self.observers
         let retryObservers = self.retryObservers
         if !retryObservers.isEmpty {
             task.observeRetries { retry in for observer in retryObservers { observer.fileRetrying(item, retry) } }
         }
+        let queuedObservers = self.queuedObservers
         for status in fileEventStatuses {
             task.observe(status) { snapshot in
-                for observer in observers { observer.fileEvent(item, snapshot) }
+                for observer in queuedObservers { observer.fileEvent(item, snapshot) }
+            }
+        }
+        if !inPlaceStatuses.isEmpty {
+            let inPlaceObservers = self.inPlaceObservers
+            let item = item
+            task.observeInPlace(inPlaceStatuses) { snapshot in
+                for observer in inPlaceObservers { observer.fileEvent(item, snapshot) }
             }
         }
         let id = ObjectIdentifier(task)

@@ -7,6 +7,8 @@ public class StorageObservableTask: StorageTask, @unchecked Sendable {
     typealias Handler = (StorageTaskSnapshot) -> Void
 
     private var handlers: [StorageTaskStatus: [(handle: String, run: Handler)]] = [:]
+    /// `observeInPlace` handlers; guarded by `lock`.
+    private var inPlaceHandlers: [StorageTaskStatus: [Handler]] = [:]
     /// `StorageUploadTask.observeRetries` observers (Hoist's, beside the SDK's statuses); guarded by `lock`.
     var retryHandlers: [(handle: String, run: (StorageUploadRetry) -> Void)] = []
 
@@ -46,6 +48,19 @@ public class StorageObservableTask: StorageTask, @unchecked Sendable {
         return handle
     }
 
+    /// Calls `handler` on every event of `statuses` where it happens: on the thread that made it,
+    /// right after the task's state changed (outside its lock), instead of on the callback queue.
+    /// For a scheduler's own observers that are thread-safe and quick (a journal's batcher): an
+    /// event then costs no thread hand-off, and the task never waits for the queue to store its
+    /// object. The events of the task's own run come in order; a `pause()` or `resume()` called
+    /// on another thread may be heard before or after a progress event made at the same moment.
+    /// Add them before the task starts; `removeAllObservers()` leaves them.
+    package func observeInPlace(_ statuses: Set<StorageTaskStatus>, handler: @escaping @Sendable (StorageTaskSnapshot) -> Void) {
+        lock.withLock {
+            for status in statuses where status != .unknown { inPlaceHandlers[status, default: []].append(handler) }
+        }
+    }
+
     /// Removes one observer; an unknown handle is ignored.
     public func removeObserver(withHandle handle: String) {
         lock.withLock {
@@ -72,17 +87,23 @@ public class StorageObservableTask: StorageTask, @unchecked Sendable {
     /// - Returns: false when `change` refused the move.
     @discardableResult
     func transition(_ status: StorageTaskStatus, _ change: () -> Bool) -> Bool {
-        lock.withLock {
-            guard change() else { return false }
+        let (changed, inPlace) = lock.withLock { () -> (Bool, UncheckedSendable<([Handler], StorageTaskSnapshot)>?) in
+            guard change() else { return (false, nil) }
             if let observers = handlers[status], !observers.isEmpty {
                 dispatch(observers.map(\.run), snapshotUnderLock(status))
             }
+            let inPlace = inPlaceHandlers[status].map { UncheckedSendable(($0, snapshotUnderLock(status))) }
             if state.isFinished {
                 handlers.removeAll()
+                inPlaceHandlers.removeAll()
                 retryHandlers.removeAll()
             }
-            return true
+            return (true, inPlace)
         }
+        if let (observers, snapshot) = inPlace?.value {
+            for observer in observers { observer(snapshot) }
+        }
+        return changed
     }
 
     private func dispatch(_ handlers: [Handler], _ snapshot: StorageTaskSnapshot) {
