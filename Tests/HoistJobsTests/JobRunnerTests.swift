@@ -161,24 +161,8 @@ final class SendClock: JobObserver {
     /// upload event (`hoist cp` without a terminal) still uploads every file, and ends. Before,
     /// every upload waited there for its end.
     @Test func eventsNoObserverWantsSkipTheCallbackQueue() async throws {
-        let fixture = try JobFixture()
-        for index in 0..<40 { try fixture.file("f\(index).txt", 100 + index) }
-        let job = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { concurrency: 4 }")
-        let storage = try job.makeStorage()
-        let stopped = DispatchQueue(label: "stopped callbacks")
-        stopped.suspend()
-        storage.callbackQueue = stopped
-        defer { stopped.resume() }
         let observer = NoFileEvents()
-        let ended = Mutex<JobSummary?>(nil)
-        let run = Task {
-            let summary = await JobRunner(job: job, storage: storage, observers: [observer]).run()
-            ended.withLock { $0 = summary }
-        }
-        let deadline = Date().addingTimeInterval(20)
-        while ended.withLock({ $0 }) == nil, Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
-        let summary = try #require(ended.withLock { $0 }, "the run waited for the stopped callback queue")
-        await run.value
+        let (fixture, summary) = try await runFortyFilesWithTheCallbackQueueStopped(observer: observer)
         #expect(summary.uploaded == 40 && summary.failed == 0)
         let bucket = fixture.directory.url.appendingPathComponent("bucket")
         for index in [0, 17, 39] {
@@ -192,6 +176,26 @@ final class SendClock: JobObserver {
     /// with its checksums, and ends. Before, each event went through the queue, and each
     /// upload waited there before storing its object.
     @Test func theJournalHearsUploadsWithoutTheCallbackQueue() async throws {
+        let journal = Mutex<SQLiteJournal?>(nil)
+        let (_, summary) = try await runFortyFilesWithTheCallbackQueueStopped(observer: NoFileEvents()) { fixture in
+            let store = try SQLiteJournal(path: fixture.directory.url.appendingPathComponent("journal.sqlite").path)
+            journal.withLock { $0 = store }
+            return store
+        }
+        #expect(summary.uploaded == 40 && summary.failed == 0)
+        let done = try #require(journal.withLock { $0 }).files(state: .done, limit: 100)
+        #expect(done.count == 40)
+        for record in done {
+            let index = Int(record.destination.dropFirst().dropLast(4))!
+            #expect(record.md5Hash == md5Base64(patternData(100 + index)), "\(record.destination)")
+        }
+    }
+
+    /// Runs a job of 40 small files to a local bucket whose callback queue never runs, and
+    /// returns its summary; fails the test if the run has not ended after 20 seconds.
+    private func runFortyFilesWithTheCallbackQueueStopped(
+        observer: any JobObserver, journal makeJournal: (JobFixture) throws -> (any JournalStore)? = { _ in nil }
+    ) async throws -> (JobFixture, JobSummary) {
         let fixture = try JobFixture()
         for index in 0..<40 { try fixture.file("f\(index).txt", 100 + index) }
         let job = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { concurrency: 4 }")
@@ -200,23 +204,17 @@ final class SendClock: JobObserver {
         stopped.suspend()
         storage.callbackQueue = stopped
         defer { stopped.resume() }
-        let journal = try SQLiteJournal(path: fixture.directory.url.appendingPathComponent("journal.sqlite").path)
+        let journal = try makeJournal(fixture)
         let ended = Mutex<JobSummary?>(nil)
         let run = Task {
-            let summary = await JobRunner(job: job, storage: storage, observers: [NoFileEvents()], journal: journal).run()
+            let summary = await JobRunner(job: job, storage: storage, observers: [observer], journal: journal).run()
             ended.withLock { $0 = summary }
         }
         let deadline = Date().addingTimeInterval(20)
         while ended.withLock({ $0 }) == nil, Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
         let summary = try #require(ended.withLock { $0 }, "the run waited for the stopped callback queue")
         await run.value
-        #expect(summary.uploaded == 40 && summary.failed == 0)
-        let done = try journal.files(state: .done, limit: 100)
-        #expect(done.count == 40)
-        for record in done {
-            let index = Int(record.destination.dropFirst().dropLast(4))!
-            #expect(record.md5Hash == md5Base64(patternData(100 + index)), "\(record.destination)")
-        }
+        return (fixture, summary)
     }
 
     /// Acts on no upload event, as `hoist cp`'s walk warnings.
