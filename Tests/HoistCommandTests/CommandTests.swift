@@ -129,13 +129,9 @@ import Testing
         process.executableURL = URL(fileURLWithPath: hoist)
         process.arguments = ["run", "--quiet", fixture.directory.url.appendingPathComponent("job.yaml").path]
         try process.run()
-        let uploads = fixture.directory.url.appendingPathComponent("bucket/.hoist/uploads")
-        func partSize() -> Int {
-            let parts = (try? FileManager.default.contentsOfDirectory(atPath: uploads.path))?.filter { $0.hasSuffix(".part") } ?? []
-            return parts.first.flatMap {
-                try? FileManager.default.attributesOfItem(atPath: uploads.appendingPathComponent($0).path)[.size] as? Int
-            } ?? -1
-        }
+        // A small upload's bytes go to an unnamed file in the bucket's uploads folder.
+        let uploads = fixture.directory.url.appendingPathComponent("bucket/.hoist/uploads").path
+        func partSize() -> Int { openFiles(of: process.processIdentifier, under: uploads).first?.size ?? -1 }
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline, partSize() < 1_000_000 { usleep(20_000) }
         kill(process.processIdentifier, SIGUSR1)

@@ -125,16 +125,9 @@ import Testing
         process.executableURL = URL(fileURLWithPath: hoist)
         process.arguments = ["run", "--quiet", manifest]
         try process.run()
-        // The files the run has open in the uploads folder: unnamed ones read back as `#INODE (deleted)`.
-        let open = { () -> [String] in
-            let folder = "/proc/\(process.processIdentifier)/fd"
-            return ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).compactMap { fd in
-                (try? FileManager.default.destinationOfSymbolicLink(atPath: folder + "/" + fd)).flatMap { $0.hasPrefix(uploads + "/") ? $0 : nil }
-            }
-        }
         let deadline = Date().addingTimeInterval(20)
         var seen: [String] = []
-        while Date() < deadline, seen.count < 2 { seen = open(); usleep(20_000) }
+        while Date() < deadline, seen.count < 2 { seen = openFiles(of: process.processIdentifier, under: uploads).map(\.path); usleep(20_000) }
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
         #expect(seen.count >= 2 && seen.allSatisfy { $0.hasPrefix(uploads + "/#") && $0.hasSuffix(" (deleted)") }, "\(seen)")

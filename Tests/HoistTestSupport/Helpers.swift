@@ -44,3 +44,17 @@ public func runProcess(_ executable: String, _ arguments: [String], environment:
     process.waitUntilExit()
     return (process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self))
 }
+
+/// The files process `pid` holds open under `folder`, with their sizes now. A local bucket's
+/// small uploads are unnamed files (`O_TMPFILE`) opened there: their links read
+/// `FOLDER/#INODE (deleted)`, and `stat` through `/proc/PID/fd/N` gives their size.
+public func openFiles(of pid: Int32, under folder: String) -> [(path: String, size: Int)] {
+    let descriptors = "/proc/\(pid)/fd"
+    return ((try? FileManager.default.contentsOfDirectory(atPath: descriptors)) ?? []).compactMap { fd in
+        guard let path = try? FileManager.default.destinationOfSymbolicLink(atPath: descriptors + "/" + fd),
+              path.hasPrefix(folder + "/") else { return nil }
+        var status = stat()
+        guard stat(descriptors + "/" + fd, &status) == 0 else { return nil }
+        return (path, Int(status.st_size))
+    }
+}
