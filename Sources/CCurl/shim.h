@@ -34,4 +34,118 @@ static inline int hoist_curl_pause_cont(void) { return CURLPAUSE_CONT; }
 static inline long hoist_curl_http_version_2tls(void) { return CURL_HTTP_VERSION_2TLS; }
 /// Multiplexing on the multi handle (CURLPIPE_MULTIPLEX, a macro in multi.h).
 static inline long hoist_curl_pipe_multiplex(void) { return CURLPIPE_MULTIPLEX; }
+
+// An event loop for a multi handle driven by curl_multi_socket_action: curl tells which sockets
+// to watch (epoll) and when its next timeout is due, and acts only on the sockets that are
+// ready. (curl_multi_perform instead polls every transfer's socket on every turn.) An eventfd
+// in the same epoll set wakes a waiting loop from another thread.
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct hoist_curl_loop {
+    CURLM *multi;
+    int epoll;
+    int wake;
+    /// When curl's timeout is due (CLOCK_MONOTONIC milliseconds), or -1 for none.
+    int64_t deadline;
+} hoist_curl_loop;
+
+static inline int64_t hoist_curl_loop_now(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+}
+
+/// curl's socket callback: watch `socket` for what curl wants (a socket curl has not assigned
+/// a pointer to is new to the epoll set: added, then marked), or stop watching it.
+static int hoist_curl_loop_socket(CURL *easy, curl_socket_t socket, int what, void *user, void *socketp) {
+    (void)easy;
+    hoist_curl_loop *loop = (hoist_curl_loop *)user;
+    if (what == CURL_POLL_REMOVE) {
+        epoll_ctl(loop->epoll, EPOLL_CTL_DEL, socket, NULL);
+        return 0;
+    }
+    struct epoll_event event = {0};
+    event.data.fd = socket;
+    event.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0) | ((what & CURL_POLL_OUT) ? EPOLLOUT : 0);
+    if (socketp != NULL && epoll_ctl(loop->epoll, EPOLL_CTL_MOD, socket, &event) == 0) return 0;
+    if (epoll_ctl(loop->epoll, EPOLL_CTL_ADD, socket, &event) != 0 && errno == EEXIST) {
+        epoll_ctl(loop->epoll, EPOLL_CTL_MOD, socket, &event);
+    }
+    curl_multi_assign(loop->multi, socket, loop);
+    return 0;
+}
+
+static int hoist_curl_loop_timer(CURLM *multi, long timeout, void *user) {
+    (void)multi;
+    hoist_curl_loop *loop = (hoist_curl_loop *)user;
+    loop->deadline = timeout < 0 ? -1 : hoist_curl_loop_now() + timeout;
+    return 0;
+}
+
+/// A loop for `multi` (its socket and timer callbacks set to the loop's); NULL when epoll or
+/// eventfd cannot be had.
+static inline hoist_curl_loop *hoist_curl_loop_create(CURLM *multi) {
+    hoist_curl_loop *loop = (hoist_curl_loop *)calloc(1, sizeof *loop);
+    if (loop == NULL) return NULL;
+    loop->multi = multi;
+    loop->deadline = -1;
+    loop->epoll = epoll_create1(EPOLL_CLOEXEC);
+    loop->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    struct epoll_event event = {0};
+    event.events = EPOLLIN;
+    event.data.fd = loop->wake;
+    if (loop->epoll < 0 || loop->wake < 0 || epoll_ctl(loop->epoll, EPOLL_CTL_ADD, loop->wake, &event) != 0) {
+        if (loop->epoll >= 0) close(loop->epoll);
+        if (loop->wake >= 0) close(loop->wake);
+        free(loop);
+        return NULL;
+    }
+    curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, hoist_curl_loop_socket);
+    curl_multi_setopt(multi, CURLMOPT_SOCKETDATA, loop);
+    curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, hoist_curl_loop_timer);
+    curl_multi_setopt(multi, CURLMOPT_TIMERDATA, loop);
+    return loop;
+}
+
+/// Wakes the loop's thread from `hoist_curl_loop_step` (thread-safe).
+static inline void hoist_curl_loop_wakeup(hoist_curl_loop *loop) {
+    uint64_t one = 1;
+    ssize_t wrote = write(loop->wake, &one, sizeof one);
+    (void)wrote;   // EAGAIN: a wakeup is pending already
+}
+
+/// Waits at most `wait` milliseconds (less when curl's timeout is due sooner) for a ready socket
+/// or a wakeup, then lets curl act on each ready socket and on its timeout if due.
+static inline void hoist_curl_loop_step(hoist_curl_loop *loop, int wait) {
+    if (loop->deadline >= 0) {
+        int64_t due = loop->deadline - hoist_curl_loop_now();
+        if (due < wait) wait = due < 0 ? 0 : (int)due;
+    }
+    struct epoll_event events[64];
+    int count = epoll_wait(loop->epoll, events, 64, wait);
+    int running = 0;
+    for (int index = 0; index < count; index++) {
+        int fd = events[index].data.fd;
+        if (fd == loop->wake) {
+            uint64_t value;
+            ssize_t got = read(loop->wake, &value, sizeof value);
+            (void)got;
+            continue;
+        }
+        uint32_t ready = events[index].events;
+        int mask = ((ready & EPOLLIN) ? CURL_CSELECT_IN : 0) | ((ready & EPOLLOUT) ? CURL_CSELECT_OUT : 0)
+            | ((ready & (EPOLLERR | EPOLLHUP)) ? CURL_CSELECT_ERR : 0);
+        curl_multi_socket_action(loop->multi, fd, mask, &running);
+    }
+    if (loop->deadline >= 0 && loop->deadline <= hoist_curl_loop_now()) {
+        loop->deadline = -1;
+        curl_multi_socket_action(loop->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    }
+}
 #endif

@@ -27,15 +27,18 @@ public final class CurlEngine: @unchecked Sendable {
     }
 
     // Thread confinement: `multi`, `active` and `idleHandles` are touched only on the engine's
-    // own thread; other threads reach it through `inbox` and `curl_multi_wakeup` (thread-safe).
+    // own thread; other threads reach it through `inbox` and `hoist_curl_loop_wakeup` (thread-safe).
     public static let shared = CurlEngine()
 
     private let multi: UnsafeMutableRawPointer
+    /// Drives `multi` with `curl_multi_socket_action` on epoll: each turn acts only on the
+    /// sockets that are ready (`curl_multi_perform` polled every transfer's socket each turn).
+    private let events: UnsafeMutablePointer<hoist_curl_loop>
     /// TLS sessions shared by every handle. Only the engine thread uses it, so it needs no lock.
     private let share: UnsafeMutableRawPointer
     private let inbox = Mutex<[Transfer]>([])
-    /// True while the engine thread is (about to be) blocked in `curl_multi_poll`: only then does
-    /// a new request need `curl_multi_wakeup` (a write to curl's socket pair and two reads back).
+    /// True while the engine thread is (about to be) blocked waiting for sockets: only then does
+    /// a new request need `hoist_curl_loop_wakeup` (a write to an eventfd and a read back).
     /// Set before the engine's last look at `inbox`, so a request appended after that look sees it.
     private let polling = Atomic<Bool>(false)
     private var active: [UnsafeMutableRawPointer: Transfer] = [:]
@@ -59,6 +62,8 @@ public final class CurlEngine: @unchecked Sendable {
         multi = curl_multi_init()!
         _ = hoist_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, hoist_curl_pipe_multiplex())
         _ = hoist_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, Self.maxConnectionsPerHost)
+        guard let events = hoist_curl_loop_create(multi) else { fatalError("epoll or eventfd unavailable: \(String(cString: strerror(errno)))") }
+        self.events = events
         share = curl_share_init()!
         _ = hoist_curl_share_setopt_long(share, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_SSL_SESSION.rawValue))
         let thread = Thread { [unowned self] in self.loop() }
@@ -76,18 +81,17 @@ public final class CurlEngine: @unchecked Sendable {
             try await withCheckedThrowingContinuation { continuation in
                 transfer.continuation = continuation
                 inbox.withLock { $0.append(transfer) }
-                if polling.load(ordering: .sequentiallyConsistent) { curl_multi_wakeup(multi) }
+                if polling.load(ordering: .sequentiallyConsistent) { hoist_curl_loop_wakeup(events) }
             }
         } onCancel: {
             transfer.abandoned.store(true, ordering: .relaxed)
-            curl_multi_wakeup(multi)
+            hoist_curl_loop_wakeup(events)
         }
     }
 
     // MARK: - The engine thread
 
     private func loop() {
-        var running: Int32 = 0
         while true {
             for transfer in inbox.withLock({ queue -> [Transfer] in defer { queue.removeAll() }; return queue }) {
                 start(transfer)
@@ -105,17 +109,16 @@ public final class CurlEngine: @unchecked Sendable {
                 }
                 anyPaused = anyPaused || transfer.pausedOnWire
             }
-            curl_multi_perform(multi, &running)
+            let timeout: Int32 = anyPaused ? 20 : (active.isEmpty ? 1000 : 100)
+            polling.store(true, ordering: .sequentiallyConsistent)
+            hoist_curl_loop_step(events, inbox.withLock({ $0.isEmpty }) ? timeout : 0)
+            polling.store(false, ordering: .sequentiallyConsistent)
             var remaining: Int32 = 0
             while let message = curl_multi_info_read(multi, &remaining) {
                 guard hoist_curl_msg_is_done(message) != 0, let handle = message.pointee.easy_handle,
                       let transfer = active[handle] else { continue }
                 finish(handle, transfer, transfer.outcome(code: hoist_curl_msg_result(message), handle: handle))
             }
-            let timeout: Int32 = anyPaused ? 20 : (active.isEmpty ? 1000 : 100)
-            polling.store(true, ordering: .sequentiallyConsistent)
-            if inbox.withLock({ $0.isEmpty }) { curl_multi_poll(multi, nil, 0, timeout, nil) }
-            polling.store(false, ordering: .sequentiallyConsistent)
         }
     }
 
