@@ -78,11 +78,34 @@ import Testing
     }
 }
 
-/// A journal that counts the single lookups and the pages of rows a plan asks of it.
+extension JournalMergeTests {
+    /// Within a batch, a file's journal writes fold into its row: a run of small files makes about
+    /// one write per file, where its `uploading` row, session and `done` row were three. Every file
+    /// still ends done with its checksums.
+    @Test func aSmallFilesJournalWritesFoldIntoOneRow() async throws {
+        let fixture = try JobFixture()
+        for index in 0..<200 { try fixture.file("f\(index).txt", 50 + index) }
+        let job = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { concurrency: 4 }")
+        let journal = CountingJournal(try SQLiteJournal(path: fixture.directory.url.appendingPathComponent("j.sqlite").path))
+        let summary = await JobRunner(job: job, storage: try job.makeStorage(), observers: [], journal: journal).run()
+        #expect(summary.uploaded == 200)
+        // Files whose events straddle a batch's end write more than once.
+        let writes = journal.fileWrites.withLock { $0 }
+        #expect(writes >= 200 && writes < 400, "\(writes) journal writes for 200 files")
+        let done = try journal.files(state: .done, limit: 300)
+        #expect(done.count == 200)
+        #expect(done.allSatisfy { $0.md5Hash != nil && $0.crc32c != nil && $0.session == nil && $0.confirmedOffset == $0.size })
+    }
+}
+
+/// A journal that counts the single lookups and the pages of rows a plan asks of it, and the
+/// file writes applied to it.
 final class CountingJournal: JournalStore {
     let base: any JournalStore
     let lookups = Mutex(0)
     let pages = Mutex(0)
+    /// File rows and progress updates applied.
+    let fileWrites = Mutex(0)
     init(_ base: any JournalStore) { self.base = base }
     var location: String { base.location }
     func claimRun(wait: Bool) throws -> any JobRunLock { try base.claimRun(wait: wait) }
@@ -95,7 +118,12 @@ final class CountingJournal: JournalStore {
         return try base.rows(from: from, below: below, after: after, limit: limit)
     }
     func record(source: String, destination: String) throws -> Journal.FileRecord? { try base.record(source: source, destination: destination) }
-    func apply(_ writes: [Journal.Write]) throws { try base.apply(writes) }
+    func apply(_ writes: [Journal.Write]) throws {
+        fileWrites.withLock { count in
+            for write in writes { if case .run = write { continue }; count += 1 }
+        }
+        try base.apply(writes)
+    }
     func runs(limit: Int) throws -> [Journal.RunRecord] { try base.runs(limit: limit) }
     func fileCounts() throws -> [Journal.FileState: Int] { try base.fileCounts() }
     func files(state: Journal.FileState, limit: Int) throws -> [Journal.FileRecord] { try base.files(state: state, limit: limit) }

@@ -10,7 +10,9 @@ import Synchronization
 /// Writes are batched: one transaction per 1,000 writes or 100 ms, on a queue of its own. A
 /// batch holding `done` rows first makes the stored objects durable (`persist`, the backend's
 /// `persist()`: one `syncfs` for a local bucket), so no row says done before its bytes are on
-/// stable storage, and that costs once per batch rather than fsyncs per file.
+/// stable storage, and that costs once per batch rather than fsyncs per file. Within a batch a
+/// file's writes fold into its row: a small file's `uploading` row, its session and its `done`
+/// row are one statement, not three (the batch commits as one, so the journal ends the same).
 final class JournalRecorder: JobObserver {
     let journal: any JournalStore
     private let runID: String
@@ -24,6 +26,9 @@ final class JournalRecorder: JobObserver {
         var pending: [Journal.Write] = []
         var pendingDone = false
         var flushScheduled = false
+        /// Where in `pending` each file's row is (by `key`): a later row of the file replaces it
+        /// there, a progress write updates it.
+        var pendingRows: [String: Int] = [:]
     }
     private let state = Mutex(State())
     /// A file's session and confirmed offset are saved at most once a second.
@@ -41,10 +46,26 @@ final class JournalRecorder: JobObserver {
         self.recordsRun = recordsRun
     }
 
-    private func record(_ write: Journal.Write, done: Bool = false) {
+    /// - Parameter key: the file's key, for a file's write: folded into its pending row if it has one.
+    private func record(_ write: Journal.Write, done: Bool = false, key: String? = nil) {
         let (now, later) = state.withLock { state -> (Bool, Bool) in
-            state.pending.append(write)
             state.pendingDone = state.pendingDone || done
+            // The row is pending, so a flush is already on its way.
+            if let key, let index = state.pendingRows[key], case .file(var row) = state.pending[index] {
+                switch write {
+                case .file:
+                    state.pending[index] = write
+                    return (false, false)
+                case .progress(_, _, let session, let offset):
+                    (row.session, row.confirmedOffset, row.updated) = (session, offset, Date().timeIntervalSince1970)
+                    state.pending[index] = .file(row)
+                    return (false, false)
+                case .run:
+                    break
+                }
+            }
+            if let key, case .file = write { state.pendingRows[key] = state.pending.count }
+            state.pending.append(write)
             if state.pending.count >= Self.batchSize { return (true, false) }
             if state.flushScheduled { return (false, false) }
             state.flushScheduled = true
@@ -59,6 +80,7 @@ final class JournalRecorder: JobObserver {
         let (writes, done) = state.withLock { state -> ([Journal.Write], Bool) in
             defer {
                 state.pending.removeAll(keepingCapacity: true)
+                state.pendingRows.removeAll(keepingCapacity: true)
                 state.pendingDone = false
                 state.flushScheduled = false
             }
@@ -97,12 +119,12 @@ final class JournalRecorder: JobObserver {
         case .resume:
             // The row of a file in flight (once bytes moved, a resume after a pause writes nothing).
             guard !pacer.started(key) else { return }
-            record(.file(row(item, state: .uploading, session: task?.sessionID ?? item.resumeSession)))
+            record(.file(row(item, state: .uploading, session: task?.sessionID ?? item.resumeSession)), key: key)
         case .progress:
             // The first progress saves the session at once (it is known only once the upload started).
             guard pacer.admit(key, final: false), let session = task?.sessionID else { return }
             record(.progress(source: item.file.path, destination: item.destination, session: session,
-                             offset: snapshot.progress?.completedUnitCount ?? 0))
+                             offset: snapshot.progress?.completedUnitCount ?? 0), key: key)
         case .success:
             pacer.finished(key)
             var done = row(item, state: .done, session: nil)
@@ -110,18 +132,18 @@ final class JournalRecorder: JobObserver {
             done.md5Hash = snapshot.metadata?.md5Hash
             done.crc32c = snapshot.metadata?.resource.crc32c
             done.generation = snapshot.metadata?.generation
-            record(.file(done), done: true)
+            record(.file(done), done: true, key: key)
         case .failure:
             pacer.finished(key)
             if !recordsRun, snapshot.failure?.code == .cancelled {
                 // A shared run's file this worker stopped sending (its session abandoned): back to
                 // the queue, for the other workers once this one has ended.
-                record(.file(row(item, state: .pending, session: nil)))
+                record(.file(row(item, state: .pending, session: nil)), key: key)
                 return
             }
             var failed = row(item, state: .failed, session: nil)
             failed.error = snapshot.failure.map { "\($0.code.name): \($0.message)" }
-            record(.file(failed))
+            record(.file(failed), key: key)
         default:
             break
         }
