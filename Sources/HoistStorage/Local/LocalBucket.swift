@@ -276,12 +276,12 @@ public final class LocalBucket: StorageBackend {
     private func place(_ part: LocalPart, at object: String) throws {
         switch part {
         case .named(let file):
-            if rename(file, object) != 0 { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+            if rename(file, object) != 0 { throw Self.lastError }
         case .unnamed(let descriptor, let spare):
             if hoist_link_open_file(descriptor, object) == 0 { return }
-            guard errno == EEXIST else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+            guard errno == EEXIST else { throw Self.lastError }
             guard hoist_link_open_file(descriptor, spare) == 0, rename(spare, object) == 0 else {
-                let error = POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+                let error = Self.lastError
                 unlink(spare)
                 throw error
             }
@@ -305,7 +305,7 @@ public final class LocalBucket: StorageBackend {
     /// (Foundation's `Data.write` fsyncs every file).
     static func writeInPlace(_ data: Data, to path: String) throws {
         let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        guard descriptor >= 0 else { throw Self.lastError }
         defer { close(descriptor) }
         try writeAll(data, to: descriptor)
     }
@@ -317,7 +317,7 @@ public final class LocalBucket: StorageBackend {
             while done < bytes.count {
                 let wrote = write(descriptor, bytes.baseAddress! + done, bytes.count - done)
                 if wrote < 0, errno == EINTR { continue }
-                guard wrote > 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+                guard wrote > 0 else { throw Self.lastError }
                 done += wrote
             }
         }
@@ -416,6 +416,9 @@ public final class LocalBucket: StorageBackend {
             }
         }
     }
+
+    /// The error the last failed system call left in `errno`.
+    static var lastError: POSIXError { POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
 
     /// Turns a file-system error into a storage failure.
     static func ioError(_ error: any Error, doing what: String) -> StorageFailure {

@@ -102,7 +102,7 @@ actor LocalUploadSession: UploadSession {
         try await control.commitCheckpoint()
         if bucket.syncsEachObject {
             guard fsync(output) == 0 else {
-                throw LocalBucket.ioError(POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO), doing: "writing upload \(id)")
+                throw LocalBucket.ioError(LocalBucket.lastError, doing: "writing upload \(id)")
             }
         }
         let resource = try bucket.commit(
@@ -131,7 +131,7 @@ actor LocalUploadSession: UploadSession {
         }
         let output = unnamed >= 0 ? unnamed : open(partFile, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
         guard output >= 0, atStart || lseek(output, off_t(written), SEEK_SET) == off_t(written) else {
-            let error = POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+            let error = LocalBucket.lastError
             if output >= 0, output != unnamed { close(output) }
             throw LocalBucket.ioError(error, doing: "writing upload \(id)")
         }
