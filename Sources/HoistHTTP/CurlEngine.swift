@@ -171,7 +171,6 @@ private final class Transfer: @unchecked Sendable {
     /// `hooks.beforeEnd` was asked for this pass over the body.
     private var endChecked = false
     private var partOffset: Int64 = 0
-    private var fileDescriptor: Int32 = -1
     private var readFailure: (any Error)?
     private var uploaded: Int64 = 0
     var pausedOnWire = false
@@ -265,7 +264,7 @@ private final class Transfer: @unchecked Sendable {
     private func smallBody() throws -> UnsafeMutableRawBufferPointer? {
         let length = request.bodyLength
         guard length > 0, length <= Self.smallBodyLimit,
-              request.headers.contains(where: { $0.name.lowercased() == "content-type" }) else { return nil }
+              request.headers.contains(where: { $0.name.utf8.count == 12 && $0.name.lowercased() == "content-type" }) else { return nil }
         if let control = hooks.control {
             if control.isPaused || control.isCancelled || !control.takeCredit(Int(length)) { return nil }
         }
@@ -276,41 +275,35 @@ private final class Transfer: @unchecked Sendable {
                 let target = UnsafeMutableRawBufferPointer(rebasing: buffer[filled..<filled + Int(part.length)])
                 switch part {
                 case .data(let data, let contentOffset):
-                    data.copyBytes(to: target.assumingMemoryBound(to: UInt8.self), count: data.count)
+                    data.withUnsafeBytes { target.copyMemory(from: $0) }   // (not DataProtocol's generic copy)
                     if let contentOffset { hooks.onContentBytes?(UnsafeRawBufferPointer(target), contentOffset) }
-                case .file(let path, let offset, let partLength):
-                    let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-                    guard descriptor >= 0 else {
-                        throw HTTPBodyReadError(
-                            path: path, reason: .cannotOpen, message: "Cannot open \(path): \(String(cString: strerror(errno))).")
-                    }
-                    defer { close(descriptor) }
-                    var got: Int64 = 0
-                    while got < partLength {
-                        let count = pread(descriptor, target.baseAddress! + Int(got), Int(partLength - got), off_t(offset + got))
-                        guard count > 0 else {
-                            throw HTTPBodyReadError(
-                                path: path, reason: .changed,
-                                message: "\(path) changed while uploading: \(count < 0 ? String(cString: strerror(errno)) : "it ended early").")
-                        }
-                        got += Int64(count)
-                    }
+                case .file(let file, let offset, _):
+                    let got = file.read(into: target, at: offset)
+                    guard got == target.count else { throw Self.readError(file, got) }
                     hooks.onContentBytes?(UnsafeRawBufferPointer(target), offset)
                 }
                 filled += Int(part.length)
             }
             if let beforeEnd = hooks.beforeEnd, let problem = beforeEnd() {
-                let path = request.body.lazy.compactMap { part -> String? in
-                    if case .file(let path, _, _) = part { return path }
-                    return nil
-                }.first ?? ""
-                throw HTTPBodyReadError(path: path, reason: .changed, message: problem)
+                throw HTTPBodyReadError(path: bodyFilePath, message: problem)
             }
         } catch {
             buffer.deallocate()
             throw error
         }
         return buffer
+    }
+
+    /// A body file that gave fewer bytes than its part's length (`got`), or `-errno`.
+    private static func readError(_ file: OpenFile, _ got: Int) -> HTTPBodyReadError {
+        HTTPBodyReadError(path: file.path, message: "\(file.path) changed while uploading: "
+            + (got < 0 ? String(cString: strerror(Int32(-got))) : "it ended early") + ".")
+    }
+
+    /// The path of the body's file, for a message; empty when the body is all in memory.
+    private var bodyFilePath: String {
+        for part in request.body { if case .file(let file, _, _) = part { return file.path } }
+        return ""
     }
 
     /// A reason to stop now: cancelled, or stalled while not paused.
@@ -358,8 +351,6 @@ private final class Transfer: @unchecked Sendable {
     }
 
     func complete(_ result: Result<HTTPResponse, any Error>) {
-        if fileDescriptor >= 0 { close(fileDescriptor) }
-        fileDescriptor = -1
         curl_slist_free_all(headerList)
         headerList = nil
         postFields?.deallocate()
@@ -469,8 +460,6 @@ private final class Transfer: @unchecked Sendable {
             start += request.body[index].length
             index += 1
         }
-        if fileDescriptor >= 0 { close(fileDescriptor) }
-        fileDescriptor = -1
         partIndex = index
         partOffset = offset - start
         delivered = offset
@@ -493,11 +482,7 @@ private final class Transfer: @unchecked Sendable {
             // This call hands out the end of the body: the last moment to stop it.
             endChecked = true
             if let problem = beforeEnd() {
-                let path = request.body.lazy.compactMap { part -> String? in
-                    if case .file(let path, _, _) = part { return path }
-                    return nil
-                }.first ?? ""
-                readFailure = HTTPBodyReadError(path: path, reason: .changed, message: problem)
+                readFailure = HTTPBodyReadError(path: bodyFilePath, message: problem)
                 return hoist_curl_readfunc_abort()
             }
         }
@@ -509,33 +494,21 @@ private final class Transfer: @unchecked Sendable {
             if left == 0 {
                 partIndex += 1
                 partOffset = 0
-                if fileDescriptor >= 0 { close(fileDescriptor) }
-                fileDescriptor = -1
                 continue
             }
             let want = min(buffer.count - filled, Int(left))
             let target = UnsafeMutableRawBufferPointer(rebasing: buffer[filled..<filled + want])
             switch part {
             case .data(let data, let contentOffset):
-                let start = data.startIndex + Int(partOffset)
-                data.copyBytes(to: target.assumingMemoryBound(to: UInt8.self), from: start..<start + want)
+                let start = Int(partOffset)
+                data.withUnsafeBytes { target.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[start..<start + want])) }
                 if let contentOffset { hooks.onContentBytes?(UnsafeRawBufferPointer(target), contentOffset + partOffset) }
                 filled += want
                 partOffset += Int64(want)
-            case .file(let path, let offset, _):
-                if fileDescriptor < 0 {
-                    fileDescriptor = open(path, O_RDONLY | O_CLOEXEC)
-                    if fileDescriptor < 0 {
-                        readFailure = HTTPBodyReadError(
-                            path: path, reason: .cannotOpen, message: "Cannot open \(path): \(String(cString: strerror(errno))).")
-                        return hoist_curl_readfunc_abort()
-                    }
-                }
-                let got = pread(fileDescriptor, target.baseAddress, want, off_t(offset + partOffset))
+            case .file(let file, let offset, _):
+                let got = file.read(into: target, at: offset + partOffset)
                 if got <= 0 {
-                    readFailure = HTTPBodyReadError(
-                        path: path, reason: .changed,
-                        message: "\(path) changed while uploading: \(got < 0 ? String(cString: strerror(errno)) : "it ended early").")
+                    readFailure = Self.readError(file, got)
                     return hoist_curl_readfunc_abort()
                 }
                 hooks.onContentBytes?(UnsafeRawBufferPointer(rebasing: target[0..<got]), offset + partOffset)

@@ -36,7 +36,7 @@ public struct HTTPRequest: Sendable {
     /// `TransferHooks.onContentBytes` as they are sent; framing (`contentOffset` nil) is not.
     public enum BodyPart: Sendable {
         case data(Data, contentOffset: Int64? = nil)
-        case file(path: String, offset: Int64, length: Int64)
+        case file(OpenFile, offset: Int64, length: Int64)
 
         var length: Int64 {
             switch self {
@@ -103,23 +103,54 @@ public struct HTTPTransportError: Error, CustomStringConvertible, Sendable {
     }
 }
 
-/// A file of the request's body could not be read as it was sent: the request was not made.
+/// A file of the request's body could not be read as it was sent (it ended before the part's
+/// length, a read failed, or `beforeEnd` found it changed): the request was not made.
 public struct HTTPBodyReadError: Error, CustomStringConvertible, Sendable {
-    public enum Reason: Sendable {
-        /// The file could not be opened.
-        case cannotOpen
-        /// The file ended before the part's length, or a read failed: it changed while it was sent.
-        case changed
-    }
     public let path: String
-    public let reason: Reason
     public let message: String
     public var description: String { message }
 
-    public init(path: String, reason: Reason, message: String) {
+    public init(path: String, message: String) {
         self.path = path
-        self.reason = reason
         self.message = message
+    }
+}
+
+/// A file open for reading: opened once by whoever checked it is the file to send, read with
+/// `pread` by every request and reader that sends its bytes (no second open of a path that may
+/// lead elsewhere by then), and closed when the last of them lets it go.
+public final class OpenFile: Sendable {
+    /// The path it was opened at, for messages.
+    public let path: String
+    private let descriptor: Int32
+
+    /// Takes `descriptor`, an open file that this object closes.
+    public init(path: String, descriptor: Int32) {
+        self.path = path
+        self.descriptor = descriptor
+    }
+
+    deinit { close(descriptor) }
+
+    /// Fills `buffer` from `offset`, retrying short reads: the count read, short only at the end
+    /// of the file; `-errno` when a read fails.
+    public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Int {
+        guard let base = buffer.baseAddress else { return 0 }
+        var got = 0
+        while got < buffer.count {
+            let count = pread(descriptor, base + got, buffer.count - got, off_t(offset) + off_t(got))
+            if count < 0, errno == EINTR { continue }
+            if count < 0 { return -Int(errno) }
+            if count == 0 { break }
+            got += count
+        }
+        return got
+    }
+
+    /// What `fstat(2)` says of the open file; nil when it fails.
+    public func status() -> stat? {
+        var info = stat()
+        return fstat(descriptor, &info) == 0 ? info : nil
     }
 }
 

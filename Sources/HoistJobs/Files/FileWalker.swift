@@ -245,6 +245,8 @@ public struct FileWalker: Sequence, IteratorProtocol {
 extension WalkedFile {
     /// Takes the size and modification time of `info`, the file as it is now, as the walk reads them.
     mutating func update(from info: stat) {
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
         size = Int64(info.st_size)
         modified = FileWalker.modified(seconds: Int(info.st_mtim.tv_sec), nanoseconds: Int(info.st_mtim.tv_nsec))
     }

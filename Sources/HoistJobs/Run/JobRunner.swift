@@ -370,10 +370,10 @@ public final class JobRunner: Sendable {
         if let problem = Self.changedSinceWalk(&item, job: job) { return .refused(problem) }
         let metadata = StorageMetadata(item.attributes)
         let ref = storage.reference(withPath: item.destination)
-        let url = URL(fileURLWithPath: item.file.path, isDirectory: false)   // no stat to ask
         // Run here, in this file's own task: its end comes back without a hop through the
         // callback queue, where the observers hear of it (the run waits for them before it ends).
-        let task = ref.uploadTask(file: url, size: item.file.size, metadata: metadata, resumingSession: item.resumeSession, unlessStored: item.mayBeStored)
+        let task = ref.uploadTask(file: item.file.path, size: item.file.size, device: item.file.device, inode: item.file.inode,
+                                  metadata: metadata, resumingSession: item.resumeSession, unlessStored: item.mayBeStored)
         let retryObservers = self.retryObservers
         if !retryObservers.isEmpty {
             task.observeRetries { retry in for observer in retryObservers { observer.fileRetrying(item, retry) } }

@@ -58,11 +58,13 @@ extension StorageReference {
 
     /// The task `putFile(from:metadata:resumingSession:unlessStored:)` starts, not started:
     /// `JobRunner` adds its observers, then runs it in its own task (`runToEnd()`).
-    /// `size`: the file's size as the caller just read it.
-    package func uploadTask(file fileURL: URL, size: Int64, metadata: StorageMetadata?, resumingSession sessionID: String?,
-                            unlessStored: Bool) -> StorageUploadTask {
-        StorageUploadTask(reference: self, content: .file(fileURL), metadata: metadata, resuming: sessionID,
-                          unlessStored: unlessStored, size: size)
+    /// `path` is absolute and standard (no URL to make and take apart); `size`, `device` and
+    /// `inode` are the file's as the caller just checked them: the task reads that very file,
+    /// or fails (`ByteSource.init(regularFileAt:expecting:)`).
+    package func uploadTask(file path: String, size: Int64, device: UInt64, inode: UInt64, metadata: StorageMetadata?,
+                            resumingSession sessionID: String?, unlessStored: Bool) -> StorageUploadTask {
+        StorageUploadTask(reference: self, content: .checkedFile(path: path, device: device, inode: inode), metadata: metadata,
+                          resuming: sessionID, unlessStored: unlessStored, size: size)
     }
 
     /// `putData` with a `Result`; its error is a `StorageError`.

@@ -1,11 +1,12 @@
 import Foundation
+import HoistHTTP
 
 /// The bytes of one upload: a `Data` in memory or a file read piece by piece, so a large file
 /// never sits in memory whole.
 public final class ByteSource: Sendable {
     private enum Storage: Sendable {
         case memory(Data)
-        case file(path: String)
+        case file(OpenFile)
     }
 
     private let storage: Storage
@@ -19,47 +20,70 @@ public final class ByteSource: Sendable {
         opened = nil
     }
 
-    /// The file at `path`, as it is now.
+    /// The file at `path`, as it is now, opened.
     /// - Throws: `objectNotFound` when it does not exist, `unauthorized` when it cannot be
     ///   read, `invalidArgument` when it is not a regular file.
     public convenience init(filePath path: String) throws {
-        try self.init(filePath: path, status: FileStatus(path))
+        try self.init(opening: path, followingLinks: true, expecting: nil)
     }
 
     /// The regular file at `path` itself, not what a symbolic link there leads to: `putFile`
-    /// refuses links (one `lstat` where a check for a link and then a `stat` took two).
-    /// - Throws: as `init(filePath:)`; `invalidArgument` for a link.
-    convenience init(regularFileAt path: String) throws {
-        try self.init(filePath: path, status: FileStatus(path, followingLinks: false))
+    /// refuses links. With `identity` (a device and an inode), it must be that very file: a job
+    /// passes the file its walk found, so a file or folder swapped in after that check is not
+    /// read (`ByteSourceTests.aFileSwappedAfterItsCheckIsNotRead`).
+    /// - Throws: as `init(filePath:)`; `invalidArgument` for a link or another file.
+    convenience init(regularFileAt path: String, expecting identity: (device: UInt64, inode: UInt64)? = nil) throws {
+        try self.init(opening: path, followingLinks: false, expecting: identity)
     }
 
-    private init(filePath path: String, status: FileStatus?) throws {
-        guard let status else {
-            throw StorageFailure(.objectNotFound, "File \(path) does not exist.", details: ["file": path])
+    /// Opens the file once: its checks (`fstat` of what was opened) and every read of it are of
+    /// the same file, whatever happens at `path` meanwhile. `O_NONBLOCK` keeps a FIFO put there
+    /// from blocking the open; it is refused as not regular.
+    private init(opening path: String, followingLinks: Bool, expecting identity: (device: UInt64, inode: UInt64)?) throws {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (followingLinks ? 0 : O_NOFOLLOW))
+        guard descriptor >= 0 else {
+            let code = errno
+            switch code {
+            case ENOENT, ENOTDIR:
+                throw StorageFailure(.objectNotFound, "File \(path) does not exist.", details: ["file": path])
+            case ELOOP where !followingLinks:
+                throw StorageFailure(.invalidArgument, "\(path) is not a regular file.", details: ["file": path])
+            case EACCES, EPERM:
+                throw StorageFailure(.unauthorized, "Permission denied reading file \(path).", details: ["file": path])
+            default:
+                throw StorageFailure(.unknown, "Cannot open \(path): \(String(cString: strerror(code))).", details: ["file": path])
+            }
         }
-        guard status.isRegular else {
+        let file = OpenFile(path: path, descriptor: descriptor)
+        guard let info = file.status(), (info.st_mode & S_IFMT) == S_IFREG else {
             throw StorageFailure(.invalidArgument, "\(path) is not a regular file.", details: ["file": path])
         }
-        guard access(path, R_OK) == 0 else {
-            throw StorageFailure(.unauthorized, "Permission denied reading file \(path).", details: ["file": path])
+        if let identity, (UInt64(info.st_dev), UInt64(info.st_ino)) != identity {
+            throw StorageFailure(.invalidArgument, "\(path) was replaced after it was checked: not read.", details: ["file": path])
         }
-        storage = .file(path: path)
-        size = status.size
-        opened = status
+        storage = .file(file)
+        opened = FileStatus(info)
+        size = opened!.size
     }
 
-    /// The file's size and modification time when the source was made; nil for bytes in memory.
+    /// The file's size and modification time when it was opened; nil for bytes in memory.
     private let opened: FileStatus?
 
-    /// Why the file is no longer the one this source was made from (its size or modification
-    /// time differ, or it is gone), or nil when it is unchanged (and for bytes in memory).
+    /// Why the file is no longer as it was opened (its size or modification time differ), or nil
+    /// when it is unchanged (and for bytes in memory). The open file is asked, not its path: what
+    /// matters is whether the bytes read are the bytes it had. A file written over in place is
+    /// caught; one replaced by another (saved anew, renamed over) or removed was read whole as it
+    /// was, and the next run finds the new one.
     public func changeSinceOpened() -> String? {
-        guard let path = filePath, let opened else { return nil }
-        guard let now = FileStatus(path) else { return "\(path) was removed while it was uploaded" }
+        guard case .file(let file) = storage, let opened else { return nil }
+        guard let info = file.status() else { return "\(file.path) could not be checked after it was uploaded" }
+        let now = FileStatus(info)
         if now.size != opened.size {
-            return "\(path) changed while it was uploaded: its size went from \(opened.size) to \(now.size) bytes"
+            return "\(file.path) changed while it was uploaded: its size went from \(opened.size) to \(now.size) bytes"
         }
-        if (now.modified, now.modifiedNanoseconds) != (opened.modified, opened.modifiedNanoseconds) { return "\(path) changed while it was uploaded: it was modified" }
+        if (now.modified, now.modifiedNanoseconds) != (opened.modified, opened.modifiedNanoseconds) {
+            return "\(file.path) changed while it was uploaded: it was modified"
+        }
         return nil
     }
 
@@ -71,7 +95,13 @@ public final class ByteSource: Sendable {
 
     /// The local file's path, for a file source.
     public var filePath: String? {
-        if case .file(let path) = storage { return path }
+        if case .file(let file) = storage { return file.path }
+        return nil
+    }
+
+    /// The open file, for a file source.
+    var openFile: OpenFile? {
+        if case .file(let file) = storage { return file }
         return nil
     }
 
@@ -85,44 +115,34 @@ public final class ByteSource: Sendable {
     /// bytes the file had when it was opened (a file that grew is caught by `changeSinceOpened`).
     public func reader(from offset: Int64) throws -> Reader {
         switch storage {
-        case .memory(let data): return Reader(data: data, offset: offset)
-        case .file(let path):
-            let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-            guard descriptor >= 0 else {
-                throw StorageFailure(.unauthorized, "Cannot open file \(path).", details: ["file": path])
-            }
-            return Reader(descriptor: descriptor, path: path, offset: offset, end: size)
+        case .memory(let data): Reader(data: data, offset: offset)
+        case .file(let file): Reader(file: file, offset: offset, end: size)
         }
     }
 
     /// Reads a source forward, one piece at a time. Not for sharing between threads.
     public final class Reader {
         private let data: Data?
-        /// A file's open descriptor (read with `pread` at `offset`: no seek, no `fstat` per
-        /// piece as `FileHandle` makes), or -1.
-        private let descriptor: Int32
-        private let path: String?
+        /// The source's open file (read with `pread` at `offset`: no seek, no `fstat` per
+        /// piece as `FileHandle` makes).
+        private let file: OpenFile?
         private let end: Int64
         /// Where the next `read` starts.
         public private(set) var offset: Int64
 
         fileprivate init(data: Data, offset: Int64) {
             self.data = data
-            descriptor = -1
-            path = nil
+            file = nil
             end = Int64(data.count)
             self.offset = offset
         }
 
-        fileprivate init(descriptor: Int32, path: String, offset: Int64, end: Int64) {
+        fileprivate init(file: OpenFile, offset: Int64, end: Int64) {
             data = nil
-            self.descriptor = descriptor
-            self.path = path
+            self.file = file
             self.end = end
             self.offset = offset
         }
-
-        deinit { if descriptor >= 0 { close(descriptor) } }
 
         /// Up to `count` bytes; empty at the end of the source.
         public func read(upTo count: Int) throws -> Data {
@@ -130,8 +150,8 @@ public final class ByteSource: Sendable {
             if let data {
                 let start = data.startIndex + Int(offset)
                 piece = data[start..<min(start + count, data.endIndex)]
-            } else if descriptor >= 0 {
-                piece = try readFile(upTo: Int(max(0, min(Int64(count), end - offset))))
+            } else if let file {
+                piece = try readFile(file, upTo: Int(max(0, min(Int64(count), end - offset))))
             } else {
                 piece = Data()
             }
@@ -140,23 +160,13 @@ public final class ByteSource: Sendable {
         }
 
         /// Up to `count` bytes of the file from `offset`: fewer only at its end.
-        private func readFile(upTo count: Int) throws -> Data {
+        private func readFile(_ file: OpenFile, upTo count: Int) throws -> Data {
             guard count > 0 else { return Data() }
             var piece = Data(count: count)
-            let (got, failure) = piece.withUnsafeMutableBytes { buffer -> (Int, Int32) in
-                var got = 0
-                while got < count {
-                    let read = pread(descriptor, buffer.baseAddress! + got, count - got, off_t(offset) + off_t(got))
-                    if read < 0, errno == EINTR { continue }
-                    if read < 0 { return (got, errno) }
-                    if read == 0 { break }
-                    got += read
-                }
-                return (got, 0)
-            }
-            guard failure == 0 else {
+            let got = piece.withUnsafeMutableBytes { file.read(into: $0, at: offset) }
+            guard got >= 0 else {
                 throw StorageFailure(
-                    .unknown, "Reading \(path ?? "file") failed: \(String(cString: strerror(failure))).", details: ["file": path ?? ""])
+                    .unknown, "Reading \(file.path) failed: \(String(cString: strerror(Int32(-got)))).", details: ["file": file.path])
             }
             if got < count { piece.removeSubrange(got...) }
             return piece
@@ -172,9 +182,13 @@ struct FileStatus: Sendable, Equatable {
     let modified: Int64
     let modifiedNanoseconds: Int
 
-    init?(_ path: String, followingLinks: Bool = true) {
+    init?(_ path: String) {
         var status = stat()
-        guard (followingLinks ? stat(path, &status) : lstat(path, &status)) == 0 else { return nil }
+        guard stat(path, &status) == 0 else { return nil }
+        self.init(status)
+    }
+
+    init(_ status: stat) {
         isRegular = (status.st_mode & S_IFMT) == S_IFREG
         size = Int64(status.st_size)
         modified = Int64(status.st_mtim.tv_sec)

@@ -215,8 +215,7 @@ public final class GCSBackend: StorageBackend {
             throw StorageFailure(.unknown, "Connection to Cloud Storage failed: \(error.message)",
                                  retryable: error.isTransient, noAnswer: true, details: ["bucket": bucket])
         } catch let error as HTTPBodyReadError {
-            throw StorageFailure(error.reason == .cannotOpen ? .objectNotFound : .invalidArgument, error.message,
-                                 details: ["file": error.path])
+            throw StorageFailure(.invalidArgument, error.message, details: ["file": error.path])
         }
     }
 
@@ -370,7 +369,7 @@ extension TransferControl: TransferGate {
 extension ByteSource {
     /// The bytes from `offset` to the end, as an HTTP body part read while it is sent.
     func bodyPart(from offset: Int64) -> HTTPRequest.BodyPart {
-        if let path = filePath { return .file(path: path, offset: offset, length: size - offset) }
+        if let file = openFile { return .file(file, offset: offset, length: size - offset) }
         let data = memoryData ?? Data()
         return .data(data.subdata(in: data.startIndex + Int(offset)..<data.endIndex), contentOffset: offset)
     }

@@ -71,7 +71,7 @@ final class GCSResumableSession: UploadSession {
         ])
         if length > 0 {
             switch source.bodyPart(from: offset) {
-            case .file(let file, let start, _): request.body = [.file(path: file, offset: start, length: length)]
+            case .file(let file, let start, _): request.body = [.file(file, offset: start, length: length)]
             case .data(let data, _): request.body = [.data(data.prefix(Int(length)), contentOffset: offset)]
             }
         }
