@@ -80,5 +80,17 @@ import Testing
         }
         #expect(seen.count == 1000)
     }
-}
 
+    /// The lowercase form (download tokens, boundaries) is the UUID's own text, lowercased.
+    @Test func lowercasedRandomIDsAreUUIDText() throws {
+        var seen = Set<String>()
+        for _ in 0..<300 {
+            let text = RandomID.lowercased()
+            let id = try #require(UUID(uuidString: text), "\(text)")
+            #expect(id.uuidString.lowercased() == text)
+            #expect(Array(text)[14] == "4")
+            seen.insert(text)
+        }
+        #expect(seen.count == 300)
+    }
+}

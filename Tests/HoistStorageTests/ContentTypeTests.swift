@@ -14,12 +14,13 @@ import Testing
         ("report.docx", "application/vnd.openxmlformats-officedocument.wordprocessingml.document"),
         ("archive.zip", "application/zip"), ("backup.tar.gz", "application/gzip"), ("logs.tar", "application/x-tar"),
         ("font.woff2", "font/woff2"), ("module.wasm", "application/wasm"),
+        ("/srv/x.y/Photo.PnG", "image/png"), ("a/b.txt/", "text/plain"), ("a.b.c.md", "text/markdown"),
     ])
     func knownExtensions(path: String, type: String) {
         #expect(ContentType.forPath(path) == type)
     }
 
-    @Test(arguments: ["README", "archive.unknownext", ".bashrc", "dir.d/noext", "trailingdot."])
+    @Test(arguments: ["README", "archive.unknownext", ".bashrc", "dir.d/noext", "trailingdot.", "a/.bashrc", "/", "", "x.json/.hidden"])
     func unknownExtensions(path: String) {
         #expect(ContentType.forPath(path) == nil)
     }

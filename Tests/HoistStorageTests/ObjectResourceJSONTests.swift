@@ -68,4 +68,32 @@ import Testing
     func refusesWhatIsNotAnObjectResource(text: String) {
         #expect(throws: ObjectResource.JSONError.self) { try ObjectResource(json: Data(text.utf8)) }
     }
+
+    /// Integers at the edges of `Int64`, as strings and as numbers, read as Foundation's form
+    /// reads them; one past an edge is refused.
+    @Test func readsIntegersAtTheirLimits() throws {
+        for text in [#"{"size":"9223372036854775807","generation":"-9223372036854775808","metageneration":0}"#,
+                     #"{"size":0,"generation":-1,"metageneration":"+5"}"#] {
+            let resource = try ObjectResource(json: Data(text.utf8))
+            #expect(resource == (try JSONDecoder().decode(ObjectResource.self, from: Data(text.utf8))), "\(text)")
+        }
+        #expect(try ObjectResource(json: Data(#"{"size":"9223372036854775807"}"#.utf8)).size == .max)
+        #expect(try ObjectResource(json: Data(#"{"generation":-9223372036854775808}"#.utf8)).generation == .min)
+        for text in [#"{"size":"9223372036854775808"}"#, #"{"size":-9223372036854775809}"#, #"{"size":"-"}"#, #"{"size":""}"#,
+                     #"{"size":"1 "}"#] {
+            #expect(throws: ObjectResource.JSONError.self, "\(text)") { try ObjectResource(json: Data(text.utf8)) }
+        }
+    }
+
+    /// Bytes that are not UTF-8, in a value read, a value skipped or a key, are refused.
+    @Test func refusesBytesThatAreNotUTF8() throws {
+        for bytes: [UInt8] in [Array(#"{"name":""#.utf8) + [0xFF] + Array(#""}"#.utf8),
+                               Array(#"{"kind":""#.utf8) + [0xC3] + Array(#""}"#.utf8),
+                               Array(#"{""#.utf8) + [0xE2, 0x82] + Array(#"":1}"#.utf8)] {
+            #expect(throws: ObjectResource.JSONError.self) { try ObjectResource(json: Data(bytes)) }
+        }
+        // Non-ASCII keys and values that are UTF-8 are read.
+        let text = #"{"näme":"x","name":"café"}"#
+        #expect(try ObjectResource(json: Data(text.utf8)).name == "café")
+    }
 }

@@ -14,13 +14,27 @@ struct StoragePath: Hashable, Sendable {
     }
 
     static func normalize(_ path: String) -> String {
-        path.split(separator: "/", omittingEmptySubsequences: true).joined(separator: "/")
+        // Nearly every path is normal already (a job's destinations are): one scan, no copy.
+        var previous = UInt8(ascii: "/")
+        var normal = true
+        for byte in path.utf8 {
+            if byte == UInt8(ascii: "/"), previous == byte { normal = false; break }
+            previous = byte
+        }
+        if normal, previous != UInt8(ascii: "/") || path.isEmpty { return path }
+        return path.split(separator: "/", omittingEmptySubsequences: true).joined(separator: "/")
     }
 
     func child(_ path: String) -> StoragePath {
         let tail = Self.normalize(path)
         guard !tail.isEmpty else { return self }
-        return StoragePath(bucket: bucket, object: object.map { "\($0)/\(tail)" } ?? tail)
+        return StoragePath(bucket: bucket, normalized: object.map { "\($0)/\(tail)" } ?? tail)
+    }
+
+    /// A path whose object is normal already (no second scan).
+    private init(bucket: String, normalized object: String) {
+        self.bucket = bucket
+        self.object = object
     }
 
     func parent() -> StoragePath? {

@@ -11,6 +11,12 @@ extension ObjectResource {
     public func jsonData() -> Data {
         var out = [UInt8]()
         out.reserveCapacity(256)
+        appendJSON(to: &out)
+        return Data(out)
+    }
+
+    /// Appends `jsonData()`'s bytes to `out`.
+    func appendJSON(to out: inout [UInt8]) {
         out.append(UInt8(ascii: "{"))
         var first = true
         func key(_ name: String) {
@@ -46,7 +52,6 @@ extension ObjectResource {
             out.append(UInt8(ascii: "}"))
         }
         out.append(UInt8(ascii: "}"))
-        return Data(out)
     }
 
     private static func appendString(_ text: String, to out: inout [UInt8]) {
@@ -72,40 +77,53 @@ extension ObjectResource {
     /// - Throws: `ObjectResource.JSONError` for anything that is not such a JSON object (the
     ///   caller reports the server's answer).
     public init(json data: Data) throws {
-        var reader = JSONReader(Array(data))
+        var reader = JSONReader(data.withUnsafeBytes { Array($0) })   // (a copy, not an element-wise one)
         self.init()
         try reader.expect(UInt8(ascii: "{"))
         if try reader.consume(UInt8(ascii: "}")) { try reader.end(); return }
         repeat {
-            let key = try reader.string()
+            let field = try reader.field(in: Self.jsonFields)
             try reader.expect(UInt8(ascii: ":"))
-            switch key {
-            case "bucket": bucket = try reader.optionalString()
-            case "name": name = try reader.optionalString()
-            case "md5Hash": md5Hash = try reader.optionalString()
-            case "crc32c": crc32c = try reader.optionalString()
-            case "size": size = try reader.integer()
-            case "generation": generation = try reader.integer()
-            case "metageneration": metageneration = try reader.integer()
-            case "timeCreated": timeCreated = try reader.date()
-            case "updated": updated = try reader.date()
-            case "metadata": metadata = try reader.stringMap()
-            default:
-                if let field = Self.headerFields.first(where: { $0.name == key }) {
-                    self[keyPath: field.keyPath] = try reader.optionalString()
-                } else {
-                    try reader.skipValue(depth: 0)
-                }
+            switch field {
+            case .bucket: bucket = try reader.optionalString()
+            case .name: name = try reader.optionalString()
+            case .md5Hash: md5Hash = try reader.optionalString()
+            case .crc32c: crc32c = try reader.optionalString()
+            case .size: size = try reader.integer()
+            case .generation: generation = try reader.integer()
+            case .metageneration: metageneration = try reader.integer()
+            case .timeCreated: timeCreated = try reader.date()
+            case .updated: updated = try reader.date()
+            case .metadata: metadata = try reader.stringMap()
+            case .header(let index): self[keyPath: Self.headerFields[index].keyPath] = try reader.optionalString()
+            case nil: try reader.skipValue(depth: 0)
             }
         } while try reader.consume(UInt8(ascii: ","))
         try reader.expect(UInt8(ascii: "}"))
         try reader.end()
     }
 
+    /// The keys read, as bytes (a server's answer's keys are matched without making strings).
+    fileprivate static let jsonFields: [(name: [UInt8], field: JSONField)] = {
+        let fixed: [(String, JSONField)] = [
+            ("bucket", .bucket), ("name", .name), ("md5Hash", .md5Hash), ("crc32c", .crc32c), ("size", .size),
+            ("generation", .generation), ("metageneration", .metageneration), ("timeCreated", .timeCreated),
+            ("updated", .updated), ("metadata", .metadata),
+        ]
+        return (fixed + headerFields.enumerated().map { ($1.name, .header($0)) }).map { (Array($0.utf8), $1) }
+    }()
+
     /// JSON that is not an object resource.
     public struct JSONError: Error, CustomStringConvertible {
         public let description: String
     }
+}
+
+/// A key of the object resource that `init(json:)` reads.
+private enum JSONField {
+    case bucket, name, md5Hash, crc32c, size, generation, metageneration, timeCreated, updated, metadata
+    /// `ObjectResource.headerFields[index]`.
+    case header(Int)
 }
 
 /// A forward-only reader of JSON bytes (RFC 8259), with a depth bound for skipped values.
@@ -229,25 +247,66 @@ private struct JSONReader {
         return value
     }
 
+    /// ASCII needs no validating (`String(validating:)` looks up generic metadata every call).
     private func utf8(_ slice: ArraySlice<UInt8>) throws -> String {
+        if !slice.contains(where: { $0 >= 0x80 }) { return String(decoding: slice, as: UTF8.self) }
         guard let text = String(validating: slice, as: UTF8.self) else { throw failure("a string that is not UTF-8") }
         return text
+    }
+
+    /// The field a key names in `table`, nil for another key. A plain ASCII key (every key of a
+    /// server's answer) is matched as bytes; one with escapes or other text is read as a string.
+    mutating func field(in table: [(name: [UInt8], field: JSONField)]) throws -> JSONField? {
+        skipSpace()
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw failure("expected a string") }
+        let start = index + 1
+        var end = start
+        while end < bytes.count, bytes[end] != UInt8(ascii: "\""), bytes[end] != UInt8(ascii: "\\"), bytes[end] >= 0x20, bytes[end] < 0x80 {
+            end += 1
+        }
+        if end < bytes.count, bytes[end] == UInt8(ascii: "\"") {
+            index = end + 1
+            let key = bytes[start..<end]
+            return table.first { $0.name.count == key.count && $0.name.elementsEqual(key) }?.field
+        }
+        let key = Array(try string().utf8)
+        return table.first { $0.name == key }?.field
     }
 
     /// A 64-bit integer, as GCS writes them (a decimal string) or as a number.
     mutating func integer() throws -> Int64? {
         if null() { return nil }
         skipSpace()
-        if index < bytes.count, bytes[index] == UInt8(ascii: "\"") {
+        let quoted = index < bytes.count && bytes[index] == UInt8(ascii: "\"")
+        let start = quoted ? index + 1 : index
+        var end = start
+        if end < bytes.count, bytes[end] == UInt8(ascii: "-") { end += 1 }
+        while end < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[end]) { end += 1 }
+        if quoted, end == bytes.count || bytes[end] != UInt8(ascii: "\"") {
+            // Escapes, a `+`, or not a number: as Swift reads the string.
             let text = try string()
             guard let value = Int64(text) else { throw failure("not an integer: \(text)") }
             return value
         }
-        let start = index
-        if index < bytes.count, bytes[index] == UInt8(ascii: "-") { index += 1 }
-        while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
-        guard let text = String(validating: bytes[start..<index], as: UTF8.self), let value = Int64(text) else {
-            throw failure("expected an integer")
+        guard let value = Self.int64(bytes[start..<end]) else { throw failure("expected an integer") }
+        index = quoted ? end + 1 : end
+        return value
+    }
+
+    /// `-`? then digits, as an `Int64`; nil when empty or out of range.
+    private static func int64(_ text: ArraySlice<UInt8>) -> Int64? {
+        var at = text.startIndex
+        let negative = at < text.endIndex && text[at] == UInt8(ascii: "-")
+        if negative { at += 1 }
+        guard at < text.endIndex else { return nil }
+        var value: Int64 = 0
+        while at < text.endIndex {
+            let digit = Int64(text[at] &- UInt8(ascii: "0"))
+            let (shifted, over) = value.multipliedReportingOverflow(by: 10)
+            let (next, out) = negative ? shifted.subtractingReportingOverflow(digit) : shifted.addingReportingOverflow(digit)
+            if over || out { return nil }
+            value = next
+            at += 1
         }
         return value
     }

@@ -21,11 +21,15 @@ struct GCSMultipartSession: UploadSession {
     func send(
         from source: ByteSource, at offset: Int64, control: TransferControl, progress: @escaping @Sendable (Int64) -> Void
     ) async throws -> SendOutcome {
-        let boundary = "hoist-" + RandomID.uuid().uuidString
-        var head = Data("--\(boundary)\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n".utf8)
-        head.append(resource.jsonData())
-        head.append(Data("\r\n--\(boundary)\r\nContent-Type: \(resource.contentType ?? ContentType.fallback)\r\n\r\n".utf8))
-        let tail = Data("\r\n--\(boundary)--\r\n".utf8)
+        let boundary = "hoist-" + RandomID.lowercased()
+        // Built as bytes, made `Data` once (`Data(string.utf8)` takes a generic, casting path).
+        var bytes = [UInt8]()
+        bytes.reserveCapacity(1024)
+        bytes += "--\(boundary)\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n".utf8
+        resource.appendJSON(to: &bytes)
+        bytes += "\r\n--\(boundary)\r\nContent-Type: \(resource.contentType ?? ContentType.fallback)\r\n\r\n".utf8
+        let head = Data(bytes)
+        let tail = Data(Array("\r\n--\(boundary)--\r\n".utf8))
         let bucket = GCSBackend.encode(backend.bucket)
         var request = HTTPRequest(
             method: "POST", url: "\(backend.configuration.endpoint)/upload/storage/v1/b/\(bucket)/o?uploadType=multipart",

@@ -5,9 +5,27 @@ public enum ContentType {
 
     /// The type for `path`'s extension (case-insensitive), or nil when unknown.
     public static func forPath(_ path: String) -> String? {
-        let name = path.split(separator: "/").last.map(String.init) ?? path
-        guard let dot = name.lastIndex(of: "."), dot != name.startIndex else { return nil }
-        return byExtension[name[name.index(after: dot)...].lowercased()]
+        // From the end: the last name's last dot (one short scan, every upload asks).
+        let bytes = path.utf8
+        var end = bytes.endIndex
+        while end > bytes.startIndex, bytes[bytes.index(before: end)] == UInt8(ascii: "/") { end = bytes.index(before: end) }
+        var index = end
+        while index > bytes.startIndex {
+            let before = bytes.index(before: index)
+            switch bytes[before] {
+            case UInt8(ascii: "/"):
+                return nil
+            case UInt8(ascii: "."):
+                // A name that starts with its only dot (`.profile`) has no extension.
+                guard before > bytes.startIndex, bytes[bytes.index(before: before)] != UInt8(ascii: "/") else { return nil }
+                let suffix = Substring(bytes[index..<end])
+                let lowercase = suffix.utf8.contains { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) } ? suffix.lowercased() : String(suffix)
+                return byExtension[lowercase]
+            default:
+                index = before
+            }
+        }
+        return nil
     }
 
     /// The table: web, image, audio, video, font, document, data and archive types.

@@ -50,8 +50,22 @@ enum RandomID {
         return UUID(uuid: uuid)
     }
 
-    /// `uuid()` as lowercase text, as download tokens and session ids are written.
-    static func lowercased() -> String { uuid().uuidString.lowercased() }
+    /// `uuid()` as lowercase text, as download tokens and session ids are written (made here:
+    /// `uuidString.lowercased()` made two strings, every upload).
+    static func lowercased() -> String {
+        var text = [UInt8]()
+        text.reserveCapacity(36)
+        withUnsafeBytes(of: uuid().uuid) { bytes in
+            for (index, byte) in bytes.enumerated() {
+                if index == 4 || index == 6 || index == 8 || index == 10 { text.append(UInt8(ascii: "-")) }
+                text.append(hexDigits[Int(byte >> 4)])
+                text.append(hexDigits[Int(byte & 15)])
+            }
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
 
     private static let counter = Atomic<UInt64>(0)
 
