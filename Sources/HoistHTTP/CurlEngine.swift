@@ -161,7 +161,7 @@ private final class Transfer: @unchecked Sendable {
     var continuation: CheckedContinuation<HTTPResponse, any Error>?
 
     private var headerList: UnsafeMutablePointer<curl_slist>?
-    private var responseHeaders: [String: String] = [:]
+    private var responseHeaderLines: [UInt8] = []
     private var responseBody = Data()
     private var responseTooLarge = false
     private var headerBytes = 0
@@ -347,7 +347,7 @@ private final class Transfer: @unchecked Sendable {
         case 30: "3"
         default: "1.1"
         }
-        return .success(HTTPResponse(status: status, headers: responseHeaders, body: responseBody, httpVersion: versionName))
+        return .success(HTTPResponse(status: status, headerLines: responseHeaderLines, body: responseBody, httpVersion: versionName))
     }
 
     func complete(_ result: Result<HTTPResponse, any Error>) {
@@ -433,22 +433,14 @@ private final class Transfer: @unchecked Sendable {
         return 0
     }
 
-    /// One header line, as bytes (a String per line, lowercased and trimmed by Character, was
-    /// a few percent of a small upload's CPU): the name in ASCII lower case, the value without
-    /// the white space and line end around it.
+    /// One header line, kept as bytes (`HTTPResponse.header` reads the few asked for); a status
+    /// line starts the headers of another answer (after a redirect or a `100 Continue`).
     private func header(_ line: UnsafeRawBufferPointer) {
         if line.starts(with: "HTTP/".utf8) {
-            responseHeaders.removeAll()
+            responseHeaderLines.removeAll(keepingCapacity: true)
             return
         }
-        guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
-        let name = String(decoding: line[..<colon].map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }, as: UTF8.self)
-        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0A }
-        var start = colon + 1
-        var end = line.count
-        while start < end, isSpace(line[start]) { start += 1 }
-        while end > start, isSpace(line[end - 1]) { end -= 1 }
-        responseHeaders[name] = String(decoding: line[start..<end], as: UTF8.self)
+        responseHeaderLines.append(contentsOf: line)
     }
 
     /// Moves the body back (or forward) to `offset` from its start, for a request sent again.

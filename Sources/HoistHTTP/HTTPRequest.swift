@@ -63,21 +63,63 @@ public struct HTTPRequest: Sendable {
 /// The answer to an `HTTPRequest`.
 public struct HTTPResponse: Sendable {
     public let status: Int
-    /// Header values by lowercased name (the last one wins).
-    public let headers: [String: String]
+    /// The header lines as they came (after the status line of the last answer): a caller asks
+    /// for one or two of them, so none is made a `String` before it is asked for.
+    private let headerLines: [UInt8]
     public let body: Data
     /// The protocol the answer came over: `"1.1"`, `"2"` (or `"1.0"`).
     public var httpVersion: String = "1.1"
 
     public init(status: Int, headers: [String: String], body: Data, httpVersion: String = "1.1") {
+        self.init(status: status, headerLines: Array(headers.map { "\($0): \($1)\r\n" }.joined().utf8), body: body,
+                  httpVersion: httpVersion)
+    }
+
+    /// `headerLines`: `Name: value` lines, each ended by a line feed (CR LF as on the wire).
+    package init(status: Int, headerLines: [UInt8], body: Data, httpVersion: String) {
         self.status = status
-        self.headers = headers
+        self.headerLines = headerLines
         self.body = body
         self.httpVersion = httpVersion
     }
 
-    public func header(_ name: String) -> String? { headers[name.lowercased()] }
+    /// Header values by lowercased name (the last one wins).
+    public var headers: [String: String] {
+        var all: [String: String] = [:]
+        forEachHeader { name, value in all[String(decoding: name.map(Self.lowercase), as: UTF8.self)] = String(decoding: value, as: UTF8.self) }
+        return all
+    }
+
+    /// The value of the last `name` header (any case), without the white space around it.
+    public func header(_ name: String) -> String? {
+        let wanted = Array(name.utf8).map(Self.lowercase)
+        var found: ArraySlice<UInt8>?
+        forEachHeader { lineName, value in
+            if lineName.count == wanted.count, zip(lineName, wanted).allSatisfy({ Self.lowercase($0) == $1 }) { found = value }
+        }
+        return found.map { String(decoding: $0, as: UTF8.self) }
+    }
+
     public var bodyText: String { String(decoding: body, as: UTF8.self) }
+
+    private static func lowercase(_ byte: UInt8) -> UInt8 { byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte }
+
+    /// Each `name: value` line's name and trimmed value; lines without a colon are passed over.
+    private func forEachHeader(_ body: (ArraySlice<UInt8>, ArraySlice<UInt8>) -> Void) {
+        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0A }
+        var lineStart = headerLines.startIndex
+        while lineStart < headerLines.endIndex {
+            let lineEnd = headerLines[lineStart...].firstIndex(of: 0x0A).map { $0 + 1 } ?? headerLines.endIndex
+            if let colon = headerLines[lineStart..<lineEnd].firstIndex(of: UInt8(ascii: ":")) {
+                var start = colon + 1
+                var end = lineEnd
+                while start < end, isSpace(headerLines[start]) { start += 1 }
+                while end > start, isSpace(headerLines[end - 1]) { end -= 1 }
+                body(headerLines[lineStart..<colon], headerLines[start..<end])
+            }
+            lineStart = lineEnd
+        }
+    }
 }
 
 /// A transfer that got no HTTP answer.

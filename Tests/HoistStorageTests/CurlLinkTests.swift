@@ -29,6 +29,7 @@ import Testing
                 connection.sendall(b"HTTP/1.1 100 Continue\\r\\nX-Interim: 1\\r\\n\\r\\n"
                                    b"HTTP/1.1 200 OK\\r\\nLOCATION: \\t http://example.test/a b \\t\\r\\n"
                                    b"x-ODD-case:value\\r\\nX-Empty:\\r\\nX-Text:  caf\\xc3\\xa9  \\r\\n"
+                                   b"X-Dup: first\\r\\nx-dup: second\\r\\n"
                                    b"Content-Length: 2\\r\\nConnection: close\\r\\n\\r\\nok")
                 connection.close()
             """])
@@ -40,6 +41,10 @@ import Testing
         #expect(response.header("x-empty") == "")
         #expect(response.header("X-TEXT") == "café")
         #expect(response.header("x-interim") == nil)
+        // A name given twice: the last value, in the lookup and in the dictionary (lowercased names).
+        #expect(response.header("X-DUP") == "second")
+        #expect(response.headers["x-dup"] == "second" && response.headers["location"] == "http://example.test/a b")
+        #expect(response.headers["x-interim"] == nil && response.headers.count == 7)
     }
 
     @Test func reportsCurlErrors() async {
