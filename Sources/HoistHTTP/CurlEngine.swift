@@ -295,7 +295,7 @@ private final class Transfer: @unchecked Sendable {
     }
 
     /// A body file that gave fewer bytes than its part's length (`got`), or `-errno`.
-    private static func readError(_ file: OpenFile, _ got: Int) -> HTTPBodyReadError {
+    private static func readError(_ file: any BodyFile, _ got: Int) -> HTTPBodyReadError {
         HTTPBodyReadError(path: file.path, message: "\(file.path) changed while uploading: "
             + (got < 0 ? String(cString: strerror(Int32(-got))) : "it ended early") + ".")
     }

@@ -36,7 +36,7 @@ public struct HTTPRequest: Sendable {
     /// `TransferHooks.onContentBytes` as they are sent; framing (`contentOffset` nil) is not.
     public enum BodyPart: Sendable {
         case data(Data, contentOffset: Int64? = nil)
-        case file(OpenFile, offset: Int64, length: Int64)
+        case file(any BodyFile, offset: Int64, length: Int64)
 
         var length: Int64 {
             switch self {
@@ -158,42 +158,13 @@ public struct HTTPBodyReadError: Error, CustomStringConvertible, Sendable {
     }
 }
 
-/// A file open for reading: opened once by whoever checked it is the file to send, read with
-/// `pread` by every request and reader that sends its bytes (no second open of a path that may
-/// lead elsewhere by then), and closed when the last of them lets it go.
-public final class OpenFile: Sendable {
-    /// The path it was opened at, for messages.
-    public let path: String
-    private let descriptor: Int32
-
-    /// Takes `descriptor`, an open file that this object closes.
-    public init(path: String, descriptor: Int32) {
-        self.path = path
-        self.descriptor = descriptor
-    }
-
-    deinit { close(descriptor) }
-
-    /// Fills `buffer` from `offset`, retrying short reads: the count read, short only at the end
-    /// of the file; `-errno` when a read fails.
-    public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Int {
-        guard let base = buffer.baseAddress else { return 0 }
-        var got = 0
-        while got < buffer.count {
-            let count = pread(descriptor, base + got, buffer.count - got, off_t(offset) + off_t(got))
-            if count < 0, errno == EINTR { continue }
-            if count < 0 { return -Int(errno) }
-            if count == 0 { break }
-            got += count
-        }
-        return got
-    }
-
-    /// What `fstat(2)` says of the open file; nil when it fails.
-    public func status() -> stat? {
-        var info = stat()
-        return fstat(descriptor, &info) == 0 ? info : nil
-    }
+/// A file a request body reads (HoistStorage's open source files are): `read` fills a buffer
+/// from an offset, retrying short reads, and returns the count read (short only at the end of
+/// the file) or `-errno`. The engine never opens a path itself.
+public protocol BodyFile: AnyObject, Sendable {
+    /// The file's path, for messages.
+    var path: String { get }
+    func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Int
 }
 
 /// What a transfer asks of whoever controls it, on the engine's thread (it cannot wait): pause,

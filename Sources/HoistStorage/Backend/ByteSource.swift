@@ -1,5 +1,4 @@
 import Foundation
-import HoistHTTP
 
 /// The bytes of one upload: a `Data` in memory or a file read piece by piece, so a large file
 /// never sits in memory whole.
@@ -171,6 +170,44 @@ public final class ByteSource: Sendable {
             if got < count { piece.removeSubrange(got...) }
             return piece
         }
+    }
+}
+
+/// A file open for reading: opened once by the source that checked it, read with `pread` by
+/// every reader and request body that sends its bytes (no second open of a path that may lead
+/// elsewhere by then), and closed when the last of them lets it go.
+final class OpenFile: Sendable {
+    /// The path it was opened at, for messages.
+    let path: String
+    private let descriptor: Int32
+
+    /// Takes `descriptor`, an open file that this object closes.
+    init(path: String, descriptor: Int32) {
+        self.path = path
+        self.descriptor = descriptor
+    }
+
+    deinit { close(descriptor) }
+
+    /// Fills `buffer` from `offset`, retrying short reads: the count read, short only at the end
+    /// of the file; `-errno` when a read fails.
+    func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Int {
+        guard let base = buffer.baseAddress else { return 0 }
+        var got = 0
+        while got < buffer.count {
+            let count = pread(descriptor, base + got, buffer.count - got, off_t(offset) + off_t(got))
+            if count < 0, errno == EINTR { continue }
+            if count < 0 { return -Int(errno) }
+            if count == 0 { break }
+            got += count
+        }
+        return got
+    }
+
+    /// What `fstat(2)` says of the open file; nil when it fails.
+    func status() -> stat? {
+        var info = stat()
+        return fstat(descriptor, &info) == 0 ? info : nil
     }
 }
 

@@ -366,6 +366,9 @@ extension TransferControl: TransferGate {
     public var hasCredit: Bool { limiter?.hasCredit ?? true }
 }
 
+/// A source's open file is what a request body reads.
+extension OpenFile: BodyFile {}
+
 extension ByteSource {
     /// The bytes from `offset` to the end, as an HTTP body part read while it is sent.
     func bodyPart(from offset: Int64) -> HTTPRequest.BodyPart {
