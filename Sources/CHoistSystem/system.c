@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include <sys/random.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -17,4 +18,24 @@ int hoist_link_open_file(int fd, const char *path) {
     char self[32];
     snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
     return linkat(AT_FDCWD, self, AT_FDCWD, path, AT_SYMLINK_FOLLOW);
+}
+
+int hoist_locate(const char *path, int follow_links) {
+    return open(path, O_PATH | O_CLOEXEC | (follow_links ? 0 : O_NOFOLLOW));
+}
+
+int hoist_reopen_for_reading(int located) {
+    char self[32];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", located);
+    return open(self, O_RDONLY | O_CLOEXEC);
+}
+
+long hoist_descriptor_path(int fd, char *buffer, unsigned long size) {
+    char self[32];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+    ssize_t length = readlink(self, buffer, size);
+    if (length < 0) return -1;
+    if ((unsigned long)length >= size) { errno = ENAMETOOLONG; return -1; }
+    buffer[length] = 0;
+    return (long)length;
 }

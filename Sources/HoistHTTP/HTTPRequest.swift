@@ -64,27 +64,35 @@ public struct HTTPRequest: Sendable {
 public struct HTTPResponse: Sendable {
     public let status: Int
     /// The header lines as they came (after the status line of the last answer): a caller asks
-    /// for one or two of them, so none is made a `String` before it is asked for.
+    /// for one or two of them, so none is made a `String` before it is asked for. (Empty when
+    /// the answer was made from a dictionary.)
     private let headerLines: [UInt8]
+    private let given: [String: String]?
     public let body: Data
     /// The protocol the answer came over: `"1.1"`, `"2"` (or `"1.0"`).
     public var httpVersion: String = "1.1"
 
+    /// An answer with `headers` by lowercased name, as `headers` gives them back.
     public init(status: Int, headers: [String: String], body: Data, httpVersion: String = "1.1") {
-        self.init(status: status, headerLines: Array(headers.map { "\($0): \($1)\r\n" }.joined().utf8), body: body,
-                  httpVersion: httpVersion)
+        self.status = status
+        headerLines = []
+        given = headers
+        self.body = body
+        self.httpVersion = httpVersion
     }
 
     /// `headerLines`: `Name: value` lines, each ended by a line feed (CR LF as on the wire).
     package init(status: Int, headerLines: [UInt8], body: Data, httpVersion: String) {
         self.status = status
         self.headerLines = headerLines
+        given = nil
         self.body = body
         self.httpVersion = httpVersion
     }
 
     /// Header values by lowercased name (the last one wins).
     public var headers: [String: String] {
+        if let given { return given }
         var all: [String: String] = [:]
         forEachHeader { name, value in all[String(decoding: name.map(Self.lowercase), as: UTF8.self)] = String(decoding: value, as: UTF8.self) }
         return all
@@ -92,6 +100,7 @@ public struct HTTPResponse: Sendable {
 
     /// The value of the last `name` header (any case), without the white space around it.
     public func header(_ name: String) -> String? {
+        if let given { return given[name.lowercased()] }
         let wanted = Array(name.utf8).map(Self.lowercase)
         var found: ArraySlice<UInt8>?
         forEachHeader { lineName, value in

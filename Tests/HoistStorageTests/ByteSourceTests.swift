@@ -29,24 +29,61 @@ import Testing
         }
     }
 
-    /// A job checks the file it is about to read (no link, the inode its walk found) and passes
-    /// that inode: a file renamed over the path after the check is not read.
-    @Test func aFileSwappedAfterItsCheckIsNotRead() throws {
-        let folder = try TemporaryDirectory()
-        let path = try folder.write("report.csv", Data("checked".utf8)).path
-        let checked = try Self.identity(path)
-        let other = try folder.write("other", Data("swapped in".utf8)).path
-        #expect(rename(other, path) == 0)
-        let refused = Self.failure { try ByteSource(regularFileAt: path, expecting: checked) }
-        #expect(refused?.code == .invalidArgument)
-        #expect(refused?.message == "\(path) was replaced after it was checked: not read.")
-        // The file now at the path, checked anew, is read.
-        let source = try ByteSource(regularFileAt: path, expecting: try Self.identity(path))
-        #expect(try Self.bytes(source) == Data("swapped in".utf8))
+    private static func walked(_ path: String, _ identity: (device: UInt64, inode: UInt64), expected: String? = nil,
+                               followingLinks: Bool = false) throws -> ByteSource.Walked {
+        try ByteSource.openWalked(path, device: identity.device, inode: identity.inode, followingLinks: followingLinks) {
+            expected ?? ByteSource.realPath(path)
+        }
     }
 
-    /// A link, a folder or a FIFO at the path is not a regular file; the FIFO's open does not
-    /// wait for a writer (if it does, the test opens the FIFO as one after 5 s, and fails).
+    /// A job opens the file its walk found (device and inode): that file is read. A file renamed
+    /// over it since is another file in the same place: read too, and said to be the one read.
+    @Test func aJobReadsTheWalkedFileOrAnotherInItsPlace() throws {
+        let folder = try TemporaryDirectory()
+        let path = try folder.write("report.csv", Data("walked".utf8)).path
+        let walkedIdentity = try Self.identity(path)
+        guard case .opened(let source, _) = try Self.walked(path, walkedIdentity) else { Issue.record("not opened"); return }
+        #expect(try Self.bytes(source) == Data("walked".utf8))
+        let other = try folder.write("other", Data("saved anew".utf8)).path
+        #expect(rename(other, path) == 0)
+        guard case .opened(let again, let info) = try Self.walked(path, walkedIdentity) else { Issue.record("not opened"); return }
+        #expect(try Self.bytes(again) == Data("saved anew".utf8))
+        #expect((UInt64(info.st_dev), UInt64(info.st_ino)) == (try Self.identity(path)))
+        // The first source still reads the file it opened.
+        #expect(try Self.bytes(source) == Data("walked".utf8))
+        #expect(unlink(path) == 0)
+        guard case .missing = try Self.walked(path, walkedIdentity) else { Issue.record("not missing"); return }
+    }
+
+    /// A folder above the walked file swapped for a link to another folder with a file of the
+    /// same name, or the file swapped for a link: the path leads elsewhere, and nothing is read.
+    /// (The place is checked on what was located, not by resolving the path a second time.)
+    @Test func aLinkSwappedInOnTheWayLeadsElsewhere() throws {
+        let folder = try TemporaryDirectory()
+        #expect(mkdir(folder.path + "/d", 0o700) == 0 && mkdir(folder.path + "/secret", 0o700) == 0)
+        let path = try folder.write("d/f.txt", Data("mine".utf8)).path
+        _ = try folder.write("secret/f.txt", Data("not yours".utf8))
+        let walkedIdentity = try Self.identity(path)
+        #expect(rename(folder.path + "/d", folder.path + "/d-old") == 0)
+        #expect(symlink(folder.path + "/secret", folder.path + "/d") == 0)
+        // `realPath` as the runner makes it: the root resolved, then the walked relative path.
+        let expected = ByteSource.realPath(folder.path) + "/d/f.txt"
+        guard case .elsewhere = try Self.walked(path, walkedIdentity, expected: expected) else { Issue.record("read through the link"); return }
+        // Following links (a file set that asks for it), the path may lead there.
+        guard case .opened(let followed, _) = try Self.walked(path, walkedIdentity, expected: expected, followingLinks: true) else {
+            Issue.record("not opened"); return
+        }
+        #expect(try Self.bytes(followed) == Data("not yours".utf8))
+        // The file itself swapped for a link to a file.
+        #expect(unlink(folder.path + "/d") == 0 && rename(folder.path + "/d-old", folder.path + "/d") == 0)
+        #expect(unlink(path) == 0 && symlink(folder.path + "/secret/f.txt", path) == 0)
+        guard case .elsewhere = try Self.walked(path, walkedIdentity, expected: expected) else { Issue.record("read through the link"); return }
+    }
+
+    /// A link, a folder or a FIFO at the path is not a regular file, and is never opened: the
+    /// path is located (`O_PATH`), then checked, and only a regular file is opened for reading.
+    /// A FIFO opened for reading would wait for a writer (if it does, the test opens the FIFO
+    /// as one after 5 s, and fails); a device opened would be told so by its driver.
     @Test func onlyRegularFilesAreOpened() throws {
         let folder = try TemporaryDirectory()
         let target = try folder.write("target", Data("x".utf8)).path

@@ -18,4 +18,18 @@ int hoist_open_unnamed(const char *directory, unsigned int mode);
 /// `path` exists).
 int hoist_link_open_file(int fd, const char *path);
 
+/// open(2) with O_PATH: `path` located, not opened for reading or writing (a device or FIFO
+/// there is not opened, so its driver sees nothing), not following a symbolic link at its end
+/// unless `follow_links`. fstat(2) works on the descriptor. The descriptor, or -1 with errno.
+int hoist_locate(const char *path, int follow_links);
+
+/// The file `located` (from `hoist_locate`) opened for reading, through /proc/self/fd: the very
+/// file located, whatever is at its path now. The descriptor, or -1 with errno (ENOENT when
+/// /proc is not mounted).
+int hoist_reopen_for_reading(int located);
+
+/// The path the kernel has for open descriptor `fd` (readlink of /proc/self/fd/FD), written to
+/// `buffer` with a NUL; its length, or -1 with errno (ENAMETOOLONG when it does not fit).
+long hoist_descriptor_path(int fd, char *buffer, unsigned long size);
+
 #endif

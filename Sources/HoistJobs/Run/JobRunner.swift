@@ -367,13 +367,18 @@ public final class JobRunner: Sendable {
 
     private func upload(_ planned: PlanItem) async -> Outcome {
         var item = planned
-        if let problem = Self.changedSinceWalk(&item, job: job) { return .refused(problem) }
+        let source: Result<ByteSource, StorageFailure>
+        switch Self.openWalked(&item, job: job) {
+        case .success(let opened): source = .success(opened)
+        case .failure(.refused(let problem)): return .refused(problem)
+        case .failure(.failed(let failure)): source = .failure(failure)   // the task fails with it
+        }
         let metadata = StorageMetadata(item.attributes)
         let ref = storage.reference(withPath: item.destination)
         // Run here, in this file's own task: its end comes back without a hop through the
         // callback queue, where the observers hear of it (the run waits for them before it ends).
-        let task = ref.uploadTask(file: item.file.path, size: item.file.size, device: item.file.device, inode: item.file.inode,
-                                  metadata: metadata, resumingSession: item.resumeSession, unlessStored: item.mayBeStored)
+        let task = ref.uploadTask(source: source, path: item.file.path, size: item.file.size, metadata: metadata,
+                                  resumingSession: item.resumeSession, unlessStored: item.mayBeStored)
         let retryObservers = self.retryObservers
         if !retryObservers.isEmpty {
             task.observeRetries { retry in for observer in retryObservers { observer.fileRetrying(item, retry) } }
@@ -402,41 +407,44 @@ public final class JobRunner: Sendable {
         return .failure(failure.code, failure.message)
     }
 
-    /// Why a file must not be read now: it was deleted since the walk found it, or someone who
-    /// can write in a root replaced it (or a folder above it) with a symbolic link, to have a
-    /// root-run job upload another file (`/etc/shadow`). Nil when it is still there, reached
-    /// without a link the job did not ask to follow; `item` then takes the file's size and
-    /// modification time as they are now, so the journal records the file the upload reads, not
-    /// the one the walk saw (`WalkAttackTests.aFileChangedAfterTheWalkIsJournaledAsItWasRead`).
-    static func changedSinceWalk(_ item: inout PlanItem, job: Job) -> String? {
-        var info = stat()
-        let found = lstat(item.file.path, &info) == 0
-        if !found, errno == ENOENT { return "\(item.file.path) was deleted after the walk found it: not uploaded" }
-        let regular = found && (info.st_mode & S_IFMT) == S_IFREG
+    /// Why a file is not opened: refused (gone since the walk, or out of place: not uploaded),
+    /// or failed (it cannot be read, it is no regular file now: its upload fails with that).
+    enum NotOpened: Error {
+        case refused(String)
+        case failed(StorageFailure)
+    }
+
+    /// The file the walk found, opened for its upload, or why not: it was deleted since, or
+    /// someone who can write in a root replaced it (or a folder above it) with a symbolic link,
+    /// to have a root-run job upload another file (`/etc/shadow`). The file is located and
+    /// checked first, then that very file is opened (`ByteSource.openWalked`): no check of one
+    /// file and read of another, and nothing but a regular file is opened. Another regular file
+    /// at the same place (saved anew by an editor, say) is read. `item` takes the size,
+    /// modification time and inode of the file opened, so the journal records the file the
+    /// upload reads, not the one the walk saw
+    /// (`WalkAttackTests.aFileChangedAfterTheWalkIsJournaledAsItWasRead`).
+    static func openWalked(_ item: inout PlanItem, job: Job) -> Result<ByteSource, NotOpened> {
         let set = job.manifest.files[item.fileSetIndex]
-        if set.followSymlinks {
-            if regular || (found && stat(item.file.path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG) {
-                item.file.update(from: info)
+        let file = item.file
+        let walked: ByteSource.Walked
+        do {
+            walked = try ByteSource.openWalked(file.path, device: file.device, inode: file.inode, followingLinks: set.followSymlinks) {
+                // Where the file must be, links resolved (a file set whose root is the file itself: the file is its root).
+                let root = ByteSource.realPath(job.root(of: set))
+                return file.path == job.root(of: set) ? root : (root == "/" ? "" : root) + "/" + file.relativePath
             }
-            return nil
+        } catch {
+            return .failure(.failed(error as? StorageFailure ?? StorageFailure(.unknown, "\(error)", details: ["file": file.path])))
         }
-        // The path must still lead, without a link at its end, to the very file the walk found
-        // there: a file swapped for a link, or a folder above it swapped for a link, leads
-        // elsewhere (one lstat, where resolving every folder of the path took one per folder).
-        if regular, UInt64(info.st_dev) == item.file.device, UInt64(info.st_ino) == item.file.inode {
+        switch walked {
+        case .opened(let source, let info):
             item.file.update(from: info)
-            return nil
+            return .success(source)
+        case .missing:
+            return .failure(.refused("\(file.path) was deleted after the walk found it: not uploaded"))
+        case .elsewhere:
+            return .failure(.refused("\(file.path) became a symbolic link (or a folder above it did) after the walk found it: not uploaded"))
         }
-        // Another file now (saved anew by an editor, say), or a link: only a link on the way is refused.
-        let root = URL(fileURLWithPath: job.root(of: set)).resolvingSymlinksInPath().path
-        let real = URL(fileURLWithPath: item.file.path).resolvingSymlinksInPath().path
-        // (A file set whose root is the file itself: the file is its root.)
-        let expected = item.file.path == job.root(of: set) ? root : (root == "/" ? "" : root) + "/" + item.file.relativePath
-        guard real != expected else {
-            if regular { item.file.update(from: info) }
-            return nil
-        }
-        return "\(item.file.path) became a symbolic link (or a folder above it did) after the walk found it: not uploaded"
     }
 
     /// Whether the server still holds the object as the journal recorded it (size and MD5).

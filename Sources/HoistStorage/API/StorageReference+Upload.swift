@@ -57,13 +57,13 @@ extension StorageReference {
     }
 
     /// The task `putFile(from:metadata:resumingSession:unlessStored:)` starts, not started:
-    /// `JobRunner` adds its observers, then runs it in its own task (`runToEnd()`).
-    /// `path` is absolute and standard (no URL to make and take apart); `size`, `device` and
-    /// `inode` are the file's as the caller just checked them: the task reads that very file,
-    /// or fails (`ByteSource.init(regularFileAt:expecting:)`).
-    package func uploadTask(file path: String, size: Int64, device: UInt64, inode: UInt64, metadata: StorageMetadata?,
+    /// `JobRunner` adds its observers, then runs it in its own task (`runToEnd()`). The file is
+    /// `source`, which the caller opened and checked (`ByteSource.openWalked`), or the failure
+    /// to open it, which the task ends with; `path` names it (content type, messages); `size`:
+    /// its size as the caller just read it.
+    package func uploadTask(source: Result<ByteSource, StorageFailure>, path: String, size: Int64, metadata: StorageMetadata?,
                             resumingSession sessionID: String?, unlessStored: Bool) -> StorageUploadTask {
-        StorageUploadTask(reference: self, content: .checkedFile(path: path, device: device, inode: inode), metadata: metadata,
+        StorageUploadTask(reference: self, content: .source(source, path: path), metadata: metadata,
                           resuming: sessionID, unlessStored: unlessStored, size: size)
     }
 

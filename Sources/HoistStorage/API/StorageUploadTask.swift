@@ -14,8 +14,9 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
     enum Content {
         case data(Data)
         case file(URL)
-        /// A job's file: an absolute, standard path, and the device and inode it must still have.
-        case checkedFile(path: String, device: UInt64, inode: UInt64)
+        /// A job's file, opened and checked by the job (`ByteSource.openWalked`), or why it could
+        /// not be opened (the task fails with it, as its observers and journal hear); its path.
+        case source(Result<ByteSource, StorageFailure>, path: String)
     }
 
     private let content: Content
@@ -58,8 +59,8 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
         // The size the caller gave, else one stat (the checks come when the task starts: `prepare`).
         case .file(let url):
             total = size ?? (try? Self.localPath(of: url)).flatMap { FileStatus($0) }.flatMap { $0.isRegular ? $0.size : nil } ?? 0
-        case .checkedFile(let path, _, _):
-            total = size ?? FileStatus(path).flatMap { $0.isRegular ? $0.size : nil } ?? 0
+        case .source(let source, _):
+            total = size ?? (try? source.get().size) ?? 0
         }
     }
 
@@ -278,9 +279,8 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
                 attributes.contentType = ContentType.forPath(filePath) ?? ContentType.forPath(path)
             }
             return (source, path, attributes)
-        case .checkedFile(let filePath, let device, let inode):
-            // Hoist's own failures (missing, a link, another file now): a job's message names the file.
-            let source = try ByteSource(regularFileAt: filePath, expecting: (device, inode))
+        case .source(let opened, let filePath):
+            let source = try opened.get()
             if attributes.contentType == nil {
                 attributes.contentType = ContentType.forPath(filePath) ?? ContentType.forPath(path)
             }

@@ -1,4 +1,5 @@
 import Foundation
+private import CHoistSystem
 
 /// The bytes of one upload: a `Data` in memory or a file read piece by piece, so a large file
 /// never sits in memory whole.
@@ -23,46 +24,136 @@ public final class ByteSource: Sendable {
     /// - Throws: `objectNotFound` when it does not exist, `unauthorized` when it cannot be
     ///   read, `invalidArgument` when it is not a regular file.
     public convenience init(filePath path: String) throws {
-        try self.init(opening: path, followingLinks: true, expecting: nil)
+        let (file, info) = try Self.openRegular(path, followingLinks: true)
+        self.init(file: file, info: info)
     }
 
     /// The regular file at `path` itself, not what a symbolic link there leads to: `putFile`
-    /// refuses links. With `identity` (a device and an inode), it must be that very file: a job
-    /// passes the file its walk found, so a file or folder swapped in after that check is not
-    /// read (`ByteSourceTests.aFileSwappedAfterItsCheckIsNotRead`).
-    /// - Throws: as `init(filePath:)`; `invalidArgument` for a link or another file.
-    convenience init(regularFileAt path: String, expecting identity: (device: UInt64, inode: UInt64)? = nil) throws {
-        try self.init(opening: path, followingLinks: false, expecting: identity)
+    /// refuses links.
+    /// - Throws: as `init(filePath:)`; `invalidArgument` for a link.
+    convenience init(regularFileAt path: String) throws {
+        let (file, info) = try Self.openRegular(path, followingLinks: false)
+        self.init(file: file, info: info)
     }
 
-    /// Opens the file once: its checks (`fstat` of what was opened) and every read of it are of
-    /// the same file, whatever happens at `path` meanwhile. `O_NONBLOCK` keeps a FIFO put there
-    /// from blocking the open; it is refused as not regular.
-    private init(opening path: String, followingLinks: Bool, expecting identity: (device: UInt64, inode: UInt64)?) throws {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (followingLinks ? 0 : O_NOFOLLOW))
+    private init(file: OpenFile, info: stat) {
+        storage = .file(file)
+        opened = FileStatus(info)
+        size = Int64(info.st_size)
+    }
+
+    /// What `openWalked` found at a job's file's path.
+    package enum Walked {
+        /// The file, opened, and what `fstat` says of it.
+        case opened(ByteSource, stat)
+        /// Nothing is there.
+        case missing
+        /// A link is there, or a folder above it became one: the path leads out of place.
+        case elsewhere
+    }
+
+    /// A file a job's walk found (`device`, `inode`), opened only if it is still that file, or
+    /// another regular file that the path reaches where the walk found it (`realPath`: where
+    /// the file must be, links resolved; asked only then). The path is first located without
+    /// being opened (`O_PATH`) and checked with `fstat` of what was located, then that very
+    /// file is opened for reading: no check is of one file and the read of another, and nothing
+    /// but a regular file is ever opened (a device or FIFO swapped in is not;
+    /// `ByteSourceTests.onlyRegularFilesAreOpened`). With `followingLinks` (a file set that
+    /// follows links) the path may lead anywhere, as the walk allowed.
+    /// - Throws: `invalidArgument` for something not a regular file where the file was,
+    ///   `unauthorized` when it cannot be read.
+    package static func openWalked(
+        _ path: String, device: UInt64, inode: UInt64, followingLinks: Bool, realPath: () -> String
+    ) throws -> Walked {
+        guard let located = try locate(path, followingLinks: followingLinks) else { return .missing }
+        defer { close(located.descriptor) }
+        let info = located.info
+        if !followingLinks {
+            if (info.st_mode & S_IFMT) == S_IFLNK { return .elsewhere }
+            if (UInt64(info.st_dev), UInt64(info.st_ino)) != (device, inode) {
+                // Another file: read only where the walk found its file (not through a folder
+                // that became a link). The kernel's path of what was located, not a second look.
+                guard let found = descriptorPath(located.descriptor), found == Array(realPath().utf8) else { return .elsewhere }
+            }
+        }
+        guard (info.st_mode & S_IFMT) == S_IFREG else {
+            throw StorageFailure(.invalidArgument, "\(path) is not a regular file.", details: ["file": path])
+        }
+        return .opened(ByteSource(file: try reopen(located, path: path), info: info), info)
+    }
+
+    /// `path` opened for reading if it is a regular file (located first: see `openWalked`).
+    private static func openRegular(_ path: String, followingLinks: Bool) throws -> (OpenFile, stat) {
+        guard let located = try locate(path, followingLinks: followingLinks) else {
+            throw StorageFailure(.objectNotFound, "File \(path) does not exist.", details: ["file": path])
+        }
+        defer { close(located.descriptor) }
+        guard (located.info.st_mode & S_IFMT) == S_IFREG else {
+            throw StorageFailure(.invalidArgument, "\(path) is not a regular file.", details: ["file": path])
+        }
+        return (try reopen(located, path: path), located.info)
+    }
+
+    /// `path` located (`O_PATH`: not opened, so no driver is asked anything) and its `fstat`;
+    /// nil when nothing is there. The caller closes the descriptor.
+    private static func locate(_ path: String, followingLinks: Bool) throws -> (descriptor: Int32, info: stat)? {
+        let descriptor = hoist_locate(path, followingLinks ? 1 : 0)
         guard descriptor >= 0 else {
             let code = errno
             switch code {
-            case ENOENT, ENOTDIR:
-                throw StorageFailure(.objectNotFound, "File \(path) does not exist.", details: ["file": path])
-            case ELOOP where !followingLinks:
-                throw StorageFailure(.invalidArgument, "\(path) is not a regular file.", details: ["file": path])
-            case EACCES, EPERM:
-                throw StorageFailure(.unauthorized, "Permission denied reading file \(path).", details: ["file": path])
-            default:
-                throw StorageFailure(.unknown, "Cannot open \(path): \(String(cString: strerror(code))).", details: ["file": path])
+            case ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG: return nil   // (as stat(2) failing said before)
+            case EACCES, EPERM: throw StorageFailure(.unauthorized, "Permission denied reading file \(path).", details: ["file": path])
+            default: throw StorageFailure(.unknown, "Cannot open \(path): \(String(cString: strerror(code))).", details: ["file": path])
             }
         }
-        let file = OpenFile(path: path, descriptor: descriptor)
-        guard let info = file.status(), (info.st_mode & S_IFMT) == S_IFREG else {
-            throw StorageFailure(.invalidArgument, "\(path) is not a regular file.", details: ["file": path])
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else {
+            let code = errno
+            close(descriptor)
+            throw StorageFailure(.unknown, "Cannot open \(path): \(String(cString: strerror(code))).", details: ["file": path])
         }
-        if let identity, (UInt64(info.st_dev), UInt64(info.st_ino)) != identity {
-            throw StorageFailure(.invalidArgument, "\(path) was replaced after it was checked: not read.", details: ["file": path])
+        return (descriptor, info)
+    }
+
+    /// The located regular file opened for reading: through `/proc/self/fd`, the very file
+    /// located. Without `/proc`, the path is opened again (not following a link) and must still
+    /// be that file.
+    private static func reopen(_ located: (descriptor: Int32, info: stat), path: String) throws -> OpenFile {
+        var descriptor = hoist_reopen_for_reading(located.descriptor)
+        if descriptor < 0, errno == ENOENT {
+            descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+            if descriptor >= 0 {
+                var info = stat()
+                guard fstat(descriptor, &info) == 0, info.st_dev == located.info.st_dev, info.st_ino == located.info.st_ino else {
+                    close(descriptor)
+                    throw StorageFailure(.invalidArgument, "\(path) was replaced while it was opened: not read.", details: ["file": path])
+                }
+            }
         }
-        storage = .file(file)
-        opened = FileStatus(info)
-        size = opened!.size
+        guard descriptor >= 0 else {
+            let code = errno
+            if code == EACCES || code == EPERM {
+                throw StorageFailure(.unauthorized, "Permission denied reading file \(path).", details: ["file": path])
+            }
+            throw StorageFailure(.unknown, "Cannot open \(path): \(String(cString: strerror(code))).", details: ["file": path])
+        }
+        return OpenFile(path: path, descriptor: descriptor)
+    }
+
+    /// `path` with every link resolved (realpath(3)), as the kernel names open files; `path`
+    /// itself when it cannot be resolved.
+    package static func realPath(_ path: String) -> String {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        guard realpath(path, &buffer) != nil else { return path }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// The kernel's path of an open descriptor, as bytes; nil when `/proc` cannot say.
+    private static func descriptorPath(_ descriptor: Int32) -> [UInt8]? {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let length = hoist_descriptor_path(descriptor, &buffer, UInt(buffer.count))
+        guard length >= 0 else { return nil }
+        return buffer[..<Int(length)].map { UInt8(bitPattern: $0) }
     }
 
     /// The file's size and modification time when it was opened; nil for bytes in memory.
