@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <unistd.h>
+#include <sys/syscall.h>
+#include <linux/openat2.h>
 #include "hoist_system.h"
 
 int hoist_syncfs(int fd) { return syncfs(fd); }
@@ -38,4 +40,21 @@ long hoist_descriptor_path(int fd, char *buffer, unsigned long size) {
     if ((unsigned long)length >= size) { errno = ENAMETOOLONG; return -1; }
     buffer[length] = 0;
     return (long)length;
+}
+
+int hoist_locate_beneath(int root, const char *relative) {
+#ifdef SYS_openat2
+    struct open_how how = {
+        .flags = O_PATH | O_CLOEXEC | O_NOFOLLOW,
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+    };
+    return (int)syscall(SYS_openat2, root, relative, &how, sizeof how);
+#else
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+int hoist_open_folder(const char *path) {
+    return open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
 }

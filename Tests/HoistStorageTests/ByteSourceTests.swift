@@ -29,55 +29,91 @@ import Testing
         }
     }
 
-    private static func walked(_ path: String, _ identity: (device: UInt64, inode: UInt64), expected: String? = nil,
-                               followingLinks: Bool = false) throws -> ByteSource.Walked {
-        try ByteSource.openWalked(path, device: identity.device, inode: identity.inode, followingLinks: followingLinks) {
-            expected ?? ByteSource.realPath(path)
-        }
+    /// `ByteSource.openWalked` as the runner calls it: beneath the root folder `root` (openat2),
+    /// or, without `beneath`, by path with the walked inode and the kernel-path check (a file
+    /// root, or no openat2).
+    private static func walked(_ path: String, root: String, beneath: Bool, _ identity: (device: UInt64, inode: UInt64),
+                               followingLinks: Bool = false, folder: ByteSource.RootFolder? = nil) throws -> ByteSource.Walked {
+        let relative = String(path.dropFirst(root.count + 1))
+        let held: ByteSource.RootFolder? = beneath ? folder ?? ByteSource.RootFolder(root) : nil
+        #expect(held != nil || !beneath, "the root folder \(root) did not open")
+        return try ByteSource.openWalked(path, relativePath: relative, beneath: held, device: identity.device, inode: identity.inode,
+                                         followingLinks: followingLinks) { ByteSource.realPath(root) + "/" + relative }
     }
 
     /// A job opens the file its walk found (device and inode): that file is read. A file renamed
     /// over it since is another file in the same place: read too, and said to be the one read.
-    @Test func aJobReadsTheWalkedFileOrAnotherInItsPlace() throws {
+    @Test(arguments: [true, false]) func aJobReadsTheWalkedFileOrAnotherInItsPlace(beneath: Bool) throws {
         let folder = try TemporaryDirectory()
         let path = try folder.write("report.csv", Data("walked".utf8)).path
         let walkedIdentity = try Self.identity(path)
-        guard case .opened(let source, _) = try Self.walked(path, walkedIdentity) else { Issue.record("not opened"); return }
+        guard case .opened(let source, _) = try Self.walked(path, root: folder.path, beneath: beneath, walkedIdentity) else {
+            Issue.record("not opened"); return
+        }
         #expect(try Self.bytes(source) == Data("walked".utf8))
         let other = try folder.write("other", Data("saved anew".utf8)).path
         #expect(rename(other, path) == 0)
-        guard case .opened(let again, let info) = try Self.walked(path, walkedIdentity) else { Issue.record("not opened"); return }
+        guard case .opened(let again, let info) = try Self.walked(path, root: folder.path, beneath: beneath, walkedIdentity) else {
+            Issue.record("not opened"); return
+        }
         #expect(try Self.bytes(again) == Data("saved anew".utf8))
         #expect((UInt64(info.st_dev), UInt64(info.st_ino)) == (try Self.identity(path)))
         // The first source still reads the file it opened.
         #expect(try Self.bytes(source) == Data("walked".utf8))
         #expect(unlink(path) == 0)
-        guard case .missing = try Self.walked(path, walkedIdentity) else { Issue.record("not missing"); return }
+        guard case .missing = try Self.walked(path, root: folder.path, beneath: beneath, walkedIdentity) else { Issue.record("not missing"); return }
     }
 
     /// A folder above the walked file swapped for a link to another folder with a file of the
     /// same name, or the file swapped for a link: the path leads elsewhere, and nothing is read.
-    /// (The place is checked on what was located, not by resolving the path a second time.)
-    @Test func aLinkSwappedInOnTheWayLeadsElsewhere() throws {
+    /// (Beneath the root no link is followed; by path, the place is checked on what was located,
+    /// not by resolving the path a second time.)
+    @Test(arguments: [true, false]) func aLinkSwappedInOnTheWayLeadsElsewhere(beneath: Bool) throws {
         let folder = try TemporaryDirectory()
         #expect(mkdir(folder.path + "/d", 0o700) == 0 && mkdir(folder.path + "/secret", 0o700) == 0)
         let path = try folder.write("d/f.txt", Data("mine".utf8)).path
         _ = try folder.write("secret/f.txt", Data("not yours".utf8))
         let walkedIdentity = try Self.identity(path)
         #expect(rename(folder.path + "/d", folder.path + "/d-old") == 0)
-        #expect(symlink(folder.path + "/secret", folder.path + "/d") == 0)
-        // `realPath` as the runner makes it: the root resolved, then the walked relative path.
-        let expected = ByteSource.realPath(folder.path) + "/d/f.txt"
-        guard case .elsewhere = try Self.walked(path, walkedIdentity, expected: expected) else { Issue.record("read through the link"); return }
+        #expect(symlink("secret", folder.path + "/d") == 0)   // (relative: it stays beneath the root)
+        guard case .elsewhere = try Self.walked(path, root: folder.path, beneath: beneath, walkedIdentity) else {
+            Issue.record("read through the link"); return
+        }
         // Following links (a file set that asks for it), the path may lead there.
-        guard case .opened(let followed, _) = try Self.walked(path, walkedIdentity, expected: expected, followingLinks: true) else {
+        guard case .opened(let followed, _) = try Self.walked(path, root: folder.path, beneath: beneath, walkedIdentity, followingLinks: true) else {
             Issue.record("not opened"); return
         }
         #expect(try Self.bytes(followed) == Data("not yours".utf8))
         // The file itself swapped for a link to a file.
         #expect(unlink(folder.path + "/d") == 0 && rename(folder.path + "/d-old", folder.path + "/d") == 0)
         #expect(unlink(path) == 0 && symlink(folder.path + "/secret/f.txt", path) == 0)
-        guard case .elsewhere = try Self.walked(path, walkedIdentity, expected: expected) else { Issue.record("read through the link"); return }
+        guard case .elsewhere = try Self.walked(path, root: folder.path, beneath: beneath, walkedIdentity) else {
+            Issue.record("read through the link"); return
+        }
+    }
+
+    /// The root folder is held from before the walk: moving it away and putting a link (or
+    /// another folder) at its path does not lead a file's open there; the file is read from the
+    /// root the walk went through.
+    @Test func aMovedRootIsNotFollowed() throws {
+        let folder = try TemporaryDirectory()
+        #expect(mkdir(folder.path + "/outbox", 0o700) == 0 && mkdir(folder.path + "/etc", 0o700) == 0)
+        let root = folder.path + "/outbox"
+        let path = try folder.write("outbox/shadow", Data("mine".utf8)).path
+        _ = try folder.write("etc/shadow", Data("root's".utf8))
+        let walkedIdentity = try Self.identity(path)
+        let held = try #require(ByteSource.RootFolder(root))
+        #expect(rename(root, folder.path + "/outbox-moved") == 0)
+        #expect(symlink(folder.path + "/etc", root) == 0)
+        guard case .opened(let source, _) = try Self.walked(path, root: root, beneath: true, walkedIdentity, folder: held) else {
+            Issue.record("not opened"); return
+        }
+        #expect(try Self.bytes(source) == Data("mine".utf8))
+        // A file that is only in what took the root's place is not there beneath the held root.
+        _ = try folder.write("etc/passwd", Data("root's".utf8))
+        guard case .missing = try Self.walked(root + "/passwd", root: root, beneath: true, walkedIdentity, folder: held) else {
+            Issue.record("read from the new root"); return
+        }
     }
 
     /// A link, a folder or a FIFO at the path is not a regular file, and is never opened: the

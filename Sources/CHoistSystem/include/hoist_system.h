@@ -23,6 +23,17 @@ int hoist_link_open_file(int fd, const char *path);
 /// unless `follow_links`. fstat(2) works on the descriptor. The descriptor, or -1 with errno.
 int hoist_locate(const char *path, int follow_links);
 
+/// openat2(2) of `relative` beneath the folder `root` (a descriptor), with O_PATH: no symbolic
+/// link followed anywhere on the way (RESOLVE_NO_SYMLINKS, so no /proc magic link either) and no
+/// escape from `root` (RESOLVE_BENEATH); a link at the end is located itself. The descriptor, or
+/// -1 with errno: ELOOP for a link on the way, EXDEV for an escape, ENOSYS where the kernel
+/// (before 5.6) or a seccomp filter has no openat2.
+int hoist_locate_beneath(int root, const char *relative);
+
+/// open(2) of the folder `path` with O_PATH | O_DIRECTORY (links followed): a root to open files
+/// beneath. The descriptor, or -1 with errno (ENOTDIR for a file).
+int hoist_open_folder(const char *path);
+
 /// The file `located` (from `hoist_locate`) opened for reading, through /proc/self/fd: the very
 /// file located, whatever is at its path now. The descriptor, or -1 with errno (ENOENT when
 /// /proc is not mounted).

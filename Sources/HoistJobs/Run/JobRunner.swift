@@ -38,6 +38,8 @@ public final class JobRunner: Sendable {
         var fatal: String?
     }
     private let state = Mutex(State())
+    /// The file sets' root folders, open (nil for a root that is a file, or missing).
+    private let roots: [ByteSource.RootFolder?]
 
     /// - Parameter hooks: the job's Lua hooks; they also hear every event, and `before_upload`
     ///   may change or skip each file before it starts.
@@ -54,6 +56,9 @@ public final class JobRunner: Sendable {
         self.force = force
         self.remoteCheck = remoteCheck || job.manifest.upload.remoteCheck
         self.shared = shared
+        // Each folder file set's root, held open from before the walk: its files are opened
+        // beneath it (`ByteSource.openWalked`), whatever is done to the root's path meanwhile.
+        roots = job.manifest.files.map { ByteSource.RootFolder(job.root(of: $0)) }
         // With a journal, the backend may leave each object's durability to the journal's
         // batches (a local bucket then syncs once per batch instead of fsyncs per file).
         if journal != nil { storage.backend.deferPersistence() }
@@ -368,7 +373,7 @@ public final class JobRunner: Sendable {
     private func upload(_ planned: PlanItem) async -> Outcome {
         var item = planned
         let source: Result<ByteSource, StorageFailure>
-        switch Self.openWalked(&item, job: job) {
+        switch openWalked(&item) {
         case .success(let opened): source = .success(opened)
         case .failure(.refused(let problem)): return .refused(problem)
         case .failure(.failed(let failure)): source = .failure(failure)   // the task fails with it
@@ -423,12 +428,14 @@ public final class JobRunner: Sendable {
     /// modification time and inode of the file opened, so the journal records the file the
     /// upload reads, not the one the walk saw
     /// (`WalkAttackTests.aFileChangedAfterTheWalkIsJournaledAsItWasRead`).
-    static func openWalked(_ item: inout PlanItem, job: Job) -> Result<ByteSource, NotOpened> {
+    func openWalked(_ item: inout PlanItem) -> Result<ByteSource, NotOpened> {
         let set = job.manifest.files[item.fileSetIndex]
         let file = item.file
         let walked: ByteSource.Walked
         do {
-            walked = try ByteSource.openWalked(file.path, device: file.device, inode: file.inode, followingLinks: set.followSymlinks) {
+            let root = roots.indices.contains(item.fileSetIndex) ? roots[item.fileSetIndex] : nil
+            walked = try ByteSource.openWalked(file.path, relativePath: file.relativePath, beneath: root, device: file.device,
+                                               inode: file.inode, followingLinks: set.followSymlinks) {
                 // Where the file must be, links resolved (a file set whose root is the file itself: the file is its root).
                 let root = ByteSource.realPath(job.root(of: set))
                 return file.path == job.root(of: set) ? root : (root == "/" ? "" : root) + "/" + file.relativePath

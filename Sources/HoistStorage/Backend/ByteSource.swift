@@ -1,5 +1,6 @@
 import Foundation
 private import CHoistSystem
+import Synchronization
 
 /// The bytes of one upload: a `Data` in memory or a file read piece by piece, so a large file
 /// never sits in memory whole.
@@ -52,29 +53,84 @@ public final class ByteSource: Sendable {
         case elsewhere
     }
 
-    /// A file a job's walk found (`device`, `inode`), opened only if it is still that file, or
-    /// another regular file that the path reaches where the walk found it (`realPath`: where
-    /// the file must be, links resolved; asked only then). The path is first located without
-    /// being opened (`O_PATH`) and checked with `fstat` of what was located, then that very
-    /// file is opened for reading: no check is of one file and the read of another, and nothing
-    /// but a regular file is ever opened (a device or FIFO swapped in is not;
-    /// `ByteSourceTests.onlyRegularFilesAreOpened`). With `followingLinks` (a file set that
-    /// follows links) the path may lead anywhere, as the walk allowed.
+    /// A file set's root folder, held open for a run from before its walk: the run's files are
+    /// opened beneath it, so moving the root or a folder in it, or putting a link anywhere on
+    /// the way, cannot lead a file's open elsewhere.
+    package final class RootFolder: Sendable {
+        fileprivate let descriptor: Int32
+
+        /// The folder at `path` (links followed: the manifest names it); nil when it is not a
+        /// folder that can be opened.
+        package init?(_ path: String) {
+            descriptor = hoist_open_folder(path)
+            guard descriptor >= 0 else { return nil }
+        }
+
+        deinit { if descriptor >= 0 { close(descriptor) } }
+    }
+
+    /// Whether `openat2` answers here (Linux 5.6, and no seccomp filter refusing it); turned off
+    /// for good at its first ENOSYS. Tests turn it off to run the way without it.
+    package static let resolveBeneath = Atomic<Bool>(true)
+
+    /// A file a job's walk found, opened for its upload if it still may be, as what was found.
+    /// The path is first located without being opened (`O_PATH`) and checked with `fstat` of
+    /// what was located, then that very file is opened for reading: no check is of one file and
+    /// the read of another, and nothing but a regular file is opened (a device or FIFO swapped
+    /// in is not: `ByteSourceTests.onlyRegularFilesAreOpened`).
+    /// - Beneath `root` (a folder file set): `relativePath` is located with `openat2`, following
+    ///   no link on the way and not leaving the root (`RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`).
+    ///   Any regular file found so is a file of the set, the walked one or another saved in its
+    ///   place (`ByteSourceTests.aLinkSwappedInOnTheWayLeadsElsewhere`, `aMovedRootIsNotFollowed`).
+    /// - Without a root folder (a set whose root is a file) or `openat2`: `path` is located not
+    ///   following a link at its end, and must be the walked `device` and `inode`, or another file
+    ///   whose kernel path (readlink of /proc/self/fd) is `realPath()`. Weaker: a folder on the
+    ///   way swapped for a link into another mount namespace can pass that path check.
+    /// - With `followingLinks` (a set that follows links) the path may lead anywhere, as the walk
+    ///   allowed; it must still be a regular file.
     /// - Throws: `invalidArgument` for something not a regular file where the file was,
     ///   `unauthorized` when it cannot be read.
     package static func openWalked(
-        _ path: String, device: UInt64, inode: UInt64, followingLinks: Bool, realPath: () -> String
+        _ path: String, relativePath: String, beneath root: RootFolder?, device: UInt64, inode: UInt64,
+        followingLinks: Bool, realPath: () -> String
     ) throws -> Walked {
-        guard let located = try locate(path, followingLinks: followingLinks) else { return .missing }
+        let located: (descriptor: Int32, info: stat)
+        let beneath = !followingLinks && root != nil && resolveBeneath.load(ordering: .relaxed)
+        if beneath, let root {
+            let descriptor = hoist_locate_beneath(root.descriptor, relativePath)
+            if descriptor < 0, errno == ENOSYS || errno == EPERM || errno == EINVAL {
+                // No openat2 here (an old kernel, or a seccomp filter that refuses it).
+                resolveBeneath.store(false, ordering: .relaxed)
+                return try openWalked(path, relativePath: relativePath, beneath: nil, device: device, inode: inode,
+                                      followingLinks: false, realPath: realPath)
+            }
+            guard descriptor >= 0 else {
+                let code = errno
+                switch code {
+                case ENOENT, ENOTDIR: return .missing
+                case ELOOP, EXDEV: return .elsewhere   // a link on the way, or out of the root
+                case EACCES: throw StorageFailure(.unauthorized, "Permission denied reading file \(path).", details: ["file": path])
+                default: throw StorageFailure(.unknown, "Cannot open \(path): \(String(cString: strerror(code))).", details: ["file": path])
+                }
+            }
+            var info = stat()
+            guard fstat(descriptor, &info) == 0 else {
+                let code = errno
+                close(descriptor)
+                throw StorageFailure(.unknown, "Cannot open \(path): \(String(cString: strerror(code))).", details: ["file": path])
+            }
+            located = (descriptor, info)
+        } else {
+            guard let found = try locate(path, followingLinks: followingLinks) else { return .missing }
+            located = found
+        }
         defer { close(located.descriptor) }
         let info = located.info
-        if !followingLinks {
-            if (info.st_mode & S_IFMT) == S_IFLNK { return .elsewhere }
-            if (UInt64(info.st_dev), UInt64(info.st_ino)) != (device, inode) {
-                // Another file: read only where the walk found its file (not through a folder
-                // that became a link). The kernel's path of what was located, not a second look.
-                guard let found = descriptorPath(located.descriptor), found == Array(realPath().utf8) else { return .elsewhere }
-            }
+        if (info.st_mode & S_IFMT) == S_IFLNK, !followingLinks { return .elsewhere }
+        if !followingLinks, !beneath, (UInt64(info.st_dev), UInt64(info.st_ino)) != (device, inode) {
+            // Another file: read only where the walk found its file. The kernel's path of what
+            // was located, not a second look at the path.
+            guard let found = descriptorPath(located.descriptor), found == Array(realPath().utf8) else { return .elsewhere }
         }
         guard (info.st_mode & S_IFMT) == S_IFREG else {
             throw StorageFailure(.invalidArgument, "\(path) is not a regular file.", details: ["file": path])
