@@ -113,13 +113,7 @@ public final class ByteSource: Sendable {
                 default: throw StorageFailure(.unknown, "Cannot open \(path): \(String(cString: strerror(code))).", details: ["file": path])
                 }
             }
-            var info = stat()
-            guard fstat(descriptor, &info) == 0 else {
-                let code = errno
-                close(descriptor)
-                throw StorageFailure(.unknown, "Cannot open \(path): \(String(cString: strerror(code))).", details: ["file": path])
-            }
-            located = (descriptor, info)
+            located = (descriptor, try status(of: descriptor, path: path))
         } else {
             guard let found = try locate(path, followingLinks: followingLinks) else { return .missing }
             located = found
@@ -162,13 +156,18 @@ public final class ByteSource: Sendable {
             default: throw StorageFailure(.unknown, "Cannot open \(path): \(String(cString: strerror(code))).", details: ["file": path])
             }
         }
+        return (descriptor, try status(of: descriptor, path: path))
+    }
+
+    /// `fstat` of a descriptor just located; it is closed when that fails.
+    private static func status(of descriptor: Int32, path: String) throws -> stat {
         var info = stat()
         guard fstat(descriptor, &info) == 0 else {
             let code = errno
             close(descriptor)
             throw StorageFailure(.unknown, "Cannot open \(path): \(String(cString: strerror(code))).", details: ["file": path])
         }
-        return (descriptor, info)
+        return info
     }
 
     /// The located regular file opened for reading: through `/proc/self/fd`, the very file
