@@ -70,7 +70,13 @@ public final class PostgresJournal: JournalStore {
         configuration.options.connectTimeout = .seconds(Int64(target.connectTimeout))
         // verify-full: PostgresNIO names the host for SNI and NIOSSL checks the certificate against
         // it (against the address connected to, for an IP address).
-        configuration.options.additionalStartupParameters = [("application_name", Self.applicationName(purpose))]
+        // Hoist's transactions run their statements back to back; one left open is a process
+        // stopped inside it (SIGSTOP, a paused VM). Its row locks would keep the other workers
+        // from taking its files once its lease ran out (they claim with SKIP LOCKED): the
+        // server ends such a transaction after 5 s.
+        configuration.options.additionalStartupParameters = [
+            ("application_name", Self.applicationName(purpose)), ("idle_in_transaction_session_timeout", "5s"),
+        ]
         let id = connectionIDs.wrappingAdd(1, ordering: .relaxed).newValue
         do {
             return try PostgresConnection.connect(on: MultiThreadedEventLoopGroup.singleton.next(), configuration: configuration,
