@@ -37,6 +37,8 @@ public final class CurlEngine: @unchecked Sendable {
     /// TLS sessions shared by every handle. Only the engine thread uses it, so it needs no lock.
     private let share: UnsafeMutableRawPointer
     private let inbox = Mutex<[Transfer]>([])
+    /// Swift jobs enqueued on the engine as a task executor, run by its thread between turns.
+    private let jobs = Mutex<[UnownedJob]>([])
     /// True while the engine thread is (about to be) blocked waiting for sockets: only then does
     /// a new request need `hoist_curl_loop_wakeup` (a write to an eventfd and a read back).
     /// Set before the engine's last look at `inbox`, so a request appended after that look sees it.
@@ -66,8 +68,10 @@ public final class CurlEngine: @unchecked Sendable {
         self.events = events
         share = curl_share_init()!
         _ = hoist_curl_share_setopt_long(share, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_SSL_SESSION.rawValue))
-        let thread = Thread { [unowned self] in self.loop() }
-        thread.name = "hoist.curl"
+        let thread = Thread { [unowned self] in
+            Thread.current.name = "hoist.curl"   // set from the thread itself, the kernel hears it (top -H, perf)
+            self.loop()
+        }
         thread.start()
     }
 
@@ -92,7 +96,11 @@ public final class CurlEngine: @unchecked Sendable {
     // MARK: - The engine thread
 
     private func loop() {
+        let executor = asUnownedTaskExecutor()
         while true {
+            for job in jobs.withLock({ queue -> [UnownedJob] in defer { queue.removeAll(keepingCapacity: true) }; return queue }) {
+                job.runSynchronously(on: executor)
+            }
             for transfer in inbox.withLock({ queue -> [Transfer] in defer { queue.removeAll() }; return queue }) {
                 start(transfer)
             }
@@ -111,7 +119,8 @@ public final class CurlEngine: @unchecked Sendable {
             }
             let timeout: Int32 = anyPaused ? 20 : (active.isEmpty ? 1000 : 100)
             polling.store(true, ordering: .sequentiallyConsistent)
-            hoist_curl_loop_step(events, inbox.withLock({ $0.isEmpty }) ? timeout : 0)
+            let idle = inbox.withLock({ $0.isEmpty }) && jobs.withLock({ $0.isEmpty })
+            hoist_curl_loop_step(events, idle ? timeout : 0)
             polling.store(false, ordering: .sequentiallyConsistent)
             var remaining: Int32 = 0
             while let message = curl_multi_info_read(multi, &remaining) {
@@ -148,6 +157,19 @@ public final class CurlEngine: @unchecked Sendable {
         curl_easy_reset(handle)
         if idleHandles.count < 64 { idleHandles.append(handle) } else { curl_easy_cleanup(handle) }
         transfer.complete(result)
+    }
+}
+
+/// The engine's thread as a task executor: tasks that prefer it
+/// (`withTaskExecutorPreference(CurlEngine.shared)`) run their code on the thread that moves
+/// their bytes, between its turns. A request's answer then resumes its task without waking
+/// another thread, which for small requests is a good part of their cost (a futex wake and two
+/// context switches per resume). Such tasks must not block for long: every transfer waits.
+extension CurlEngine: TaskExecutor {
+    public func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        jobs.withLock { $0.append(job) }
+        if polling.load(ordering: .sequentiallyConsistent) { hoist_curl_loop_wakeup(events) }
     }
 }
 

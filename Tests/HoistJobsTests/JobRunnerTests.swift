@@ -302,4 +302,38 @@ final class SendClock: JobObserver {
         #expect(meta.customMetadata?["origin"] == "test")
         #expect(meta.contentType == "image/jpeg")
     }
+
+    /// A run against Cloud Storage runs its uploads on the HTTP engine's thread (the engine is
+    /// their task executor): an upload's events, heard in place, come on that thread, so a
+    /// request's answer resumed its upload without waking another thread.
+    @Test func aCloudStorageRunResumesItsUploadsOnTheEnginesThread() async throws {
+        let bucket = try await FakeGCS.makeBucket()
+        let fixture = try JobFixture()
+        for index in 0..<12 { try fixture.file("f\(index).txt", 100 + index) }
+        let job = try fixture.job("""
+            storage: { url: "gs://\(bucket)" }
+            files: [{ root: src }]
+            upload: { concurrency: 4 }
+            """, environment: ["STORAGE_EMULATOR_HOST": "127.0.0.1:\(try FakeGCS.port())"])
+        let observer = ThreadsOfEvents()
+        let summary = await JobRunner(job: job, storage: try job.makeStorage(), observers: [observer]).run()
+        #expect(summary.uploaded == 12 && summary.failed == 0)
+        let threads = observer.threads.withLock { $0 }
+        #expect(threads.count == 24)   // .resume (or .progress) and .success of each file
+        #expect(Set(threads) == ["hoist.curl"])
+    }
+
+    /// Hears the start and end of each upload in place, and notes the thread of each.
+    final class ThreadsOfEvents: JobObserver {
+        let threads = Mutex<[String]>([])
+        var fileEventStatuses: Set<StorageTaskStatus> { [.resume, .success] }
+        var hearsFileEventsInPlace: Bool { true }
+        func jobStarted(_ job: Job, files: Int?, bytes: Int64?) {}
+        func fileSkipped(_ item: PlanItem, reason: String) {}
+        func fileEvent(_ item: PlanItem, _ snapshot: StorageTaskSnapshot) {
+            let name = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? ""
+            threads.withLock { $0.append(name.trimmingCharacters(in: .newlines)) }
+        }
+        func jobFinished(_ summary: JobSummary) {}
+    }
 }

@@ -47,6 +47,36 @@ import Testing
         #expect(response.headers["x-interim"] == nil && response.headers.count == 7)
     }
 
+    /// A task that prefers the engine as its executor runs on the engine's thread: its request's
+    /// answer resumes it there, and so does a hop back from another executor, at once (the
+    /// engine, waiting up to a second for sockets, is woken for it).
+    @Test func tasksPreferringTheEngineRunOnItsThread() async throws {
+        let directory = try TemporaryDirectory()
+        let file = directory.url.appendingPathComponent("hello.txt")
+        try Data("hello\n".utf8).write(to: file)
+        let clock = ContinuousClock()
+        let started = clock.now
+        let threads = try await withTaskExecutorPreference(CurlEngine.shared) {
+            var threads: Set<String> = [Self.threadName()]
+            for _ in 0..<20 {
+                let response = try await CurlEngine.shared.perform(HTTPRequest(method: "GET", url: file.absoluteString))
+                #expect(response.bodyText == "hello\n")
+                threads.insert(Self.threadName())
+                await withTaskExecutorPreference(globalConcurrentExecutor) { #expect(Self.threadName() != "hoist.curl") }
+                threads.insert(Self.threadName())
+            }
+            return threads
+        }
+        #expect(threads == ["hoist.curl"])
+        // 40 hops onto the engine; each would wait out the engine's one-second poll if not woken.
+        #expect(clock.now - started < .seconds(5))
+    }
+
+    /// The name of the thread running the caller (as the kernel keeps it).
+    private static func threadName() -> String {
+        ((try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? "").trimmingCharacters(in: .newlines)
+    }
+
     @Test func reportsCurlErrors() async {
         await #expect(throws: HTTPTransportError.self) {
             try await CurlEngine.shared.perform(HTTPRequest(method: "GET", url: "file:///nonexistent/hoist-\(UUID())"))

@@ -1,4 +1,5 @@
 import Foundation
+import HoistHTTP
 import HoistStorage
 import Synchronization
 
@@ -90,7 +91,17 @@ public final class JobRunner: Sendable {
     /// journal and uploaded as they are found. `totals`, when known (`Planner.check()`), are given
     /// to observers at the start; else they hear them when the walk ends. A plan error (a
     /// template that cannot be filled, two files with one destination) stops the run there.
+    ///
+    /// Against Cloud Storage the run's tasks prefer the HTTP engine's thread as their executor
+    /// (`CurlEngine`'s `TaskExecutor`): a request's answer resumes its upload on the thread that
+    /// received it, with no other thread woken. Nothing in a run blocks for long: hooks run on
+    /// their own queue, and the journal writes its batches on its own.
     public func run(totals: (files: Int, bytes: Int64)? = nil) async -> JobSummary {
+        guard storage.backend is GCSBackend else { return await runHere(totals: totals) }
+        return await withTaskExecutorPreference(CurlEngine.shared) { await runHere(totals: totals) }
+    }
+
+    private func runHere(totals: (files: Int, bytes: Int64)?) async -> JobSummary {
         let started = Date()
         let settings = job.manifest.upload
         let concurrency = settings.concurrency
