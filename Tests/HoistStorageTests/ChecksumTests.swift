@@ -15,6 +15,34 @@ import Testing
         #expect(hello.md5Base64() == "XrY7u+Ae7tCTyyK7j1rNww==")
     }
 
+    /// The CRC32C instruction runs over three blocks at once (8 KiB, then 256 bytes), their CRCs
+    /// combined after: at every length around those blocks' edges, from any alignment, from any
+    /// starting CRC, it gives what the byte table gives.
+    @Test func hardwareAndTableAgree() {
+        #expect(Checksums.crc32cIsHardwareAccelerated == true)
+        var generator = SystemRandomNumberGenerator()
+        let data = (0..<(3 * 8192 * 3 + 64)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        var lengths = Array(0...64)
+        for block in [256, 8192] {
+            for multiple in 1...3 { lengths += (3 * block * multiple - 9...3 * block * multiple + 9).map { $0 } }
+        }
+        lengths += [3 * 8192 + 3 * 256 + 7, 2 * 3 * 8192 + 2 * 3 * 256 + 15, data.count - 64]
+        data.withUnsafeBytes { bytes in
+            for length in lengths {
+                for offset in [0, 1, 3, 8, 13] {
+                    let piece = UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + length])
+                    let seed = UInt32.random(in: 0...UInt32.max, using: &generator)
+                    var sum = Checksums.CRC32C()
+                    sum.update(piece)
+                    #expect(sum.value == Checksums.crc32cByTable(0, piece), "length \(length), offset \(offset)")
+                    var seeded = Checksums.CRC32C(value: seed)
+                    seeded.update(piece)
+                    #expect(seeded.value == Checksums.crc32cByTable(seed, piece), "length \(length), offset \(offset)")
+                }
+            }
+        }
+    }
+
     @Test func piecewiseEqualsWhole() {
         let data = patternData(1_000_003)
         var whole = Checksums()

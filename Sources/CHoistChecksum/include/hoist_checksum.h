@@ -7,6 +7,9 @@
 /// Uses the SSE4.2 `crc32` instruction when the CPU has it, else a slicing-by-8 table.
 uint32_t hoist_crc32c_update(uint32_t crc, const void *buf, size_t len);
 
+/// The same by the table alone, whatever the CPU (to check the hardware path against).
+uint32_t hoist_crc32c_update_software(uint32_t crc, const void *buf, size_t len);
+
 /// 1 when the hardware path is in use.
 int hoist_crc32c_hardware(void);
 #endif

@@ -11,7 +11,10 @@ struct Checksums {
     /// CRC32C alone (what an upload's verification compares), on the CPU's `crc32` instruction
     /// when it has one.
     struct CRC32C {
-        private(set) var value: UInt32 = 0
+        private(set) var value: UInt32
+
+        /// A CRC32C going on from `value` (0 to start).
+        init(value: UInt32 = 0) { self.value = value }
 
         mutating func update(_ bytes: UnsafeRawBufferPointer) {
             value = hoist_crc32c_update(value, bytes.baseAddress, bytes.count)
@@ -38,6 +41,12 @@ struct Checksums {
 
     static func base64(crc32c: UInt32) -> String {
         withUnsafeBytes(of: crc32c.bigEndian) { Data($0) }.base64EncodedString()
+    }
+
+    /// `crc` extended over `bytes` by the table alone, whatever the CPU: what the hardware path
+    /// is checked against (`ChecksumTests.hardwareAndTableAgree`).
+    static func crc32cByTable(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
+        hoist_crc32c_update_software(crc, bytes.baseAddress, bytes.count)
     }
 
     /// True when the CPU's CRC32C instruction is in use.
