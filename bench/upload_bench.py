@@ -197,6 +197,7 @@ def large_ceiling(server, path, ca=None):
         f"{server.base}/upload/storage/v1/b/{server.bucket}/o?uploadType=resumable",
         method="POST", data=json.dumps({"name": "curl/large.bin"}).encode(), headers={"Content-Type": "application/json"})
     location = urllib.request.urlopen(init, context=server.context).headers["Location"]
+    warm(path)
     wall, cpu, rss, _ = timed(["curl", "-s", "-o", "/dev/null", "-H", "Expect:", "-T", path, location]
                               + (["--cacert", ca] if ca else []))
     return wall, cpu, rss
@@ -221,10 +222,22 @@ def tools(args, tls):
     return (("hoist", hoist), ("rclone", rclone))
 
 
+def warm(path):
+    """Reads `path` (a file, or every file in a folder) so each tool starts with it in the page
+    cache: this machine drops cached pages within seconds, and a tool that met them evicted
+    would pay disk reads the others did not."""
+    files = [path] if os.path.isfile(path) else [os.path.join(path, name) for name in os.listdir(path)]
+    for name in files:
+        with open(name, "rb") as f:
+            while f.read(1 << 20):
+                pass
+
+
 def small_run(args, tls, small, tool):
     """One run of `tool` on the small files against a fresh server: (wall, cpu, rss, conns)."""
     run = dict(tools(args, tls))[tool]
     server = Server(tls=tls)
+    warm(small)
     server.watch()
     wall, cpu, rss, _ = run(server, small, f"{tool}/")
     connections = server.connections()
@@ -291,6 +304,7 @@ def small_suites(args, schemes, small):
 def large_run(args, tls, large, name, run):
     """One upload of the large file by `name` against a fresh server: (wall, cpu, rss, conns)."""
     server = Server(tls=tls)
+    warm(large)
     server.watch()
     wall, cpu, rss, _ = run(server, large, f"{name}/" if name == "rclone" else f"{name}/large.bin")
     connections = server.connections()

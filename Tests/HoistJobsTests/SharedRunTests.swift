@@ -133,6 +133,9 @@ import Testing
             }
             let metadataURL = "http://127.0.0.1:\(port)/storage/v1/b/\(StorageEmulator.bucket)/o/\(GCSBackend.encode("\(prefix)/f07.bin"))"
             let metadata = try await CurlEngine.shared.perform(HTTPRequest(method: "GET", url: metadataURL))
+            // (Once seen failing here: the JSON parse of an empty body. What the emulator said, then.)
+            try #require(metadata.status == 200 && !metadata.body.isEmpty,
+                         "GET \(metadataURL): \(metadata.status) \(metadata.headers) '\(metadata.bodyText.prefix(300))'")
             let resource = try JSONSerialization.jsonObject(with: metadata.body) as? [String: Any]
             #expect(resource?["contentType"] as? String == "application/x-test")
             #expect((resource?["metadata"] as? [String: Any])?["team"] as? String == "render")

@@ -258,13 +258,12 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
                 "Object name '\(path.prefix(60))...' is \(path.utf8.count) bytes long: Cloud Storage object names are at most 1024 bytes.",
                 userInfo: ["bucket": reference.bucket])
         }
-        var attributes = self.attributes
+        let source: ByteSource
+        let filePath: String
         switch content {
         case .data(let data):
             return (ByteSource(data: data), path, attributes)
         case .file(let url):
-            let filePath: String
-            let source: ByteSource
             do {
                 filePath = try Self.localPath(of: url)
                 source = try ByteSource(regularFileAt: filePath)
@@ -275,17 +274,15 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
                 || StorageErrorCode(of: error) == .invalidArgument {
                 throw Self.unreachable(url)
             }
-            if attributes.contentType == nil {
-                attributes.contentType = ContentType.forPath(filePath) ?? ContentType.forPath(path)
-            }
-            return (source, path, attributes)
-        case .source(let opened, let filePath):
-            let source = try opened.get()
-            if attributes.contentType == nil {
-                attributes.contentType = ContentType.forPath(filePath) ?? ContentType.forPath(path)
-            }
-            return (source, path, attributes)
+        case .source(let opened, let openedPath):
+            source = try opened.get()
+            filePath = openedPath
         }
+        var attributes = self.attributes
+        if attributes.contentType == nil {
+            attributes.contentType = ContentType.forPath(filePath) ?? ContentType.forPath(path)
+        }
+        return (source, path, attributes)
     }
 
     /// Whether an absolute path is in standard form already: no "." or ".." part, no empty part

@@ -109,8 +109,7 @@ public final class ByteSource: Sendable {
                 switch code {
                 case ENOENT, ENOTDIR: return .missing
                 case ELOOP, EXDEV: return .elsewhere   // a link on the way, or out of the root
-                case EACCES: throw StorageFailure(.unauthorized, "Permission denied reading file \(path).", details: ["file": path])
-                default: throw StorageFailure(.unknown, "Cannot open \(path): \(String(cString: strerror(code))).", details: ["file": path])
+                default: throw openFailure(code, path)
                 }
             }
             located = (descriptor, try status(of: descriptor, path: path))
@@ -152,8 +151,7 @@ public final class ByteSource: Sendable {
             let code = errno
             switch code {
             case ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG: return nil   // (as stat(2) failing said before)
-            case EACCES, EPERM: throw StorageFailure(.unauthorized, "Permission denied reading file \(path).", details: ["file": path])
-            default: throw StorageFailure(.unknown, "Cannot open \(path): \(String(cString: strerror(code))).", details: ["file": path])
+            default: throw openFailure(code, path)
             }
         }
         return (descriptor, try status(of: descriptor, path: path))
@@ -165,7 +163,7 @@ public final class ByteSource: Sendable {
         guard fstat(descriptor, &info) == 0 else {
             let code = errno
             close(descriptor)
-            throw StorageFailure(.unknown, "Cannot open \(path): \(String(cString: strerror(code))).", details: ["file": path])
+            throw openFailure(code, path)
         }
         return info
     }
@@ -185,14 +183,17 @@ public final class ByteSource: Sendable {
                 }
             }
         }
-        guard descriptor >= 0 else {
-            let code = errno
-            if code == EACCES || code == EPERM {
-                throw StorageFailure(.unauthorized, "Permission denied reading file \(path).", details: ["file": path])
-            }
-            throw StorageFailure(.unknown, "Cannot open \(path): \(String(cString: strerror(code))).", details: ["file": path])
-        }
+        guard descriptor >= 0 else { throw openFailure(errno, path) }
         return OpenFile(path: path, descriptor: descriptor)
+    }
+
+    /// Why `path` could not be opened, from the `errno` of the call that failed: `unauthorized`
+    /// when permission was refused, else `unknown` in the system's words.
+    private static func openFailure(_ code: Int32, _ path: String) -> StorageFailure {
+        if code == EACCES || code == EPERM {
+            return StorageFailure(.unauthorized, "Permission denied reading file \(path).", details: ["file": path])
+        }
+        return StorageFailure(.unknown, "Cannot open \(path): \(String(cString: strerror(code))).", details: ["file": path])
     }
 
     /// `path` with every link resolved (realpath(3)), as the kernel names open files; `path`
