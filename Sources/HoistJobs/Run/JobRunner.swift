@@ -225,6 +225,7 @@ public final class JobRunner: Sendable {
                 }
             }
 
+            var walkedSinceYield = 0
             while true {
                 while running < concurrency, !state.withLock({ $0.stopping }) {
                     if runningLarge < largeSlots, !deferred.isEmpty {
@@ -274,6 +275,13 @@ public final class JobRunner: Sendable {
                         }
                         if prepared == .upload { startOrDefer(item) }
                         continue
+                    }
+                    walkedSinceYield += 1
+                    if walkedSinceYield == 256 {
+                        // A long stretch of skipped files gives the executor a turn: on the HTTP
+                        // engine's thread, the uploads in flight are served between stretches.
+                        walkedSinceYield = 0
+                        await Task.yield()
                     }
                     let next = iterator.next()
                     if iterator.problems.count > problemsTold { tellProblems() }
