@@ -249,7 +249,9 @@ private final class Transfer: @unchecked Sendable {
             } else if request.method != "DELETE" || bodyLength > 0 {
                 try set(CURLOPT_UPLOAD, 1)
                 try check(hoist_curl_easy_setopt_off(handle, CURLOPT_INFILESIZE_LARGE, curl_off_t(bodyLength)))
-                try set(CURLOPT_UPLOAD_BUFFERSIZE, 512 << 10)
+                // 64 KiB, as curl's own default: each piece is read and sent while it is still in
+                // the CPU's cache. (512 KiB, a whole L2 here, cost a 512 MiB upload 25% more CPU.)
+                try set(CURLOPT_UPLOAD_BUFFERSIZE, 64 << 10)
                 try check(hoist_curl_easy_setopt_read(handle, Transfer.readCallback))
                 try check(hoist_curl_easy_setopt_pointer(handle, CURLOPT_READDATA, context.toOpaque()))
                 // A reused connection that turns out dead makes curl send the request again on a
