@@ -333,8 +333,9 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
     private func report(_ sent: Int64) {
         transition(.progress) {
             completed = max(completed, sent)
-            // Coalesced: an event per 1/1000 of the object (at least 64 KiB) and at the end.
-            let step = max(64 << 10, total / 1000)
+            // Coalesced: an event per 1/1000 of the object (at least 256 KiB, the smallest chunk)
+            // and at the end, however the engine hands bytes over (64 KiB at a time).
+            let step = max(256 << 10, total / 1000)
             guard state == .running, completed > reported,
                   completed - reported >= step || completed == total || reported < 0 else { return false }
             reported = completed
