@@ -47,8 +47,8 @@ final class JSONEventLog: JobRetryObserver {
     }
 
     func fileEvent(_ item: PlanItem, _ snapshot: StorageTaskSnapshot) {
-        let completed = snapshot.progress?.completedUnitCount ?? 0
-        let total = snapshot.progress?.totalUnitCount ?? item.file.size
+        let completed = snapshot.completed
+        let total = snapshot.total
         var fields: [String: any Sendable] = ["file": item.file.path, "object": item.destination, "completed": completed, "total": total]
         fields["event"] = snapshot.status.name
         switch snapshot.status {
@@ -245,7 +245,7 @@ final class ProgressDisplay: JobRetryObserver {
                 state.doneFiles += 1
                 if snapshot.status == .success { state.doneBytes += item.file.size }
             default:
-                let completed = snapshot.progress?.completedUnitCount ?? 0
+                let completed = snapshot.completed
                 state.inFlight[item.file.relativePath] = completed
                 // Bytes moving again after the wait: the retry is under way, no longer waiting.
                 if let waiting = state.retrying[item.file.relativePath], Date() >= waiting.next, completed > waiting.retry.completed {

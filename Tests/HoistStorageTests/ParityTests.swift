@@ -181,6 +181,9 @@ final class ProgressProbe: Sendable {
     var events: [Int64] { counts.withLock { $0 } }
     func record(_ snapshot: StorageTaskSnapshot) {
         counts.withLock { $0.append(snapshot.progress?.completedUnitCount ?? -1) }
+        // One Progress per snapshot (made when first asked for), whoever asks, however often.
+        #expect(snapshot.progress === snapshot.progress)
+        #expect(snapshot.progress?.totalUnitCount == Int64(ParityBehaviourTests.size))
     }
 }
 

@@ -186,8 +186,8 @@ public final class HookBus: JobObserver, @unchecked Sendable {
 
     public func fileEvent(_ item: PlanItem, _ snapshot: StorageTaskSnapshot) {
         guard let function = Self.eventHooks[snapshot.status], defined.contains(function) else { return }
-        let completed = snapshot.progress?.completedUnitCount ?? 0
-        let total = snapshot.progress?.totalUnitCount ?? item.file.size
+        let completed = snapshot.completed
+        let total = snapshot.total
         if snapshot.status == .progress {
             let allowed = waiting.withLock { $0 < settings.queueLimit }
             guard progressPacer.admit(item.destination, final: completed >= total, allowed: allowed) else { return }

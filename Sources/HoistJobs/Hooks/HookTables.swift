@@ -5,8 +5,8 @@ import HoistStorage
 /// What hooks see and answer, as Lua tables: snapshots, metadata, `before_upload`'s answer.
 enum HookTables {
     static func snapshot(_ snapshot: StorageTaskSnapshot, item: PlanItem) -> [String: LuaValue] {
-        let completed = snapshot.progress?.completedUnitCount ?? 0
-        let total = snapshot.progress?.totalUnitCount ?? 0
+        let completed = snapshot.completed
+        let total = snapshot.total
         var table: [String: LuaValue] = [
             "status": .string(snapshot.status.name),
             "reference": .table(["bucket": .string(snapshot.reference.bucket), "fullPath": .string(snapshot.reference.fullPath),

@@ -124,7 +124,7 @@ final class JournalRecorder: JobObserver {
             // The first progress saves the session at once (it is known only once the upload started).
             guard pacer.admit(key, final: false), let session = task?.sessionID else { return }
             record(.progress(source: item.file.path, destination: item.destination, session: session,
-                             offset: snapshot.progress?.completedUnitCount ?? 0), key: key)
+                             offset: snapshot.completed), key: key)
         case .success:
             pacer.finished(key)
             var done = row(item, state: .done, session: nil)

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// An immutable view of a task at the moment of one event.
 public final class StorageTaskSnapshot: @unchecked Sendable, CustomStringConvertible {
@@ -8,8 +9,22 @@ public final class StorageTaskSnapshot: @unchecked Sendable, CustomStringConvert
     public let metadata: StorageMetadata?
     /// Where the task uploads to.
     public let reference: StorageReference
-    /// Bytes sent (`completedUnitCount`) of all (`totalUnitCount`).
-    public let progress: Progress?
+    /// Bytes sent (`completedUnitCount`) of all (`totalUnitCount`): one `Progress`, made when
+    /// first asked for (most snapshots of a batch run are never asked; a `Progress` is a lock and
+    /// a dictionary).
+    public var progress: Progress? {
+        made.withLock { made in
+            if let made { return made }
+            let progress = Progress.discreteProgress(totalUnitCount: total)
+            progress.completedUnitCount = completed
+            made = progress
+            return progress
+        }
+    }
+    /// `progress`'s counts, without making it.
+    package let completed: Int64
+    package let total: Int64
+    private let made = Mutex<Progress?>(nil)
     /// Why the task failed (`.failure`): an `NSError` in `StorageErrorDomain`.
     public let error: (any Error)?
     /// The event this snapshot was taken for.
@@ -20,9 +35,8 @@ public final class StorageTaskSnapshot: @unchecked Sendable, CustomStringConvert
         self.task = task
         self.reference = task.reference
         self.status = status
-        let progress = Progress.discreteProgress(totalUnitCount: total)
-        progress.completedUnitCount = completed
-        self.progress = progress
+        self.completed = completed
+        self.total = total
         self.metadata = metadata.map(StorageMetadata.init)
         self.error = error
     }
