@@ -42,6 +42,7 @@ static inline long hoist_curl_pipe_multiplex(void) { return CURLPIPE_MULTIPLEX; 
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <time.h>
@@ -53,7 +54,35 @@ typedef struct hoist_curl_loop {
     int wake;
     /// When curl's timeout is due (CLOCK_MONOTONIC milliseconds), or -1 for none.
     int64_t deadline;
+    /// By descriptor: 1 for a socket curl stopped watching (CURL_POLL_REMOVE) that was left in the
+    /// epoll set. A kept connection's next request then costs one EPOLL_CTL_MOD, not a DEL and an
+    /// ADD; one that turns ready while unwatched is removed then.
+    unsigned char *unwatched;
+    int unwatched_size;
 } hoist_curl_loop;
+
+/// Marks `socket` unwatched (left in the epoll set); 0 when the table cannot grow.
+static inline int hoist_curl_loop_leave(hoist_curl_loop *loop, curl_socket_t socket) {
+    if (socket < 0) return 0;
+    if (socket >= loop->unwatched_size) {
+        int size = loop->unwatched_size ? loop->unwatched_size : 64;
+        while (size <= socket) size *= 2;
+        unsigned char *grown = (unsigned char *)realloc(loop->unwatched, (size_t)size);
+        if (grown == NULL) return 0;
+        memset(grown + loop->unwatched_size, 0, (size_t)(size - loop->unwatched_size));
+        loop->unwatched = grown;
+        loop->unwatched_size = size;
+    }
+    loop->unwatched[socket] = 1;
+    return 1;
+}
+
+/// Whether `socket` was left in the epoll set unwatched; it is watched (or gone) after this.
+static inline int hoist_curl_loop_take(hoist_curl_loop *loop, curl_socket_t socket) {
+    if (socket < 0 || socket >= loop->unwatched_size || !loop->unwatched[socket]) return 0;
+    loop->unwatched[socket] = 0;
+    return 1;
+}
 
 static inline int64_t hoist_curl_loop_now(void) {
     struct timespec now;
@@ -67,13 +96,21 @@ static int hoist_curl_loop_socket(CURL *easy, curl_socket_t socket, int what, vo
     (void)easy;
     hoist_curl_loop *loop = (hoist_curl_loop *)user;
     if (what == CURL_POLL_REMOVE) {
-        epoll_ctl(loop->epoll, EPOLL_CTL_DEL, socket, NULL);
+        // Left in the set: a socket curl closes leaves it by itself, and a kept one is most
+        // likely watched again for the next request.
+        if (!hoist_curl_loop_leave(loop, socket)) epoll_ctl(loop->epoll, EPOLL_CTL_DEL, socket, NULL);
         return 0;
     }
     struct epoll_event event = {0};
     event.data.fd = socket;
     event.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0) | ((what & CURL_POLL_OUT) ? EPOLLOUT : 0);
+    int left = hoist_curl_loop_take(loop, socket);
     if (socketp != NULL && epoll_ctl(loop->epoll, EPOLL_CTL_MOD, socket, &event) == 0) return 0;
+    if (left && epoll_ctl(loop->epoll, EPOLL_CTL_MOD, socket, &event) == 0) {
+        curl_multi_assign(loop->multi, socket, loop);
+        return 0;
+    }
+    // (MOD of a socket left unwatched fails when it was closed since: the number is a new socket's.)
     if (epoll_ctl(loop->epoll, EPOLL_CTL_ADD, socket, &event) != 0 && errno == EEXIST) {
         epoll_ctl(loop->epoll, EPOLL_CTL_MOD, socket, &event);
     }
@@ -136,6 +173,11 @@ static inline void hoist_curl_loop_step(hoist_curl_loop *loop, int wait) {
             uint64_t value;
             ssize_t got = read(loop->wake, &value, sizeof value);
             (void)got;
+            continue;
+        }
+        if (hoist_curl_loop_take(loop, fd)) {
+            // Ready while curl does not watch it (a kept connection the server closed): out of the set.
+            epoll_ctl(loop->epoll, EPOLL_CTL_DEL, fd, NULL);
             continue;
         }
         uint32_t ready = events[index].events;

@@ -72,6 +72,39 @@ import Testing
         #expect(clock.now - started < .seconds(5))
     }
 
+    /// A kept connection stays in the engine's epoll set while idle (its next request then costs
+    /// one EPOLL_CTL_MOD): when the server closes it there, the engine drops it from the set
+    /// rather than wake for it on every turn, and the next request goes out on a new connection.
+    @Test func aKeptConnectionClosedByTheServerWhileIdleIsDropped() async throws {
+        let server = try ServerProcess(testPython, testPythonArguments + ["-c", """
+            import socket, time
+            listener = socket.socket()
+            listener.bind(("127.0.0.1", 0))
+            listener.listen()
+            print("ready", listener.getsockname()[1], flush=True)
+            while True:
+                connection, _ = listener.accept()
+                connection.recv(65536)
+                connection.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\n\\r\\nok")
+                time.sleep(0.1)
+                connection.close()   # kept alive by the client, closed here while it idles
+            """])
+        let port = try server.readyPort()
+        let request = HTTPRequest(method: "GET", url: "http://127.0.0.1:\(port)/")
+        #expect(try await CurlEngine.shared.perform(request).bodyText == "ok")
+        let before = Self.processCPUSeconds()
+        try await Task.sleep(for: .seconds(1))
+        let spent = Self.processCPUSeconds() - before
+        #expect(spent < 0.5, "\(spent) s of CPU in a second with nothing to do: the engine woke for the closed socket")
+        #expect(try await CurlEngine.shared.perform(request).bodyText == "ok")
+    }
+
+    private static func processCPUSeconds() -> Double {
+        var usage = rusage()
+        getrusage(Int32(RUSAGE_SELF.rawValue), &usage)
+        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+    }
+
     /// The name of the thread running the caller (as the kernel keeps it).
     private static func threadName() -> String {
         ((try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? "").trimmingCharacters(in: .newlines)
