@@ -17,22 +17,14 @@ import Testing
     /// Response headers as servers write them: names in any case, white space around values,
     /// an empty value, UTF-8 in a value; the headers of an interim `100 Continue` are not the answer's.
     @Test func headerNamesIgnoreCaseAndValuesAreTrimmed() async throws {
-        let server = try ServerProcess(testPython, testPythonArguments + ["-c", """
-            import socket
-            listener = socket.socket()
-            listener.bind(("127.0.0.1", 0))
-            listener.listen()
-            print("ready", listener.getsockname()[1], flush=True)
-            while True:
-                connection, _ = listener.accept()
-                connection.recv(65536)
-                connection.sendall(b"HTTP/1.1 100 Continue\\r\\nX-Interim: 1\\r\\n\\r\\n"
-                                   b"HTTP/1.1 200 OK\\r\\nLOCATION: \\t http://example.test/a b \\t\\r\\n"
-                                   b"x-ODD-case:value\\r\\nX-Empty:\\r\\nX-Text:  caf\\xc3\\xa9  \\r\\n"
-                                   b"X-Dup: first\\r\\nx-dup: second\\r\\n"
-                                   b"Content-Length: 2\\r\\nConnection: close\\r\\n\\r\\nok")
-                connection.close()
-            """])
+        let server = try Self.socketServer("""
+            connection.sendall(b"HTTP/1.1 100 Continue\\r\\nX-Interim: 1\\r\\n\\r\\n"
+                               b"HTTP/1.1 200 OK\\r\\nLOCATION: \\t http://example.test/a b \\t\\r\\n"
+                               b"x-ODD-case:value\\r\\nX-Empty:\\r\\nX-Text:  caf\\xc3\\xa9  \\r\\n"
+                               b"X-Dup: first\\r\\nx-dup: second\\r\\n"
+                               b"Content-Length: 2\\r\\nConnection: close\\r\\n\\r\\nok")
+            connection.close()
+            """)
         let port = try server.readyPort()
         let response = try await CurlEngine.shared.perform(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(port)/"))
         #expect(response.status == 200 && response.bodyText == "ok")
@@ -76,19 +68,11 @@ import Testing
     /// one EPOLL_CTL_MOD): when the server closes it there, the engine drops it from the set
     /// rather than wake for it on every turn, and the next request goes out on a new connection.
     @Test func aKeptConnectionClosedByTheServerWhileIdleIsDropped() async throws {
-        let server = try ServerProcess(testPython, testPythonArguments + ["-c", """
-            import socket, time
-            listener = socket.socket()
-            listener.bind(("127.0.0.1", 0))
-            listener.listen()
-            print("ready", listener.getsockname()[1], flush=True)
-            while True:
-                connection, _ = listener.accept()
-                connection.recv(65536)
-                connection.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\n\\r\\nok")
-                time.sleep(0.1)
-                connection.close()   # kept alive by the client, closed here while it idles
-            """])
+        let server = try Self.socketServer("""
+            connection.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\n\\r\\nok")
+            time.sleep(0.1)
+            connection.close()   # kept alive by the client, closed here while it idles
+            """)
         let port = try server.readyPort()
         let request = HTTPRequest(method: "GET", url: "http://127.0.0.1:\(port)/")
         #expect(try await CurlEngine.shared.perform(request).bodyText == "ok")
@@ -97,6 +81,23 @@ import Testing
         let spent = Self.processCPUSeconds() - before
         #expect(spent < 0.5, "\(spent) s of CPU in a second with nothing to do: the engine woke for the closed socket")
         #expect(try await CurlEngine.shared.perform(request).bodyText == "ok")
+    }
+
+    /// A server on loopback (Python) that accepts one connection at a time, reads the request,
+    /// and runs `answer` (Python, with `connection` and `time`).
+    private static func socketServer(_ answer: String) throws -> ServerProcess {
+        let body = answer.split(separator: "\n", omittingEmptySubsequences: false).map { "    " + $0 }.joined(separator: "\n")
+        return try ServerProcess(testPython, testPythonArguments + ["-c", """
+            import socket, time
+            listener = socket.socket()
+            listener.bind(("127.0.0.1", 0))
+            listener.listen()
+            print("ready", listener.getsockname()[1], flush=True)
+            while True:
+                connection, _ = listener.accept()
+                connection.recv(65536)
+            \(body)
+            """])
     }
 
     private static func processCPUSeconds() -> Double {
