@@ -37,6 +37,10 @@ public final class CurlEngine: @unchecked Sendable {
     /// TLS sessions shared by every handle. Only the engine thread uses it, so it needs no lock.
     private let share: UnsafeMutableRawPointer
     private let inbox = Mutex<[Transfer]>([])
+    /// The engine's thread (0 until it runs).
+    private let engineThread = Atomic<pthread_t>(0)
+    /// Whether the caller runs on the engine's thread.
+    package var isCurrentThread: Bool { pthread_equal(pthread_self(), engineThread.load(ordering: .acquiring)) != 0 }
     /// Swift jobs enqueued on the engine as a task executor, run by its thread between turns.
     private let jobs = Mutex<[UnownedJob]>([])
     /// True while the engine thread is (about to be) blocked waiting for sockets: only then does
@@ -69,7 +73,10 @@ public final class CurlEngine: @unchecked Sendable {
         share = curl_share_init()!
         _ = hoist_curl_share_setopt_long(share, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_SSL_SESSION.rawValue))
         let thread = Thread { [unowned self] in
-            Thread.current.name = "hoist.curl"   // set from the thread itself, the kernel hears it (top -H, perf)
+            // Named for top -H and perf with the kernel's own call, not Foundation's Thread.name:
+            // one full test run saw the engine's work on a thread named as a dispatch worker.
+            hoist_curl_name_thread("hoist.curl")
+            self.engineThread.store(pthread_self(), ordering: .releasing)
             self.loop()
         }
         thread.start()

@@ -48,18 +48,21 @@ import Testing
         try Data("hello\n".utf8).write(to: file)
         let clock = ContinuousClock()
         let started = clock.now
-        let threads = try await withTaskExecutorPreference(CurlEngine.shared) {
-            var threads: Set<String> = [Self.threadName()]
+        let (onEngine, names) = try await withTaskExecutorPreference(CurlEngine.shared) {
+            var onEngine: [Bool] = [CurlEngine.shared.isCurrentThread]
+            var names: Set<String> = [Self.threadName()]
             for _ in 0..<20 {
                 let response = try await CurlEngine.shared.perform(HTTPRequest(method: "GET", url: file.absoluteString))
                 #expect(response.bodyText == "hello\n")
-                threads.insert(Self.threadName())
-                await withTaskExecutorPreference(globalConcurrentExecutor) { #expect(Self.threadName() != "hoist.curl") }
-                threads.insert(Self.threadName())
+                onEngine.append(CurlEngine.shared.isCurrentThread)
+                await withTaskExecutorPreference(globalConcurrentExecutor) { #expect(!CurlEngine.shared.isCurrentThread) }
+                onEngine.append(CurlEngine.shared.isCurrentThread)
+                names.insert(Self.threadName())
             }
-            return threads
+            return (onEngine, names)
         }
-        #expect(threads == ["hoist.curl"])
+        #expect(onEngine.count == 41 && onEngine.allSatisfy { $0 }, "\(onEngine)")
+        #expect(names == ["hoist.curl"])
         // 40 hops onto the engine; each would wait out the engine's one-second poll if not woken.
         #expect(clock.now - started < .seconds(5))
     }
