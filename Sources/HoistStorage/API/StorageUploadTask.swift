@@ -224,12 +224,18 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
               attributes.contentType == nil || stored.contentType == attributes.contentType,
               Self.customMetadata(attributes) == Self.customMetadata(stored),
               attributes.cacheControl == stored.cacheControl, attributes.contentDisposition == stored.contentDisposition,
-              attributes.contentEncoding == stored.contentEncoding, attributes.contentLanguage == stored.contentLanguage,
-              let reader = try? source.reader(from: 0) else { return nil }
-        var sums = Checksums()
-        while let piece = try? reader.read(upTo: 1 << 20), !piece.isEmpty { sums.update(piece) }
-        guard reader.offset == source.size, sums.md5Base64() == md5, source.unchangedOrWhy() == nil else { return nil }
-        return stored
+              attributes.contentEncoding == stored.contentEncoding, attributes.contentLanguage == stored.contentLanguage
+        else { return nil }
+        // Read and hashed whole, off the caller's executor: a job's uploads run on the HTTP
+        // engine's thread, and a large file hashed there would hold up every transfer
+        // (`ResumeTests.aStoredFileIsHashedOffTheEnginesThread`).
+        let matches = await Task.detached {
+            guard let reader = try? source.reader(from: 0) else { return false }
+            var sums = Checksums()
+            while let piece = try? reader.read(upTo: 1 << 20), !piece.isEmpty { sums.update(piece) }
+            return reader.offset == source.size && sums.md5Base64() == md5 && source.unchangedOrWhy() == nil
+        }.value
+        return matches ? stored : nil
     }
 
     /// Custom metadata as a user set it (without the download token an upload adds).
