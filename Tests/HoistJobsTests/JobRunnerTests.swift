@@ -330,6 +330,26 @@ final class SendClock: JobObserver {
         #expect(Set(threads.map(\.name)) == ["hoist.curl"], "\(threads); the process's threads: \(all.sorted())")
     }
 
+    /// A run with a PostgreSQL journal keeps the global executor: its journal's reads and claims
+    /// wait on the network, and must not hold up the engine's transfers meanwhile.
+    @Test func aRunWithAPostgreSQLJournalStaysOffTheEnginesThread() async throws {
+        let url = try PostgresServer.shared().makeDatabase()
+        let bucket = try await FakeGCS.makeBucket()
+        let fixture = try JobFixture()
+        for index in 0..<6 { try fixture.file("f\(index).txt", 100 + index) }
+        let job = try fixture.job("""
+            storage: { url: "gs://\(bucket)" }
+            files: [{ root: src }]
+            """, environment: ["STORAGE_EMULATOR_HOST": "127.0.0.1:\(try FakeGCS.port())"])
+        let observer = ThreadsOfEvents()
+        let journal = try PostgresJournal(url: url, job: job.manifest.name)
+        let summary = await JobRunner(job: job, storage: try job.makeStorage(), observers: [observer], journal: journal).run()
+        #expect(summary.uploaded == 6 && summary.failed == 0)
+        let threads = observer.threads.withLock { $0 }
+        #expect(threads.count == 12, "\(threads)")
+        #expect(threads.allSatisfy { !$0.onEngine }, "\(threads)")
+    }
+
     /// Hears the start and end of each upload in place, and notes the thread of each.
     final class ThreadsOfEvents: JobObserver {
         let threads = Mutex<[(onEngine: Bool, name: String)]>([])
@@ -338,6 +358,9 @@ final class SendClock: JobObserver {
         func jobStarted(_ job: Job, files: Int?, bytes: Int64?) {}
         func fileSkipped(_ item: PlanItem, reason: String) {}
         func fileEvent(_ item: PlanItem, _ snapshot: StorageTaskSnapshot) {
+            // (Others heard in place, a journal's, may bring progress events too: those come
+            // from the engine's transfer callbacks, wherever the run's tasks run.)
+            guard fileEventStatuses.contains(snapshot.status) else { return }
             let name = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? ""
             threads.withLock { $0.append((CurlEngine.shared.isCurrentThread, name.trimmingCharacters(in: .newlines))) }
         }

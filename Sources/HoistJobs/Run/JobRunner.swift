@@ -94,10 +94,12 @@ public final class JobRunner: Sendable {
     ///
     /// Against Cloud Storage the run's tasks prefer the HTTP engine's thread as their executor
     /// (`CurlEngine`'s `TaskExecutor`): a request's answer resumes its upload on the thread that
-    /// received it, with no other thread woken. Nothing in a run blocks for long: hooks run on
-    /// their own queue, and the journal writes its batches on its own.
+    /// received it, with no other thread woken. Nothing in such a run blocks for long: hooks run
+    /// on their own queue, the journal writes its batches on its own, a file already stored is
+    /// hashed off it. A run with a PostgreSQL journal keeps the global executor: its journal's
+    /// reads and claims wait on the network, behind the other threads' batch transactions.
     public func run(totals: (files: Int, bytes: Int64)? = nil) async -> JobSummary {
-        guard storage.backend is GCSBackend else { return await runHere(totals: totals) }
+        guard storage.backend is GCSBackend, !(journal is PostgresJournal) else { return await runHere(totals: totals) }
         return await withTaskExecutorPreference(CurlEngine.shared) { await runHere(totals: totals) }
     }
 
