@@ -308,18 +308,7 @@ final class SendClock: JobObserver {
     /// their task executor): an upload's events, heard in place, come on that thread, so a
     /// request's answer resumed its upload without waking another thread.
     @Test func aCloudStorageRunResumesItsUploadsOnTheEnginesThread() async throws {
-        let bucket = try await FakeGCS.makeBucket()
-        let fixture = try JobFixture()
-        for index in 0..<12 { try fixture.file("f\(index).txt", 100 + index) }
-        let job = try fixture.job("""
-            storage: { url: "gs://\(bucket)" }
-            files: [{ root: src }]
-            upload: { concurrency: 4 }
-            """, environment: ["STORAGE_EMULATOR_HOST": "127.0.0.1:\(try FakeGCS.port())"])
-        let observer = ThreadsOfEvents()
-        let summary = await JobRunner(job: job, storage: try job.makeStorage(), observers: [observer]).run()
-        #expect(summary.uploaded == 12 && summary.failed == 0)
-        let threads = observer.threads.withLock { $0 }
+        let threads = try await threadsOfUploads(12, journal: nil)
         #expect(threads.count == 24)   // .resume and .success of each file
         let all = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []).map {
             ((try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8)) ?? "?").trimmingCharacters(in: .newlines)
@@ -334,20 +323,29 @@ final class SendClock: JobObserver {
     /// wait on the network, and must not hold up the engine's transfers meanwhile.
     @Test func aRunWithAPostgreSQLJournalStaysOffTheEnginesThread() async throws {
         let url = try PostgresServer.shared().makeDatabase()
+        let threads = try await threadsOfUploads(6) { try PostgresJournal(url: url, job: $0) }
+        #expect(threads.count == 12, "\(threads)")
+        #expect(threads.allSatisfy { !$0.onEngine }, "\(threads)")
+    }
+
+    /// Runs `count` small files to fake-gcs-server (concurrency 4, with the journal made for the
+    /// job's name) and returns the thread of each upload's `.resume` and `.success` events.
+    private func threadsOfUploads(
+        _ count: Int, journal: ((String) throws -> any JournalStore)?
+    ) async throws -> [(onEngine: Bool, name: String)] {
         let bucket = try await FakeGCS.makeBucket()
         let fixture = try JobFixture()
-        for index in 0..<6 { try fixture.file("f\(index).txt", 100 + index) }
+        for index in 0..<count { try fixture.file("f\(index).txt", 100 + index) }
         let job = try fixture.job("""
             storage: { url: "gs://\(bucket)" }
             files: [{ root: src }]
+            upload: { concurrency: 4 }
             """, environment: ["STORAGE_EMULATOR_HOST": "127.0.0.1:\(try FakeGCS.port())"])
         let observer = ThreadsOfEvents()
-        let journal = try PostgresJournal(url: url, job: job.manifest.name)
-        let summary = await JobRunner(job: job, storage: try job.makeStorage(), observers: [observer], journal: journal).run()
-        #expect(summary.uploaded == 6 && summary.failed == 0)
-        let threads = observer.threads.withLock { $0 }
-        #expect(threads.count == 12, "\(threads)")
-        #expect(threads.allSatisfy { !$0.onEngine }, "\(threads)")
+        let summary = await JobRunner(job: job, storage: try job.makeStorage(), observers: [observer],
+                                      journal: try journal?(job.manifest.name)).run()
+        #expect(summary.uploaded == count && summary.failed == 0)
+        return observer.threads.withLock { $0 }
     }
 
     /// Hears the start and end of each upload in place, and notes the thread of each.
