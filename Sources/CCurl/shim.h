@@ -105,13 +105,13 @@ static int hoist_curl_loop_socket(CURL *easy, curl_socket_t socket, int what, vo
     struct epoll_event event = {0};
     event.data.fd = socket;
     event.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0) | ((what & CURL_POLL_OUT) ? EPOLLOUT : 0);
+    // Watched already, or left in the set unwatched: a MOD. (It fails for a socket left unwatched
+    // and closed since: the number is a new socket's, added below.)
     int left = hoist_curl_loop_take(loop, socket);
-    if (socketp != NULL && epoll_ctl(loop->epoll, EPOLL_CTL_MOD, socket, &event) == 0) return 0;
-    if (left && epoll_ctl(loop->epoll, EPOLL_CTL_MOD, socket, &event) == 0) {
-        curl_multi_assign(loop->multi, socket, loop);
+    if ((socketp != NULL || left) && epoll_ctl(loop->epoll, EPOLL_CTL_MOD, socket, &event) == 0) {
+        if (socketp == NULL) curl_multi_assign(loop->multi, socket, loop);
         return 0;
     }
-    // (MOD of a socket left unwatched fails when it was closed since: the number is a new socket's.)
     if (epoll_ctl(loop->epoll, EPOLL_CTL_ADD, socket, &event) != 0 && errno == EEXIST) {
         epoll_ctl(loop->epoll, EPOLL_CTL_MOD, socket, &event);
     }
