@@ -228,7 +228,7 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
         else { return nil }
         // Read and hashed whole, off the caller's executor: a job's uploads run on the HTTP
         // engine's thread, and a large file hashed there would hold up every transfer
-        // (`ResumeTests.aStoredFileIsHashedOffTheEnginesThread`).
+        // (`VerificationTests.aStoredFileIsHashedOffTheEnginesThread`).
         let matches = await Task.detached {
             guard let reader = try? source.reader(from: 0) else { return false }
             var sums = Checksums()
