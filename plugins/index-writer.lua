@@ -1,12 +1,12 @@
 -- index-writer.lua: records each uploaded object with its download URL in a JSON Lines index.
 --
--- setting file (string): the index, relative to the job's folder (default: $HOIST_INDEX_FILE, else "index/<job>.jsonl").
+-- setting file (string): the index, relative to the job's hook output folder, lua.output (default: $HOIST_INDEX_FILE, else "<job>.index.jsonl").
 --
 -- At the end of each run it appends one line, a JSON document: {"job", "run_id", "objects":
 -- [{"path", "size", "contentType", "md5Hash", "generation", "downloadURL"}]} (sorted by path;
 -- [] when nothing was uploaded). The file is JSON Lines: one document per line, one line per run.
 local settings = settings or {}
-local path = settings.file or os.getenv("HOIST_INDEX_FILE") or ("index/" .. hoist.job.name .. ".jsonl")
+local path = settings.file or os.getenv("HOIST_INDEX_FILE") or (hoist.job.name .. ".index.jsonl")
 local objects = {}
 
 function on_success(s)

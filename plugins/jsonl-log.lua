@@ -1,11 +1,11 @@
--- jsonl-log.lua: one JSON line per upload outcome, appended to a file beside the job.
+-- jsonl-log.lua: one JSON line per upload outcome, appended to a file in the job's hook output folder (lua.output).
 --
 -- Each line: {"time", "job", "run_id", "event" ("success" or "failure"), "object", "file",
 -- "size", "md5Hash" (success), "code" and "message" (failure)}.
 --
--- setting file (string): the log, relative to the job's folder (default: $HOIST_JSONL_LOG, else "logs/<job>.jsonl").
+-- setting file (string): the log, relative to the job's hook output folder (default: $HOIST_JSONL_LOG, else "<job>.jsonl").
 local settings = settings or {}
-local path = settings.file or os.getenv("HOIST_JSONL_LOG") or ("logs/" .. hoist.job.name .. ".jsonl")
+local path = settings.file or os.getenv("HOIST_JSONL_LOG") or (hoist.job.name .. ".jsonl")
 
 local function write(fields)
   fields.time = os.date("!%Y-%m-%dT%H:%M:%SZ")

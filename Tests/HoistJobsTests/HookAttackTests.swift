@@ -82,18 +82,18 @@ import Testing
         #expect(hooks.log.all.contains { $0.contains("drip -> nil") && $0.contains("Timeout") }, "\(hooks.log.all)")
     }
 
-    @Test func appendFileThroughASymlinkOutOfTheJobFolderIsRefused() async throws {
+    @Test func appendFileThroughASymlinkOutOfTheOutputFolderIsRefused() async throws {
         let outside = try TemporaryDirectory()
         let hooks = try HookFixture()
         try hooks.fixture.file("a.txt")
-        let folder = hooks.fixture.directory.url
-        try FileManager.default.createSymbolicLink(atPath: folder.appendingPathComponent("out").path, withDestinationPath: outside.url.path)
-        try FileManager.default.createSymbolicLink(atPath: folder.appendingPathComponent("passwd.txt").path,
+        try FileManager.default.createDirectory(at: hooks.output, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: hooks.output.appendingPathComponent("link").path, withDestinationPath: outside.url.path)
+        try FileManager.default.createSymbolicLink(atPath: hooks.output.appendingPathComponent("passwd.txt").path,
                                                    withDestinationPath: outside.url.appendingPathComponent("passwd").path)
         try Data("root:x:0:0\n".utf8).write(to: outside.url.appendingPathComponent("passwd"))
         _ = try await hooks.run("""
             function on_job_start(job)
-              for _, path in ipairs({ "out/evil.txt", "out/deeper/evil.txt", "passwd.txt", "../escape.txt", "/tmp/abs.txt" }) do
+              for _, path in ipairs({ "link/evil.txt", "link/deeper/evil.txt", "passwd.txt", "../escape.txt", "/tmp/abs.txt", "../job.yaml" }) do
                 local ok, err = pcall(hoist.append_file, path, "evil\\n")
                 log.info(path .. " -> " .. tostring(ok) .. " " .. tostring(err))
               end
@@ -102,44 +102,104 @@ import Testing
             """)
         #expect((try FileManager.default.contentsOfDirectory(atPath: outside.url.path)) == ["passwd"])
         #expect(text(outside.url.appendingPathComponent("passwd")) == "root:x:0:0\n")
-        #expect(text(folder.appendingPathComponent("logs/fine.txt")) == "fine\n")
+        #expect(text(hooks.output.appendingPathComponent("logs/fine.txt")) == "fine\n")
+        #expect(text(hooks.fixture.directory.url.appendingPathComponent("job.yaml"))?.hasSuffix("evil\n") == false)
         let logs = hooks.log.all
-        #expect(logs.filter { $0.contains("-> false") }.count == 5, "\(logs)")
-        #expect(logs.contains { $0.contains("out/evil.txt -> false") && $0.contains("symbolic link") }, "\(logs)")
+        #expect(logs.filter { $0.contains("-> false") }.count == 6, "\(logs)")
+        #expect(logs.contains { $0.contains("link/evil.txt -> false") && $0.contains("symbolic link") }, "\(logs)")
         #expect(logs.contains { $0.contains("passwd.txt -> false") && $0.contains("symbolic link") }, "\(logs)")
+        #expect(logs.contains { $0.contains("../job.yaml -> false") && $0.contains("inside the job's hook output folder") }, "\(logs)")
     }
 
-    @Test func appendFileCannotGiveTheNextRunNewSettingsOrCode() async throws {
+    /// The red team's attack: a hook appends `STORAGE_EMULATOR_HOST=...` to the job's envFile, so
+    /// the next run sends every upload to the attacker. A hook writes below `lua.output` only.
+    @Test func aHookAppendingToTheEnvFileCannotRewireTheNextRun() async throws {
+        let fixture = try JobFixture()
+        try fixture.file("a.txt")
+        try fixture.directory.write("job.env", Data("GREETING=hello\n".utf8))
+        _ = try fixture.job("""
+            envFile: job.env
+            storage: { url: 'file:bucket' }
+            files: [{ root: src }]
+            lua: { output: logs }
+            hooks:
+              - inline: |
+                  function on_job_start(job)
+                    for _, path in ipairs({ "../job.env", "/\(fixture.directory.url.path)/job.env", "../../job.env" }) do
+                      local ok, err = pcall(hoist.append_file, path, "STORAGE_EMULATOR_HOST=127.0.0.1:9\\n")
+                      log.warn(path .. " -> " .. tostring(ok) .. " " .. tostring(err))
+                    end
+                  end
+            """)
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        let run = try runProcess(productsDirectory.appendingPathComponent("hoist").path, ["run", manifest],
+                                 environment: ["HOME": fixture.directory.url.path, "PATH": "/usr/bin:/bin"])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(text(fixture.directory.url.appendingPathComponent("job.env")) == "GREETING=hello\n")
+        #expect(run.stderr.components(separatedBy: "-> false").count - 1 == 3, "\(run.stderr)")
+    }
+
+    /// An output folder that holds (or lies inside) anything Hoist reads is a manifest error at
+    /// `lua.output`, for `hoist validate` and before a run starts.
+    @Test(arguments: [
+        ("conf", "envFile: conf/job.env\n", "the envFile"),
+        ("conf", "storage: { url: 'gs://b', caBundle: conf/ca.pem }\n", "the CA bundle"),
+        ("conf", "storage: { url: 'gs://b', credentials: conf/key.json }\n", "the credentials file"),
+        ("conf", "hooks: [conf/hook.lua]\n", "a hook script"),
+        ("conf", "journal: conf/journal.sqlite\n", "the journal"),
+        (".", "", "the manifest"),
+        ("bucket/logs", "", "the local bucket"),
+        ("src/logs", "", "a file set's root"),
+        ("plugins", "", "a plugin folder"),
+    ])
+    func anOutputFolderHoldingWhatHoistReadsIsRefused(output: String, settings: String, what: String) throws {
+        let fixture = try JobFixture()
+        try fixture.file("a.txt")
+        for name in ["conf/job.env", "conf/ca.pem", "conf/key.json", "conf/hook.lua"] { try fixture.directory.write(name, Data("\n".utf8)) }
+        let storage = settings.hasPrefix("storage:") ? "" : "storage: { url: 'file:bucket' }\n"
+        let journal = settings.hasPrefix("journal:") ? "" : "journal: journal.sqlite\n"
+        let text = "version: 1\nname: test\n" + journal + settings + storage + "files: [{ root: src }]\nlua: { output: \(output) }\n"
+        let path = fixture.directory.url.appendingPathComponent("job.yaml").path
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        let line = text.components(separatedBy: "\n").firstIndex { $0.hasPrefix("lua:") }! + 1
+        let job = try Job(file: path, environment: ["HOME": "/root"])
+        #expect {
+            try job.checkRoots()
+        } throws: { error in
+            let text = "\(error)"
+            return text.contains("job.yaml:\(line):") && text.contains("the hook output folder") && text.contains(what)
+        }
+        let run = try runProcess(productsDirectory.appendingPathComponent("hoist").path, ["validate", path], environment: ["HOME": "/root"])
+        #expect(run.status == 2)
+        #expect(run.stderr.contains("job.yaml:\(line):") && run.stderr.contains(what), "\(run.stderr)")
+    }
+
+    @Test func appendFileWithoutAnOutputFolderIsRefused() async throws {
+        let fixture = try JobFixture()
+        try fixture.file("a.txt")
+        let job = try fixture.job("""
+            storage: { url: 'file:bucket' }
+            files: [{ root: src }]
+            hooks:
+              - inline: |
+                  function on_job_start(job) log.warn(select(2, pcall(hoist.append_file, "x.txt", "x"))) end
+            """)
+        let log = HookLog()
+        let bus = try HookBus(job: job, storage: try job.makeStorage()) { line in log.append(line.message) }
+        let summary = await JobRunner(job: job, storage: try job.makeStorage(), observers: [], hooks: bus).run(totals: try Planner(job: job).check())
+        #expect(summary.uploaded == 1)
+        #expect(log.all.contains { $0.contains("declares no folder for hook output (set lua.output") }, "\(log.all)")
+        #expect(!FileManager.default.fileExists(atPath: fixture.directory.url.appendingPathComponent("x.txt").path))
+    }
+
+    @Test func anOutputFolderThatIsASymlinkIsNotFollowed() async throws {
+        let outside = try TemporaryDirectory()
         let hooks = try HookFixture()
         try hooks.fixture.file("a.txt")
-        let folder = hooks.fixture.directory.url
-        try hooks.fixture.directory.write("plugin.lua", Data("-- a plugin\n".utf8))
-        try hooks.fixture.directory.write("other-job.yaml", Data("version: 1\n".utf8))
-        try hooks.fixture.directory.write("notes.txt", Data("notes\n".utf8))
-        try FileManager.default.linkItem(atPath: folder.appendingPathComponent("notes.txt").path,
-                                         toPath: folder.appendingPathComponent("hardlink.txt").path)
-        _ = try await hooks.run("""
-            function on_job_start(job)
-              for _, path in ipairs({ "job.yaml", "./job.yaml", "other-job.yaml", "new.yml", "plugin.lua", "evil.LUA",
-                                      "journal.sqlite", "journal.sqlite-wal", "bucket/a.txt", "x/.hoist/meta.json", "hardlink.txt",
-                                      "src/evil.html" }) do
-                local ok, err = pcall(hoist.append_file, path, "\\nlua: { allow: [" .. "os] }\\n")
-                log.info(path .. " -> " .. tostring(ok) .. " " .. tostring(err))
-              end
-            end
-            """, files: ["plugin.lua"])
-        #expect(text(folder.appendingPathComponent("job.yaml"))?.contains("allow: [os]") == false)
-        #expect(text(folder.appendingPathComponent("plugin.lua")) == "-- a plugin\n")
-        #expect(text(folder.appendingPathComponent("other-job.yaml")) == "version: 1\n")
-        #expect(text(folder.appendingPathComponent("notes.txt")) == "notes\n")
-        #expect(text(folder.appendingPathComponent("bucket/a.txt")) == String(decoding: patternData(10), as: UTF8.self))
-        for name in ["new.yml", "evil.LUA", "journal.sqlite", "journal.sqlite-wal", "x"] {
-            #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent(name).path), "\(name)")
-        }
-        let logs = hooks.log.all
-        #expect(logs.filter { $0.contains("-> false") }.count == 12, "\(logs)")
-        #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("src/evil.html").path))
-        #expect(logs.contains { $0.contains("job.yaml -> false") && $0.contains("Hoist reads") }, "\(logs)")
+        try FileManager.default.createSymbolicLink(atPath: hooks.output.path, withDestinationPath: outside.url.path)
+        _ = try await hooks.run("function on_job_start(job) log.warn(select(2, pcall(hoist.append_file, 'x.txt', 'x'))) end")
+        #expect((try FileManager.default.contentsOfDirectory(atPath: outside.url.path)).isEmpty)
+        #expect(hooks.log.all.contains { $0.contains("symbolic link") }, "\(hooks.log.all)")
     }
 
     @Test func jsonDecodeOf300NestedArraysIsAnErrorNotACrash() async throws {
@@ -337,7 +397,7 @@ import Testing
         _ = try fixture.job("""
             storage: { url: 'file:bucket' }
             files: [{ root: src }]
-            lua: { instructionLimit: 1000000000000000, timeLimit: 1h }
+            lua: { instructionLimit: 1000000000000000, timeLimit: 1h, output: out }
             hooks:
               - inline: |
                   function before_upload(f)
@@ -352,7 +412,7 @@ import Testing
         process.standardOutput = output
         process.standardError = output
         try process.run()
-        let started = fixture.directory.url.appendingPathComponent("started.txt")
+        let started = fixture.directory.url.appendingPathComponent("out/started.txt")
         let deadline = Date().addingTimeInterval(20)
         while !FileManager.default.fileExists(atPath: started.path), Date() < deadline { usleep(20_000) }
         #expect(FileManager.default.fileExists(atPath: started.path))

@@ -26,7 +26,9 @@ struct HookFixture {
         if !lua.isEmpty {
             hooks += "  - inline: |\n" + lua.split(separator: "\n", omittingEmptySubsequences: false).map { "      \($0)" }.joined(separator: "\n") + "\n"
         }
-        let job = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\n\(extra)hooks:\n\(hooks)", environment: environment)
+        // Hooks write below `out/` (`lua.output`), added to the test's own `lua:` settings.
+        let settings = extra.contains("lua: {") ? extra.replacingOccurrences(of: "lua: {", with: "lua: { output: out,") : extra + "lua: { output: out }\n"
+        let job = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\n\(settings)hooks:\n\(hooks)", environment: environment)
         let storage = try job.makeStorage()
         let log = self.log
         let bus = try HookBus(job: job, storage: storage) { line in log.append("[\(line.script)] \(line.level.rawValue): \(line.message)") }
@@ -37,9 +39,12 @@ struct HookFixture {
         return await summary
     }
 
-    /// JSON lines a hook appended to `name` in the job's folder.
+    /// The hooks' output folder (`lua.output: out`).
+    var output: URL { fixture.directory.url.appendingPathComponent("out") }
+
+    /// JSON lines a hook appended to `name` in the hooks' output folder.
     func lines(_ name: String) -> [[String: Any]] {
-        let text = (try? String(contentsOf: fixture.directory.url.appendingPathComponent(name), encoding: .utf8)) ?? ""
+        let text = (try? String(contentsOf: output.appendingPathComponent(name), encoding: .utf8)) ?? ""
         return text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
     }
 
@@ -96,6 +101,7 @@ let recordEverything = """
             storage: { url: 'file:bucket' }
             files: [{ root: src }, { root: src2 }]
             upload: { concurrency: 1 }
+            lua: { output: out }
             hooks:
               - inline: |
                   function on_failure(s)
@@ -177,7 +183,7 @@ let recordEverything = """
             end
             """, extra: "lua: { instructionLimit: 200000, memoryLimit: 4MiB }\n")
         #expect(summary.uploaded == 5 && summary.failed == 0)
-        let ok = (try? String(contentsOf: hooks.fixture.directory.url.appendingPathComponent("ok.txt"), encoding: .utf8)) ?? ""
+        let ok = (try? String(contentsOf: hooks.output.appendingPathComponent("ok.txt"), encoding: .utf8)) ?? ""
         #expect(Set(ok.split(separator: "\n")) == ["f0.txt", "f4.txt"])
         let logs = hooks.log.all
         #expect(logs.contains { $0.contains("job.yaml#hooks[0]:2: instruction budget exceeded") }, "\(logs)")
@@ -191,7 +197,7 @@ let recordEverything = """
         try hooks.fixture.directory.write("broken.lua", Data("function on_success(s) error('broken on purpose') end".utf8))
         let summary = try await hooks.run("function on_success(s) hoist.append_file('seen.txt', s.reference.name) end", files: ["broken.lua"])
         #expect(summary.uploaded == 1)
-        #expect(try String(contentsOf: hooks.fixture.directory.url.appendingPathComponent("seen.txt"), encoding: .utf8) == "a.txt")
+        #expect(try String(contentsOf: hooks.output.appendingPathComponent("seen.txt"), encoding: .utf8) == "a.txt")
         #expect(hooks.log.all.contains { $0.contains("broken.lua:1: broken on purpose") })
     }
 
@@ -215,11 +221,11 @@ let recordEverything = """
         try hooks.fixture.file("b/c.png", 20)
         let summary = try await hooks.run("", files: ["\(plugins)/jsonl-log.lua", "\(plugins)/index-writer.lua"])
         #expect(summary.uploaded == 2)
-        let log = hooks.lines("logs/test.jsonl")
+        let log = hooks.lines("test.jsonl")
         #expect(log.count == 2)
         #expect(Set(log.compactMap { $0["object"] as? String }) == ["a.html", "b/c.png"])
         #expect(log.allSatisfy { $0["event"] as? String == "success" && $0["run_id"] != nil && $0["md5Hash"] != nil })
-        let index = try #require(hooks.lines("index/test.jsonl").first)
+        let index = try #require(hooks.lines("test.index.jsonl").first)
         let objects = try #require(index["objects"] as? [[String: Any]])
         #expect(objects.compactMap { $0["path"] as? String } == ["a.html", "b/c.png"])
         #expect(objects[1]["downloadURL"] as? String == hooks.bucket.appendingPathComponent("b/c.png").absoluteString)

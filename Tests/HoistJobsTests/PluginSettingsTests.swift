@@ -18,8 +18,9 @@ import Testing
         _ = try fixture.job("""
             storage: { url: 'file:bucket' }
             files: [{ root: src }]
+            lua: { output: out }
             hooks:
-              - { plugin: index-writer, with: { file: out/index.jsonl } }
+              - { plugin: index-writer, with: { file: index.jsonl } }
               - { plugin: webhook, with: { url: "http://127.0.0.1:\(port)/hook", events: [success] } }
 
             """)

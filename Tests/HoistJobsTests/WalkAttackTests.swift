@@ -151,6 +151,7 @@ import Testing
         let job = try fixture.job("""
             storage: { url: 'file:bucket' }
             files: [{ root: \(root.path), destination: '{mtime:%Y}/{name}' }]
+            lua: { output: out }
             hooks:
               - inline: |
                   function before_upload(f) hoist.append_file("seen.txt", f.relpath .. " " .. f.mtime .. "\\n") end
@@ -162,7 +163,7 @@ import Testing
         let stored = try FileManager.default.subpathsOfDirectory(atPath: fixture.directory.url.appendingPathComponent("bucket").path)
             .filter { !$0.hasPrefix(".") && $0.hasSuffix(".txt") }.sorted()
         #expect(stored == ["1/past.txt", "9999/future.txt", "9999/max.txt"])
-        let seen = try String(contentsOf: fixture.directory.url.appendingPathComponent("seen.txt"), encoding: .utf8)
+        let seen = try String(contentsOf: fixture.directory.url.appendingPathComponent("out/seen.txt"), encoding: .utf8)
         #expect(seen.contains("max.txt 253402300799"), "\(seen)")
     }
 }

@@ -1,88 +1,112 @@
 import Foundation
 
-/// Where `hoist.append_file` may write: files inside the job's folder, reached without
-/// following a symbolic link, that Hoist never reads as configuration.
+/// Where `hoist.append_file` may write: below the one output folder the job declares
+/// (`lua.output`), reached without following a symbolic link, and nowhere else.
 ///
-/// Refused: absolute paths and `..`; any symbolic link on the way (folders are opened one by one
-/// with `O_NOFOLLOW`); a file with more than one hard link; the manifest, its hook scripts, the
-/// journal and its lock, the local bucket, the roots of its file sets; and any name ending in `.yaml`, `.yml`, `.lua`,
-/// `.sqlite*`, `.db` or `.lock`, or inside a `.hoist` folder, so a hook cannot hand the next
-/// run new settings or new code.
+/// An allow-list, not a list of names to refuse: the output folder must hold nothing Hoist reads
+/// (the manifest, its envFile, CA bundles, credentials, hook scripts and plugin folders, the
+/// journal and its lock, the local bucket, the roots of its file sets, the default state
+/// folder), and lie inside none of the folders Hoist reads as a whole. That is checked when the
+/// job is read (`Job.checkRoots`, so `hoist validate` says it at `lua.output`) and again when
+/// hooks load, with the run's own overrides (`--journal`, `--ca-bundle`). A hook then names a
+/// file relative to that folder: no absolute path, no `..`, no symbolic link on the way (each
+/// folder opened with `O_NOFOLLOW`, the output folder itself too), no file with another hard link.
 struct AppendTarget: Sendable {
-    let directory: String
-    /// Absolute paths (inside `directory`) that are never written.
-    let protected: Set<String>
-    /// Folders (inside `directory`) nothing is written under.
-    let protectedFolders: [String]
+    /// The output folder, absolute; nil when the job declares none (then every append is refused).
+    let folder: String?
 
-    static let refusedSuffixes = [".yaml", ".yml", ".lua", ".sqlite", ".sqlite-wal", ".sqlite-shm", ".sqlite-journal", ".db", ".lock"]
+    /// A manifest error at `lua.output`, or nil when the job declares no output folder or it is
+    /// clear of everything the job reads.
+    /// - Parameter alsoReads: paths a run reads besides the manifest's own (`--journal`, `--ca-bundle`).
+    init(job: Job, alsoReads: [String] = []) throws {
+        guard let declared = job.manifest.lua.output else {
+            folder = nil
+            return
+        }
+        // Checked where it leads; written where it is (a link there is then refused, not followed).
+        let declaredPath = URL(fileURLWithPath: job.resolve(declared))
+        let output = Self.real(declaredPath.path)
+        for (path, what, isTree) in Self.reads(of: job) + alsoReads.map({ (Self.real($0), "a file this run reads", false) }) {
+            if path == output || path.hasPrefix(output == "/" ? "/" : output + "/") {
+                throw job.locatedError("the hook output folder \(output) holds \(what) (\(path)): hooks could change what the next run reads. "
+                    + "Give hooks a folder of their own, such as logs/", at: ["lua", "output"])
+            }
+            if isTree, output.hasPrefix(path == "/" ? "/" : path + "/") {
+                throw job.locatedError("the hook output folder \(output) is inside \(what) (\(path)): hooks could change what the next run reads. "
+                    + "Give hooks a folder of their own, outside it", at: ["lua", "output"])
+            }
+        }
+        folder = Self.real(declaredPath.deletingLastPathComponent().path) + "/" + declaredPath.lastPathComponent
+    }
 
-    init(job: Job) {
-        directory = job.directory.resolvingSymlinksInPath().path
-        func real(_ path: String) -> String { URL(fileURLWithPath: path).resolvingSymlinksInPath().path }
-        var protected: Set<String> = [real(URL(fileURLWithPath: job.file).standardizedFileURL.path)]
-        for hook in job.manifest.hooks { if case .file(let path) = hook { protected.insert(real(job.resolve(path))) } }
-        let journal = real(job.journalPath())
-        for suffix in ["", "-wal", "-shm", "-journal", ".lock"] { protected.insert(journal + suffix) }
-        self.protected = protected
-        var folders: [String] = []
-        if job.manifest.storage.url.hasPrefix("file:") {
-            var rest = String(job.manifest.storage.url.dropFirst("file:".count))
-            if rest.hasPrefix("//") { rest = String(rest.dropFirst(2)) }
-            folders.append(real(job.resolve(rest.removingPercentEncoding ?? rest)))
+    /// The path with every symbolic link resolved, as far as it exists (the rest as written).
+    static func real(_ path: String) -> String { URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath().path }
+
+    /// What a run of `job` reads, resolved: each path, what it is, and whether Hoist reads the
+    /// whole folder (so the output folder may not lie inside it either).
+    static func reads(of job: Job) -> [(path: String, what: String, isTree: Bool)] {
+        var reads: [(String, String, Bool)] = [(real(URL(fileURLWithPath: job.file).path), "the manifest", false)]
+        if let envFile = job.envFile { reads.append((real(envFile), "the envFile", false)) }
+        for hook in job.manifest.hooks { if case .file(let path) = hook { reads.append((real(job.resolve(path)), "a hook script", false)) } }
+        for folder in PluginCatalog.directories(for: job, environment: job.environment) { reads.append((real(folder), "a plugin folder", true)) }
+        let settings = job.manifest.storage
+        if let bundle = settings.caBundle { reads.append((real(job.resolve(bundle)), "the CA bundle", true)) }
+        if let credentials = settings.credentials { reads.append((real(job.resolve(credentials)), "the credentials file", false)) }
+        for name in ["CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR", "GOOGLE_APPLICATION_CREDENTIALS"] {
+            if let path = job.environment[name], !path.isEmpty { reads.append((real(URL(fileURLWithPath: path).path), "$\(name)", true)) }
         }
-        // A file set's root inside the job's folder: what a hook wrote there would be uploaded by
-        // the next run (a page added to a site). A root at or above the job's folder cannot be
-        // kept out this way; the docs say so.
-        for set in job.manifest.files {
-            let root = real(job.root(of: set))
-            if root.hasPrefix(directory + "/") { folders.append(root) }
+        let journal = job.journalPath()
+        if !PostgresLocation.isPostgres(journal) {
+            let path = real(journal)
+            for suffix in ["", "-wal", "-shm", "-journal", ".lock", ".manifest"] { reads.append((path + suffix, "the journal", false)) }
         }
-        protectedFolders = folders
+        let state = URL(fileURLWithPath: Journal.defaultPath(job: job.manifest.name, environment: job.environment)).deletingLastPathComponent().path
+        reads.append((real(state), "Hoist's state folder (every job's journal)", true))
+        if let bucket = job.localBucketFolder { reads.append((real(bucket), "the local bucket", true)) }
+        for set in job.manifest.files { reads.append((real(job.root(of: set)), "a file set's root (what the next run uploads)", true)) }
+        return reads
     }
 
     struct Refused: Error, CustomStringConvertible {
         let description: String
     }
 
-    /// Appends `data` to `path` (relative to the job's folder), creating it and its folders.
+    /// Appends `data` to `path` (relative to the output folder), creating it and its folders.
     func append(_ data: Data, to path: String) throws {
         func refuse(_ why: String) -> Refused { Refused(description: "hoist.append_file: '\(path)' \(why)") }
-        guard !path.hasPrefix("/") else { throw refuse("must be relative to the job's folder") }
+        guard let folder else {
+            throw refuse("cannot be written: this job declares no folder for hook output (set lua.output in the manifest, e.g. `lua: { output: logs/ }`)")
+        }
+        guard !path.hasPrefix("/") else { throw refuse("must be relative to the job's hook output folder") }
         let relative: String
-        do { relative = try normalizedObjectPath(path) } catch { throw refuse("must stay inside the job's folder") }
-        let absolute = directory + "/" + relative
+        do { relative = try normalizedObjectPath(path) } catch { throw refuse("must stay inside the job's hook output folder") }
         let components = relative.split(separator: "/").map(String.init)
-        let lowered = relative.lowercased()
-        if Self.refusedSuffixes.contains(where: lowered.hasSuffix) || components.contains(".hoist") {
-            throw refuse("is a kind of file Hoist reads (manifests, scripts, journals): hooks cannot write it")
-        }
-        if protected.contains(absolute) { throw refuse("is read by Hoist (the manifest, a hook, the journal): hooks cannot write it") }
-        if protectedFolders.contains(where: { absolute.hasPrefix($0 + "/") }) {
-            throw refuse("is inside the job's bucket or a folder it uploads: hooks cannot add what the next run would upload")
-        }
+        guard !components.isEmpty else { throw refuse("names no file") }
 
-        var folder = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard folder >= 0 else { throw refuse("cannot be written: \(String(cString: strerror(errno)))") }
-        defer { close(folder) }
-        for name in components.dropLast() {
-            var next = openat(folder, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-            if next < 0, errno == ENOENT {
-                guard mkdirat(folder, name, 0o755) == 0 || errno == EEXIST else {
-                    throw refuse("cannot be written: \(String(cString: strerror(errno)))")
-                }
-                next = openat(folder, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-            }
-            guard next >= 0 else {
-                throw refuse(errno == ELOOP || errno == ENOTDIR ? "goes through a symbolic link or a file: hooks write only inside the job's folder"
-                                                              : "cannot be written: \(String(cString: strerror(errno)))")
-            }
-            close(folder)
-            folder = next
+        func failure(_ what: String) -> Refused {
+            refuse(errno == ELOOP || errno == ENOTDIR ? "goes through \(what): hooks write only inside the job's hook output folder"
+                                                      : "cannot be written: \(String(cString: strerror(errno)))")
         }
-        let file = openat(folder, components.last!, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        // The output folder is the manifest's choice; a link at its end is not followed either.
+        try? FileManager.default.createDirectory(atPath: URL(fileURLWithPath: folder).deletingLastPathComponent().path,
+                                                 withIntermediateDirectories: true)
+        if mkdir(folder, 0o755) != 0, errno != EEXIST { throw failure("the output folder") }
+        var directory = open(folder, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard directory >= 0 else { throw failure("a symbolic link (the output folder)") }
+        defer { close(directory) }
+        for name in components.dropLast() {
+            var next = openat(directory, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            if next < 0, errno == ENOENT {
+                guard mkdirat(directory, name, 0o755) == 0 || errno == EEXIST else { throw failure("a folder") }
+                next = openat(directory, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            }
+            guard next >= 0 else { throw failure("a symbolic link or a file") }
+            close(directory)
+            directory = next
+        }
+        let file = openat(directory, components.last!, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o644)
         guard file >= 0 else {
-            throw refuse(errno == ELOOP ? "is a symbolic link: hooks write only inside the job's folder"
+            throw refuse(errno == ELOOP ? "is a symbolic link: hooks write only inside the job's hook output folder"
                                         : "cannot be written: \(String(cString: strerror(errno)))")
         }
         defer { close(file) }

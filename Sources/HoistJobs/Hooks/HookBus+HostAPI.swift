@@ -100,7 +100,7 @@ extension HookBus {
             }),
         ]))
 
-        let output = AppendTarget(job: job)
+        let output = appendTarget
         let controls = self.controls
         runtime.setGlobal("hoist", .table([
             "job": .table(["name": .string(job.manifest.name), "run_id": .string(runID),

@@ -48,6 +48,8 @@ public final class HookBus: JobObserver, @unchecked Sendable {
     let settings: LuaSettings
     let runID: String
     let started = Date()
+    /// Where `hoist.append_file` writes (the job's `lua.output`).
+    let appendTarget: AppendTarget
     /// Events queued for the hooks and not yet delivered: past `lua.queueLimit`, progress is dropped.
     private let waiting = Mutex(0)
     /// `on_progress` at most once per `lua.progressInterval` per upload.
@@ -79,8 +81,12 @@ public final class HookBus: JobObserver, @unchecked Sendable {
     /// Names of the hook functions some script defines (set while loading, read-only after).
     public private(set) var defined: Set<String> = []
 
-    public init(job: Job, storage: Storage, runID: String = UUID().uuidString.lowercased(),
+    /// - Parameter alsoReads: files this run reads besides those the manifest names (`--journal`,
+    ///   `--ca-bundle`), which the hooks' output folder may not hold.
+    /// - Throws: `YAMLError` at `lua.output` for an output folder holding what the run reads.
+    public init(job: Job, storage: Storage, runID: String = UUID().uuidString.lowercased(), alsoReads: [String] = [],
                 log: @escaping @Sendable (HookLogLine) -> Void) throws {
+        appendTarget = try AppendTarget(job: job, alsoReads: alsoReads)
         self.job = job
         self.storage = storage
         self.log = log

@@ -11,6 +11,8 @@ public struct Job: Sendable {
     /// The folder holding the manifest, absolute.
     public let directory: URL
     public let environment: [String: String]
+    /// The manifest's `envFile:`, absolute, when it names one.
+    public let envFile: String?
     /// The static shard this process plans and uploads (`--shard K/N`), or nil for every file.
     public var shard: Shard?
     /// The manifest's text, to locate problems found after reading it (a missing root).
@@ -36,6 +38,7 @@ public struct Job: Sendable {
         var decoder = YAMLDecoder(environment: environment)
         decoder.ignoredTopLevelPrefix = "x-"
         var jobEnvironment = environment
+        var envFile: String?
         let raw = try decoder.composeUninterpolated(text, file: file)
         if let node = raw?["envFile"], node.scalar != nil {
             let folder = URL(fileURLWithPath: file).standardizedFileURL.deletingLastPathComponent()
@@ -49,6 +52,7 @@ public struct Job: Sendable {
                     sourceLine: lines.indices.contains(node.mark.line - 1) ? String(lines[node.mark.line - 1]) : nil)
             }
             for (key, value) in try Self.parseEnvFile(contents, file: path) { jobEnvironment[key] = value }
+            envFile = path
             decoder.environment = jobEnvironment
         }
         if let section = raw?["env"], case .mapping(let pairs) = section.kind {
@@ -63,6 +67,7 @@ public struct Job: Sendable {
         self.file = file
         directory = URL(fileURLWithPath: file).standardizedFileURL.deletingLastPathComponent()
         self.environment = jobEnvironment
+        self.envFile = envFile
         try checkTemplateVariables()
     }
 
@@ -73,6 +78,7 @@ public struct Job: Sendable {
         self.file = file
         self.directory = directory.standardizedFileURL
         self.environment = environment
+        envFile = nil
         text = ""
     }
 
@@ -181,6 +187,7 @@ public struct Job: Sendable {
                     + "(relative to the manifest's folder), or leave credentials out to use the environment's", at: ["storage", "credentials"])
             }
         }
+        _ = try AppendTarget(job: self)
         return notes
     }
 

@@ -369,10 +369,13 @@ public struct LuaSettings: Decodable, Sendable {
     /// Environment variables that hold credentials, which `os.getenv` hides from hooks unless
     /// named here (see `HookBus.isSecret`).
     public var secrets: [String] = []
+    /// The one folder `hoist.append_file` writes below (relative to the manifest's folder, or
+    /// absolute); it must hold nothing Hoist reads. nil: hooks write no files.
+    public var output: String?
 
     public init() {}
 
-    enum CodingKeys: String, CodingKey { case allow, instructionLimit, memoryLimit, progressInterval, queueLimit, timeLimit, secrets }
+    enum CodingKeys: String, CodingKey { case allow, instructionLimit, memoryLimit, progressInterval, queueLimit, timeLimit, secrets, output }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -400,5 +403,9 @@ public struct LuaSettings: Decodable, Sendable {
             throw DecodingError.dataCorruptedError(forKey: .timeLimit, in: c, debugDescription: "timeLimit must be between 10ms and 1h")
         }
         secrets = try c.decodeIfPresent([String].self, forKey: .secrets) ?? []
+        output = try c.decodeIfPresent(String.self, forKey: .output)
+        if output?.isEmpty == true {
+            throw DecodingError.dataCorruptedError(forKey: .output, in: c, debugDescription: "output names a folder for what hooks write, such as logs/")
+        }
     }
 }

@@ -117,7 +117,8 @@ public final class JobSession: Sendable {
             }
             try await storage.backend.checkAccess()
             if !job.manifest.hooks.isEmpty {
-                hooks = try HookBus(job: job, storage: storage, runID: runID) { line in
+                let alsoReads = [options.caBundle, options.journalOverride].compactMap { $0 }.filter { !PostgresLocation.isPostgres($0) }
+                hooks = try HookBus(job: job, storage: storage, runID: runID, alsoReads: alsoReads) { line in
                     options.log("hoist: [\(line.script)] \(line.level.rawValue): \(line.message)")
                 }
             }
