@@ -83,7 +83,7 @@ public final class LocalBucket: StorageBackend {
         // Only a large upload is worth resuming in another process: a small one starts again.
         if size > Self.sessionFileThreshold {
             do {
-                try JSONEncoder().encode(descriptor).write(to: uploadsDirectory.appendingPathComponent("\(id).json"))
+                try Self.writeNew(JSONEncoder().encode(descriptor), to: uploadsPath + "/\(id).json")
             } catch {
                 throw Self.ioError(error, doing: "starting upload of \(path)")
             }
@@ -92,11 +92,20 @@ public final class LocalBucket: StorageBackend {
     }
 
     public func resumeUpload(id: String) async throws -> any UploadSession {
-        guard !id.isEmpty, id.allSatisfy({ $0.isHexDigit || $0 == "-" }),
-              let data = try? Data(contentsOf: uploadsDirectory.appendingPathComponent("\(id).json")),
+        guard !id.isEmpty, id.count <= 64, id.allSatisfy({ $0.isHexDigit || $0 == "-" }),
+              let data = Self.readWithoutLinks(uploadsPath + "/\(id).json"),
               let descriptor = try? JSONDecoder().decode(LocalSessionDescriptor.self, from: data)
         else {
             throw StorageFailure(.objectNotFound, "Upload session \(id) does not exist.", details: ["session": id])
+        }
+        // A descriptor is read back from the bucket's own folder, which others may have written:
+        // its object path gets every check a new upload's gets.
+        do {
+            try validate(descriptor.path)
+            guard descriptor.size >= 0 else { throw StorageFailure(.invalidArgument, "size \(descriptor.size)") }
+        } catch let failure as StorageFailure {
+            throw StorageFailure(.invalidArgument, "Upload session \(id) is damaged and was not resumed: \(failure.message)",
+                                 details: ["session": id])
         }
         return try LocalUploadSession(bucket: self, id: id, descriptor: descriptor)
     }
@@ -168,10 +177,22 @@ public final class LocalBucket: StorageBackend {
         }
         do {
             try FileManager.default.createDirectory(at: uploadsDirectory, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(atPath: directoryPath + "/\(Self.reservedName)/meta", withIntermediateDirectories: true)
         } catch {
             throw StorageFailure(
                 .bucketNotFound, "Bucket \(bucket) does not exist and cannot be created at \(directory.path): \(error.localizedDescription)",
                 details: ["bucket": bucket])
+        }
+        // The bucket's own state folders are folders, not links to elsewhere: sessions, part files
+        // and sidecars are written there.
+        for name in ["", "/uploads", "/meta"] {
+            let path = directoryPath + "/" + Self.reservedName + name
+            var info = stat()
+            guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
+                throw StorageFailure(
+                    .invalidArgument, "The local bucket's state folder \(path) is a symbolic link or not a folder: remove it, and Hoist makes it anew.",
+                    details: ["bucket": bucket])
+            }
         }
     }
 
@@ -182,7 +203,7 @@ public final class LocalBucket: StorageBackend {
         else {
             throw StorageFailure(.objectNotFound, "Object \(path) does not exist.", details: ["bucket": bucket, "object": path])
         }
-        if let data = try? Data(contentsOf: metaURL(path)),
+        if let data = Self.readWithoutLinks(metaPath(path)),
            let resource = try? ObjectResource(json: data),
            resource.size == (attributes[.size] as? NSNumber)?.int64Value {
             return resource
@@ -302,12 +323,38 @@ public final class LocalBucket: StorageBackend {
     }
 
     /// Writes a file with one `open`, `write` and `close`: no temporary file, no fsync
-    /// (Foundation's `Data.write` fsyncs every file).
+    /// (Foundation's `Data.write` fsyncs every file). A symbolic link at `path` is not followed:
+    /// it is replaced by the file.
     static func writeInPlace(_ data: Data, to path: String) throws {
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        var descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o644)
+        if descriptor < 0, errno == ELOOP, unlink(path) == 0 {
+            descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        }
+        guard descriptor >= 0 else { throw Self.lastError }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { throw POSIXError(.EINVAL) }
+        try writeAll(data, to: descriptor)
+    }
+
+    /// Creates `path` for writing, failing if anything is there (a link planted at a session's
+    /// name included): for a new session's own files.
+    static func writeNew(_ data: Data, to path: String) throws {
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else { throw Self.lastError }
         defer { close(descriptor) }
         try writeAll(data, to: descriptor)
+    }
+
+    /// A regular file's bytes (at most 1 MiB: sidecars and session descriptors are small), not
+    /// following a symbolic link at `path`; nil for anything else.
+    static func readWithoutLinks(_ path: String, limit: Int = 1 << 20) -> Data? {
+        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_size <= limit else { return nil }
+        return try? FileHandle(fileDescriptor: descriptor, closeOnDealloc: false).readToEnd() ?? Data()
     }
 
     /// Writes all of `data` at the descriptor's offset (`write` until done, again after EINTR).

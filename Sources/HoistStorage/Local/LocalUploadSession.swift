@@ -33,12 +33,14 @@ actor LocalUploadSession: UploadSession {
         descriptorFile = bucket.uploadsPath + "/\(id).json"
         mayBeUnnamed = fresh && descriptor.size <= LocalBucket.sessionFileThreshold
         if fresh { return }
-        let fm = FileManager.default
-        if !fm.fileExists(atPath: partFile), !fm.createFile(atPath: partFile, contents: nil) {
-            throw StorageFailure(.unauthorized, "Cannot write to bucket directory \(bucket.directory.path).")
+        // The part file is opened where it is, never through a link put in its place.
+        let made = open(partFile, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o644)
+        guard made >= 0 else {
+            throw LocalBucket.ioError(LocalBucket.lastError, doing: "opening upload \(id)'s part file \(partFile)")
         }
+        close(made)
         // Bytes kept from an earlier process: checksum them again so the digest covers the whole object.
-        let existing = try ByteSource(filePath: partFile)
+        let existing = try ByteSource(regularFileAt: partFile)
         if existing.size > 0 {
             let reader = try existing.reader(from: 0)
             var piece = try reader.read(upTo: Self.pieceSize)
@@ -129,7 +131,7 @@ actor LocalUploadSession: UploadSession {
             unnamed = descriptor
             atStart = true
         }
-        let output = unnamed >= 0 ? unnamed : open(partFile, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        let output = unnamed >= 0 ? unnamed : open(partFile, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o644)
         guard output >= 0, atStart || lseek(output, off_t(written), SEEK_SET) == off_t(written) else {
             let error = LocalBucket.lastError
             if output >= 0, output != unnamed { close(output) }
