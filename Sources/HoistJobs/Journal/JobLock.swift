@@ -22,9 +22,13 @@ public final class JobLock: JobRunLock {
     /// - Throws: `Busy` when another run holds it; `Unavailable` when the lock file cannot be opened.
     public init(path: String, wait: Bool) throws {
         let folder = (path as NSString).deletingLastPathComponent
-        try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        try? PrivateFiles.makeFolder(folder)
+        // Not through a link put in its place: the lock is truncated and written below.
+        descriptor = PrivateFiles.openPrivately(path)
         guard descriptor >= 0 else {
+            if errno == ELOOP || errno == EINVAL {
+                throw Unavailable(description: "the lock file \(path) is a symbolic link or not a file: Hoist writes it only where it is. Remove it.")
+            }
             throw Unavailable(description: "cannot open the lock file \(path): \(String(cString: strerror(errno))). "
                 + "Give this user write access to \(folder), or name another journal with --journal.")
         }

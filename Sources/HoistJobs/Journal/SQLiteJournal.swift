@@ -20,11 +20,13 @@ public final class SQLiteJournal: JournalStore {
         self.path = path
         let folder = (path as NSString).deletingLastPathComponent
         do {
-            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            try PrivateFiles.makeFolder(folder)
         } catch {
             throw JournalError(message: "cannot create the journal's folder \(folder): \(error.localizedDescription.trimmingCharacters(in: CharacterSet(charactersIn: "."))). "
                 + "Create it with write access for this user, or name another journal with --journal.")
         }
+        try PrivateFiles.refuseLinks([path, path + "-wal", path + "-shm", path + "-journal"])
+        PrivateFiles.createPrivately(path)
         do {
             var configuration = Configuration()
             configuration.prepareDatabase { db in

@@ -39,8 +39,8 @@ extension Job {
         } else if !claim {
             return
         }
-        try? FileManager.default.createDirectory(atPath: (journal as NSString).deletingLastPathComponent,
-                                                 withIntermediateDirectories: true)
+        try? PrivateFiles.makeFolder((journal as NSString).deletingLastPathComponent)
+        // Atomic: a new file renamed over the name (a link there is replaced, not followed).
         try? Data((me + "\n").utf8).write(to: URL(fileURLWithPath: ownerFile), options: .atomic)
     }
 }

@@ -45,9 +45,18 @@ public enum Metrics {
     /// A job name as a label value (names are letters, digits, `.`, `_`, `-`; quotes dropped anyway).
     private static func label(_ job: String) -> String { job.replacingOccurrences(of: "\"", with: "") }
 
+    /// A new temporary file beside `path` (created with `O_EXCL | O_NOFOLLOW`, so a link planted
+    /// at its name is never followed), renamed over it.
     private static func writeAtomically(_ text: String, to path: String) throws {
-        let temporary = path + ".tmp.\(getpid())"
-        do { try Data(text.utf8).write(to: URL(fileURLWithPath: temporary)) } catch {
+        let temporary = path + ".tmp.\(getpid()).\(UInt32.random(in: 0...UInt32.max))"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
+            throw MetricsError(description: "cannot write the metrics file \(path): \(String(cString: strerror(errno)))")
+        }
+        do {
+            try FileHandle(fileDescriptor: descriptor, closeOnDealloc: true).write(contentsOf: Data(text.utf8))
+        } catch {
+            unlink(temporary)
             throw MetricsError(description: "cannot write the metrics file \(path): \((error as NSError).localizedDescription)")
         }
         guard rename(temporary, path) == 0 else {

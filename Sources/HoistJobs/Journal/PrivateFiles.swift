@@ -1,0 +1,45 @@
+import Foundation
+
+/// How the journal's files are made: private to the job's user (a journal holds resumable
+/// session URLs, which are credentials), and never through a symbolic link put in their place.
+enum PrivateFiles {
+    /// Makes `folder` and any missing folders above it, each new one 0700 (existing ones keep
+    /// their mode).
+    static func makeFolder(_ folder: String) throws {
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
+    }
+
+    /// Refuses a symbolic link at any of `paths` (a journal, its WAL and shared-memory files):
+    /// SQLite would follow it and write wherever it leads.
+    static func refuseLinks(_ paths: [String]) throws {
+        for path in paths {
+            var info = stat()
+            if lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFLNK {
+                throw JournalError(message: "\(path) is a symbolic link: Hoist opens its journal files only where they are. "
+                    + "Remove the link, or name the real file with --journal.")
+            }
+        }
+    }
+
+    /// Creates `path` empty with mode 0600 when nothing is there (SQLite then gives its WAL and
+    /// shared-memory files the same mode); an existing file is left as it is.
+    static func createPrivately(_ path: String) {
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        if descriptor >= 0 { close(descriptor) }
+    }
+
+    /// Opens `path` read-write, creating it 0600, without following a link there; a regular file only.
+    /// - Returns: the descriptor, or -1 with `errno` set (ELOOP for a link, EINVAL for what is not a file).
+    static func openPrivately(_ path: String) -> Int32 {
+        let descriptor = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { return -1 }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+            close(descriptor)
+            errno = EINVAL
+            return -1
+        }
+        return descriptor
+    }
+}
