@@ -82,11 +82,21 @@ public struct YAMLError: Error, CustomStringConvertible, Sendable, Equatable {
     /// `FILE:LINE:COL: message`, the first line of `description`.
     public var summary: String { "\(file):\(mark.line):\(mark.column): \(message)" }
 
+    /// The summary, the source line and a caret under the column. A URL's password in either
+    /// is shown as `***` (a manifest may hold one: `postgres://hoist:PASSWORD@db/hoist`).
     public var description: String {
         guard more.isEmpty else { return all.map(\.description).joined(separator: "\n") }
+        let summary = redactingURLPasswords(summary).text
         guard let sourceLine else { return summary }
-        let caret = String(repeating: " ", count: max(0, mark.column - 1)) + "^"
-        return "\(summary)\n    \(sourceLine)\n    \(caret)"
+        let (line, hidden) = redactingURLPasswords(sourceLine)
+        let column = mark.column - 1
+        var moved = 0
+        for password in hidden where password.start <= column {
+            // A caret inside a password points at its `***`; one after it moves with the text.
+            moved += column < password.start + password.length ? password.start - column : 3 - password.length
+        }
+        let caret = String(repeating: " ", count: max(0, column + moved)) + "^"
+        return "\(summary)\n    \(line)\n    \(caret)"
     }
 }
 
@@ -105,4 +115,36 @@ struct YAMLSource {
             ? String(lines[mark.line - 1]).replacingOccurrences(of: "\r", with: "") : nil
         return YAMLError(file: file, mark: mark, message: message, sourceLine: line)
     }
+}
+
+/// `text` with the password of every URL's userinfo (`scheme://user:PASSWORD@host`) shown as
+/// `***`, for lines echoed to a terminal or a log (a manifest line naming a database, a proxy).
+/// - Returns: the text, and each password hidden: where it started in `text` (in characters)
+///   and how long it was.
+public func redactingURLPasswords(_ text: String) -> (text: String, hidden: [(start: Int, length: Int)]) {
+    guard text.contains("://"), text.contains("@") else { return (text, []) }
+    let characters = Array(text)
+    var result: [Character] = []
+    var hidden: [(start: Int, length: Int)] = []
+    var index = 0
+    while index < characters.count {
+        // At "://" after a scheme: the userinfo runs to '@' before any '/', space or quote.
+        if characters[index] == ":", index + 2 < characters.count, characters[index + 1] == "/", characters[index + 2] == "/",
+           index > 0, characters[index - 1].isLetter || characters[index - 1].isNumber {
+            result += "://"
+            index += 3
+            var end = index
+            while end < characters.count, !"/@?#\"' \t".contains(characters[end]) { end += 1 }
+            if end < characters.count, characters[end] == "@", let colon = characters[index..<end].firstIndex(of: ":") {
+                result += characters[index...colon]
+                hidden.append((start: colon + 1, length: end - colon - 1))
+                result += "***"
+                index = end
+            }
+            continue
+        }
+        result.append(characters[index])
+        index += 1
+    }
+    return (String(result), hidden)
 }

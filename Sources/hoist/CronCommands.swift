@@ -42,6 +42,13 @@ extension Hoist {
                     continue
                 }
                 let manifest = URL(fileURLWithPath: path).standardizedFileURL.path
+                // A newline in a path would end the crontab line and start one of its own.
+                if let bad = [manifest, resolvedHoist].first(where: { $0 != printable($0) }) {
+                    FileHandle.standardError.write(Data(
+                        "hoist: \(printable(bad)): cannot go in a crontab line: the path holds a control or invisible character; rename it\n".utf8))
+                    invalid = true
+                    continue
+                }
                 print("# \(job.manifest.name)")
                 print(CronLine.command(schedule: schedule.text, arguments: [resolvedHoist, "run", "--quiet", manifest]))
                 printed += 1
@@ -61,13 +68,15 @@ extension Hoist {
 
         func run() throws {
             let job = try loadJob(self.job)
+            // What the journal says (file names, a server's messages) is shown, never obeyed by
+            // the terminal: escapes, forged lines and reordering characters come out escaped.
             let path = job.journalPath(override: journalOptions.journal)
             do { try job.checkJournalOwner(override: journalOptions.journal, claim: false) } catch {
                 FileHandle.standardError.write(Data("hoist: \(error)\n".utf8))
                 throw ExitCode(2)
             }
             guard Journal.exists(path) else {
-                print("\(job.manifest.name): no runs yet (journal \(path))")
+                show("\(job.manifest.name): no runs yet (journal \(path))")
                 return
             }
             let journal: any JournalStore
@@ -75,26 +84,26 @@ extension Hoist {
                 FileHandle.standardError.write(Data("hoist: \(error)\n".utf8))
                 throw ExitCode(2)
             }
-            print("\(job.manifest.name): journal \(journal.location)")
+            show("\(job.manifest.name): journal \(journal.location)")
             let counts = (try? journal.fileCounts()) ?? [:]
-            print("files: \(counts[.done] ?? 0) uploaded, \((counts[.uploading] ?? 0) + (counts[.pending] ?? 0)) pending, "
+            show("files: \(counts[.done] ?? 0) uploaded, \((counts[.uploading] ?? 0) + (counts[.pending] ?? 0)) pending, "
                   + "\(counts[.failed] ?? 0) failed")
             if let shared = try? (journal as? PostgresJournal)?.sharedRunStatus() {
                 printWorkers(shared)
             }
-            print("last runs:")
+            show("last runs:")
             for run in (try? journal.runs(limit: 10)) ?? [] {
                 let started = Date(timeIntervalSince1970: run.started).formatted(.iso8601)
                 let seconds = run.finished.map { String(format: "%.1f s", $0 - run.started) } ?? "-"
-                print("  \(started)  \(run.status.rawValue.padding(toLength: 11, withPad: " ", startingAt: 0)) \(run.uploaded) uploaded, "
+                show("  \(started)  \(run.status.rawValue.padding(toLength: 11, withPad: " ", startingAt: 0)) \(run.uploaded) uploaded, "
                       + "\(run.skipped) skipped, \(run.failed) failed, \(ByteFormatter.string(run.bytes)), \(seconds)"
                       + (run.error.map { ": \($0)" } ?? ""))
             }
             for file in (try? journal.files(state: .uploading, limit: 20)) ?? [] {
-                print("pending: \(file.source) -> \(file.destination) (\(file.confirmedOffset) of \(file.size) bytes confirmed)")
+                show("pending: \(file.source) -> \(file.destination) (\(file.confirmedOffset) of \(file.size) bytes confirmed)")
             }
             for file in (try? journal.files(state: .failed, limit: 20)) ?? [] {
-                print("failed:  \(file.source) -> \(file.destination): \(file.error ?? "")")
+                show("failed:  \(file.source) -> \(file.destination): \(file.error ?? "")")
             }
         }
     }
@@ -103,14 +112,17 @@ extension Hoist {
 /// The workers of a job's newest shared run: each one's state, files, bytes and rate.
 func printWorkers(_ run: Journal.SharedRunStatus) {
     let plan = run.planned ? "\(run.pending) files pending" : "planning"
-    print("shared run \(run.runID.prefix(8)) (\(run.status.rawValue), \(plan)), \(run.workers.count) worker\(run.workers.count == 1 ? "" : "s"):")
+    show("shared run \(run.runID.prefix(8)) (\(run.status.rawValue), \(plan)), \(run.workers.count) worker\(run.workers.count == 1 ? "" : "s"):")
     for worker in run.workers {
         let seconds = max(0.001, worker.last - worker.started)
         let rate = ByteFormatter.string(Int64(Double(worker.bytes) / seconds)) + "/s"
-        print("  \(worker.worker) pid \(worker.pid) on \(worker.host)  \(worker.status.padding(toLength: 11, withPad: " ", startingAt: 0))"
+        show("  \(worker.worker) pid \(worker.pid) on \(worker.host)  \(worker.status.padding(toLength: 11, withPad: " ", startingAt: 0))"
               + " \(worker.uploaded) uploaded, \(worker.failed) failed, \(ByteFormatter.string(worker.bytes)), \(rate), holding \(worker.holding)")
     }
 }
+
+/// A line of `hoist status`, with what came from the journal made printable.
+func show(_ line: String) { print(printable(line)) }
 
 /// A crontab line: arguments quoted for `/bin/sh`, `%` escaped for cron.
 enum CronLine {

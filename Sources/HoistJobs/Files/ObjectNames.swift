@@ -56,12 +56,21 @@ public func headerValueProblem(_ value: String) -> String? {
 }
 
 /// `text` as one line of visible text for a terminal: control characters (newlines that would
-/// forge a line of Hoist's own, escape sequences that retitle or recolour the terminal) shown
-/// escaped, as `\u{1B}`. File names and hook messages go through it before they are printed.
-/// With `keepingNewlines`, a message of several lines (a manifest's located error) keeps them.
+/// forge a line of Hoist's own, escape sequences that retitle or recolour the terminal) and the
+/// characters that reorder or break what follows them (bidirectional overrides and isolates,
+/// which make `evil\u{202E}txt.exe` show as `evilexe.txt`; Unicode's line and paragraph
+/// separators) shown escaped, as `\u{1B}`. File names, hook messages and what a journal or a
+/// server said go through it before they are printed. With `keepingNewlines`, a message of
+/// several lines (a manifest's located error) keeps them.
 public func printable(_ text: String, keepingNewlines: Bool = false) -> String {
     func hidden(_ scalar: Unicode.Scalar) -> Bool {
-        (scalar.value < 0x20 && scalar != "\t" && !(keepingNewlines && scalar == "\n")) || (0x7f...0x9f).contains(scalar.value)
+        switch scalar.value {
+        case 0x0A: return !keepingNewlines
+        case 0x09: return false
+        case 0..<0x20, 0x7f...0x9f: return true
+        case 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069, 0x2028, 0x2029: return true
+        default: return false
+        }
     }
     guard text.unicodeScalars.contains(where: hidden) else { return text }
     var result = ""
