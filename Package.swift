@@ -79,6 +79,8 @@ let package = Package(
             ]
         ),
         .executableTarget(name: "HoistExamples", dependencies: ["HoistStorage"], path: "examples"),
+        // Firebase's snippets as top-level Swift 6 code (closures inferred @MainActor), run by Swift6SnippetTests.
+        .executableTarget(name: "hoist-swift6-snippets", dependencies: ["HoistStorage"], path: "Tests/swift6-snippets"),
 
         // Shared by the test targets: temporary folders, child processes, the real test servers.
         .target(

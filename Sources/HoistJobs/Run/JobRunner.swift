@@ -406,13 +406,14 @@ public final class JobRunner: Sendable {
         let task = ref.uploadTask(source: source, path: item.file.path, size: item.file.size, metadata: metadata,
                                   resumingSession: item.resumeSession, unlessStored: item.mayBeStored)
         let retryObservers = self.retryObservers
+        let opened = item
         if !retryObservers.isEmpty {
-            task.observeRetries { retry in for observer in retryObservers { observer.fileRetrying(item, retry) } }
+            task.observeRetries { retry in for observer in retryObservers { observer.fileRetrying(opened, retry) } }
         }
         let queuedObservers = self.queuedObservers
         for status in fileEventStatuses {
             task.observe(status) { snapshot in
-                for observer in queuedObservers { observer.fileEvent(item, snapshot) }
+                for observer in queuedObservers { observer.fileEvent(opened, snapshot) }
             }
         }
         if !inPlaceStatuses.isEmpty {

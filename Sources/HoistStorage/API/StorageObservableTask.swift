@@ -3,14 +3,42 @@ import Synchronization
 
 /// A task whose events can be observed. Observers run on the storage's `callbackQueue`, in
 /// the order the events happened.
+///
+/// Handlers are `@Sendable`: they run on the callback queue, not where they were written. In
+/// Swift 6, a plain closure written in main-actor code (top-level code in `main.swift`, a
+/// SwiftUI view) is inferred `@MainActor`, and calling it on another queue stops the process
+/// (`dispatch_assert_queue`); a `@Sendable` closure is not isolated to any actor, so it runs
+/// where it is called, and the compiler checks what it captures instead of the program
+/// crashing. (firebase-ios-sdk delivers plain closures on `DispatchQueue.main` by default,
+/// which a command-line program's main thread may never serve.) Main-actor work inside a
+/// handler hops there: `Task { @MainActor in ... }`.
+///
+/// A handler removed (`removeObserver(withHandle:)`, `removeAllObservers`) never runs again,
+/// even for an event already on its way to the queue: each delivery asks whether it is still
+/// registered when it runs.
 public class StorageObservableTask: StorageTask, @unchecked Sendable {
-    typealias Handler = (StorageTaskSnapshot) -> Void
+    typealias Handler = @Sendable (StorageTaskSnapshot) -> Void
 
-    private var handlers: [StorageTaskStatus: [(handle: String, run: Handler)]] = [:]
+    /// A handler with its handle, and whether it was removed (read on the callback queue when
+    /// an event is delivered).
+    final class Observer<Event>: Sendable {
+        let handle: String
+        let run: @Sendable (Event) -> Void
+        private let removed = Atomic<Bool>(false)
+        init(_ handle: String, _ run: @escaping @Sendable (Event) -> Void) {
+            self.handle = handle
+            self.run = run
+        }
+        func remove() { removed.store(true, ordering: .releasing) }
+        /// Runs the handler unless it was removed before now.
+        func deliver(_ event: Event) { if !removed.load(ordering: .acquiring) { run(event) } }
+    }
+
+    private var handlers: [StorageTaskStatus: [Observer<StorageTaskSnapshot>]] = [:]
     /// `observeInPlace` handlers; guarded by `lock`.
     private var inPlaceHandlers: [StorageTaskStatus: [Handler]] = [:]
     /// `StorageUploadTask.observeRetries` observers (Hoist's, beside the SDK's statuses); guarded by `lock`.
-    var retryHandlers: [(handle: String, run: (StorageUploadRetry) -> Void)] = []
+    var retryHandlers: [Observer<StorageUploadRetry>] = []
 
     /// True once a `.progress` event has fired; guarded by `lock`.
     var hasReportedProgress: Bool { false }
@@ -28,8 +56,8 @@ public class StorageObservableTask: StorageTask, @unchecked Sendable {
     /// paused, succeeded, failed) is called once at once. All observers are removed after success or failure.
     /// - Returns: a handle for `removeObserver(withHandle:)`.
     @discardableResult
-    public func observe(_ status: StorageTaskStatus, handler: @escaping (StorageTaskSnapshot) -> Void) -> String {
-        let handle = RandomID.handle()
+    public func observe(_ status: StorageTaskStatus, handler: @escaping @Sendable (StorageTaskSnapshot) -> Void) -> String {
+        let observer = Observer(RandomID.handle(), handler)
         lock.withLock {
             let fireNow: Bool
             switch status {
@@ -40,12 +68,12 @@ public class StorageObservableTask: StorageTask, @unchecked Sendable {
             case .failure: fireNow = state == .failed
             case .unknown: fireNow = false
             }
-            if fireNow { dispatch([handler], snapshotUnderLock(status)) }
+            if fireNow { dispatch([observer], snapshotUnderLock(status)) }
             if !state.isFinished, status != .unknown {
-                handlers[status, default: []].append((handle, handler))
+                handlers[status, default: []].append(observer)
             }
         }
-        return handle
+        return observer.handle
     }
 
     /// Calls `handler` on every event of `statuses` where it happens: on the thread that made it,
@@ -61,22 +89,38 @@ public class StorageObservableTask: StorageTask, @unchecked Sendable {
         }
     }
 
-    /// Removes one observer; an unknown handle is ignored.
+    /// Removes one observer; an unknown handle is ignored. It is not called again, not even for
+    /// an event that happened before it was removed and has not reached it yet.
     public func removeObserver(withHandle handle: String) {
         lock.withLock {
-            for status in handlers.keys { handlers[status]?.removeAll { $0.handle == handle } }
-            retryHandlers.removeAll { $0.handle == handle }
+            for status in handlers.keys {
+                handlers[status]?.removeAll { observer in
+                    guard observer.handle == handle else { return false }
+                    observer.remove()
+                    return true
+                }
+            }
+            retryHandlers.removeAll { observer in
+                guard observer.handle == handle else { return false }
+                observer.remove()
+                return true
+            }
         }
     }
 
     /// Removes every observer of `status`.
     public func removeAllObservers(for status: StorageTaskStatus) {
-        lock.withLock { handlers[status] = nil }
+        lock.withLock {
+            handlers[status]?.forEach { $0.remove() }
+            handlers[status] = nil
+        }
     }
 
     /// Removes every observer.
     public func removeAllObservers() {
         lock.withLock {
+            for observers in handlers.values { observers.forEach { $0.remove() } }
+            retryHandlers.forEach { $0.remove() }
             handlers.removeAll()
             retryHandlers.removeAll()
         }
@@ -90,7 +134,7 @@ public class StorageObservableTask: StorageTask, @unchecked Sendable {
         let (changed, inPlace) = lock.withLock { () -> (Bool, UncheckedSendable<([Handler], StorageTaskSnapshot)>?) in
             guard change() else { return (false, nil) }
             if let observers = handlers[status], !observers.isEmpty {
-                dispatch(observers.map(\.run), snapshotUnderLock(status))
+                dispatch(observers, snapshotUnderLock(status))
             }
             let inPlace = inPlaceHandlers[status].map { UncheckedSendable(($0, snapshotUnderLock(status))) }
             if state.isFinished {
@@ -106,14 +150,14 @@ public class StorageObservableTask: StorageTask, @unchecked Sendable {
         return changed
     }
 
-    private func dispatch(_ handlers: [Handler], _ snapshot: StorageTaskSnapshot) {
-        guard !handlers.isEmpty else { return }
-        let work = UncheckedSendable((handlers, snapshot))
+    /// Sends `snapshot` to `observers` on the callback queue; each runs unless removed by then.
+    private func dispatch(_ observers: [Observer<StorageTaskSnapshot>], _ snapshot: StorageTaskSnapshot) {
+        guard !observers.isEmpty else { return }
+        let snapshot = UncheckedSendable(snapshot)
         let deliveries = self.deliveries
         deliveries.sent()
         reference.storage.callbackQueue.async {
-            let (handlers, snapshot) = work.value
-            for handler in handlers { handler(snapshot) }
+            for observer in observers { observer.deliver(snapshot.value) }
             deliveries.ran()
         }
     }

@@ -15,12 +15,12 @@ extension StorageReference {
 
     /// The download URL, or the error (an `NSError` in `StorageErrorDomain`), passed to
     /// `completion` on the callback queue.
-    public func downloadURL(completion: @escaping (_ url: URL?, _ error: (any Error)?) -> Void) {
+    public func downloadURL(completion: @escaping @Sendable (_ url: URL?, _ error: (any Error)?) -> Void) {
         deliver(completion) { try await self.fetchDownloadURL() }
     }
 
     /// The download URL as a `Result`; its error is a `StorageError`.
-    public func downloadURL(completion: @escaping (Result<URL, any Error>) -> Void) {
+    public func downloadURL(completion: @escaping @Sendable (Result<URL, any Error>) -> Void) {
         downloadURL(completion: Self.resultCallback(completion))
     }
 
@@ -41,12 +41,12 @@ extension StorageReference {
 
     /// The stored object's metadata, or the error (an `NSError` in `StorageErrorDomain`),
     /// passed to `completion` on the callback queue.
-    public func getMetadata(completion: @escaping (_ metadata: StorageMetadata?, _ error: (any Error)?) -> Void) {
+    public func getMetadata(completion: @escaping @Sendable (_ metadata: StorageMetadata?, _ error: (any Error)?) -> Void) {
         deliver(completion) { try await self.fetchMetadata() }
     }
 
     /// The stored object's metadata as a `Result`; its error is a `StorageError`.
-    public func getMetadata(completion: @escaping (Result<StorageMetadata, any Error>) -> Void) {
+    public func getMetadata(completion: @escaping @Sendable (Result<StorageMetadata, any Error>) -> Void) {
         getMetadata(completion: Self.resultCallback(completion))
     }
 
@@ -94,17 +94,16 @@ extension StorageReference {
 
     /// Runs `operation` and hands its outcome to `completion` on the callback queue.
     private func deliver<T: Sendable>(
-        _ completion: @escaping (T?, (any Error)?) -> Void, _ operation: @escaping @Sendable () async throws -> T
+        _ completion: @escaping @Sendable (T?, (any Error)?) -> Void, _ operation: @escaping @Sendable () async throws -> T
     ) {
-        let completion = UncheckedSendable(completion)
         let queue = storage.callbackQueue
         Task {
             let outcome: Result<T, any Error>
             do { outcome = .success(try await operation()) } catch { outcome = .failure(NSError.storage(error)) }
             queue.async {
                 switch outcome {
-                case .success(let value): completion.value(value, nil)
-                case .failure(let error): completion.value(nil, error)
+                case .success(let value): completion(value, nil)
+                case .failure(let error): completion(nil, error)
                 }
             }
         }

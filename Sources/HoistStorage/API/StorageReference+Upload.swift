@@ -13,7 +13,7 @@ extension StorageReference {
     @discardableResult
     public func putData(
         _ uploadData: Data, metadata: StorageMetadata? = nil,
-        completion: ((_ metadata: StorageMetadata?, _ error: (any Error)?) -> Void)?
+        completion: (@Sendable (_ metadata: StorageMetadata?, _ error: (any Error)?) -> Void)?
     ) -> StorageUploadTask {
         start(StorageUploadTask(reference: self, content: .data(uploadData), metadata: metadata), completion)
     }
@@ -32,7 +32,7 @@ extension StorageReference {
     @discardableResult
     public func putFile(
         from fileURL: URL, metadata: StorageMetadata? = nil,
-        completion: ((_ metadata: StorageMetadata?, _ error: (any Error)?) -> Void)?
+        completion: (@Sendable (_ metadata: StorageMetadata?, _ error: (any Error)?) -> Void)?
     ) -> StorageUploadTask {
         start(StorageUploadTask(reference: self, content: .file(fileURL), metadata: metadata), completion)
     }
@@ -71,7 +71,7 @@ extension StorageReference {
     @discardableResult
     public func putData(
         _ uploadData: Data, metadata: StorageMetadata? = nil,
-        completion: @escaping (Result<StorageMetadata, any Error>) -> Void
+        completion: @escaping @Sendable (Result<StorageMetadata, any Error>) -> Void
     ) -> StorageUploadTask {
         putData(uploadData, metadata: metadata, completion: Self.resultCallback(completion))
     }
@@ -80,7 +80,7 @@ extension StorageReference {
     @discardableResult
     public func putFile(
         from: URL, metadata: StorageMetadata? = nil,
-        completion: @escaping (Result<StorageMetadata, any Error>) -> Void
+        completion: @escaping @Sendable (Result<StorageMetadata, any Error>) -> Void
     ) -> StorageUploadTask {
         putFile(from: from, metadata: metadata, completion: Self.resultCallback(completion))
     }
@@ -90,7 +90,7 @@ extension StorageReference {
     /// - Throws: a `StorageError`, such as `.cancelled`.
     /// - Parameter onProgress: called on the callback queue as bytes move.
     public func putDataAsync(
-        _ uploadData: Data, metadata: StorageMetadata? = nil, onProgress: ((Progress?) -> Void)? = nil
+        _ uploadData: Data, metadata: StorageMetadata? = nil, onProgress: (@Sendable (Progress?) -> Void)? = nil
     ) async throws -> StorageMetadata {
         try await awaitUpload(StorageUploadTask(reference: self, content: .data(uploadData), metadata: metadata), onProgress)
     }
@@ -99,13 +99,13 @@ extension StorageReference {
     /// Cancelling the calling `Task` cancels the upload.
     /// - Throws: a `StorageError`, such as `.unknown` for a file that is not there.
     public func putFileAsync(
-        from url: URL, metadata: StorageMetadata? = nil, onProgress: ((Progress?) -> Void)? = nil
+        from url: URL, metadata: StorageMetadata? = nil, onProgress: (@Sendable (Progress?) -> Void)? = nil
     ) async throws -> StorageMetadata {
         try await awaitUpload(StorageUploadTask(reference: self, content: .file(url), metadata: metadata), onProgress)
     }
 
     private func start(
-        _ task: StorageUploadTask, _ completion: ((StorageMetadata?, (any Error)?) -> Void)?
+        _ task: StorageUploadTask, _ completion: (@Sendable (StorageMetadata?, (any Error)?) -> Void)?
     ) -> StorageUploadTask {
         if let completion {
             task.observe(.success) { completion($0.metadata, nil) }
@@ -115,11 +115,10 @@ extension StorageReference {
         return task
     }
 
-    private func awaitUpload(_ task: StorageUploadTask, _ onProgress: ((Progress?) -> Void)?) async throws -> StorageMetadata {
-        let onProgress = UncheckedSendable(onProgress)
-        return try await withTaskCancellationHandler {
+    private func awaitUpload(_ task: StorageUploadTask, _ onProgress: (@Sendable (Progress?) -> Void)?) async throws -> StorageMetadata {
+        try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<StorageMetadata, any Error>) in
-                if let progress = onProgress.value {
+                if let progress = onProgress {
                     task.observe(.progress) { progress($0.progress) }
                 }
                 task.observe(.success) { snapshot in
@@ -141,7 +140,7 @@ extension StorageReference {
     }
 
     /// Adapts a `Result` completion to the `(value, error)` form; the error becomes a `StorageError`.
-    static func resultCallback<T>(_ completion: @escaping (Result<T, any Error>) -> Void) -> (T?, (any Error)?) -> Void {
+    static func resultCallback<T>(_ completion: @escaping @Sendable (Result<T, any Error>) -> Void) -> @Sendable (T?, (any Error)?) -> Void {
         { value, error in
             if let value {
                 completion(.success(value))

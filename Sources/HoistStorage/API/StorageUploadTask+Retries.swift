@@ -41,12 +41,12 @@ extension StorageUploadTask {
     /// `removeObserver(withHandle:)` or `removeAllObservers()`, and after success or failure.
     /// - Returns: a handle for `removeObserver(withHandle:)`.
     @discardableResult
-    public func observeRetries(_ handler: @escaping (StorageUploadRetry) -> Void) -> String {
-        let handle = RandomID.handle()
+    public func observeRetries(_ handler: @escaping @Sendable (StorageUploadRetry) -> Void) -> String {
+        let observer = Observer(RandomID.handle(), handler)
         lock.withLock {
-            if !state.isFinished { retryHandlers.append((handle, handler)) }
+            if !state.isFinished { retryHandlers.append(observer) }
         }
-        return handle
+        return observer.handle
     }
 
     /// Tells the retry observers, under the lock that orders every event of the task.
@@ -57,11 +57,11 @@ extension StorageUploadTask {
         lock.withLock {
             guard !retryHandlers.isEmpty, !state.isFinished else { return }
             let retry = StorageUploadRetry(attempt: attempt, delay: delay, responseCode: code, message: message, completed: completed)
-            let work = UncheckedSendable(retryHandlers.map(\.run))
+            let observers = retryHandlers
             let deliveries = self.deliveries
             deliveries.sent()
             reference.storage.callbackQueue.async {
-                for handler in work.value { handler(retry) }
+                for observer in observers { observer.deliver(retry) }
                 deliveries.ran()
             }
         }

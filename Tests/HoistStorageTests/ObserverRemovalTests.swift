@@ -1,0 +1,92 @@
+import Foundation
+import HoistTestSupport
+import Synchronization
+import Testing
+@testable import HoistStorage
+
+/// A handler removed before its event is delivered never runs, whatever was already on its way
+/// to the callback queue: the guide's "observe, then remove" pattern, under load.
+@Suite struct ObserverRemovalTests {
+    /// An upload slowed to about half a second, with the callback queue held busy for its first
+    /// 150 ms: progress events made in that time wait in the queue while the handler is removed.
+    @Test func aHandlerRemovedWhileItsEventsWaitInTheQueueNeverRuns() async throws {
+        for round in 0..<10 {
+            let bucket = try LocalBucketFixture()
+            let queue = DispatchQueue(label: "busy callbacks \(round)")
+            bucket.storage.callbackQueue = queue
+            bucket.storage.bandwidthLimiter = BandwidthLimiter(bytesPerSecond: 16 << 20)
+            queue.async { usleep(150_000) }
+            let ran = Atomic<Int>(0)
+            let (task, recorder) = EventRecorder.upload(.data(patternData(8 << 20)), to: bucket.storage.reference(withPath: "r\(round).bin"))
+            let handle = task.observe(.progress) { _ in ran.add(1, ordering: .relaxed) }
+            try await Task.sleep(for: .milliseconds(50))
+            let madeBeforeRemoval = recorder.events.count   // what reached the queue's other observers so far (0: all wait)
+            task.removeObserver(withHandle: handle)
+            let last = await recorder.finished()
+            #expect(last.status == .success)
+            #expect(ran.load(ordering: .relaxed) == 0, "round \(round): the removed handler ran (\(madeBeforeRemoval) events seen before)")
+        }
+    }
+
+    /// Added while the task already reports progress (so its first call is sent at once), and
+    /// removed at once: it never runs. Each `removeAllObservers` form too.
+    @Test(arguments: ["handle", "status", "all"])
+    func aHandlerAddedAndRemovedAtOnceNeverRuns(removal: String) async throws {
+        for round in 0..<20 {
+            let bucket = try LocalBucketFixture()
+            let queue = DispatchQueue(label: "callbacks \(round)")
+            bucket.storage.callbackQueue = queue
+            bucket.storage.bandwidthLimiter = BandwidthLimiter(bytesPerSecond: 32 << 20)
+            let task = bucket.storage.reference(withPath: "a\(round).bin").putData(patternData(8 << 20))
+            let progressed = DispatchSemaphore(value: 0)
+            task.observeInPlace([.progress]) { _ in progressed.signal() }
+            await withCheckedContinuation { (resume: CheckedContinuation<Void, Never>) in
+                DispatchQueue.global().async {
+                    progressed.wait()
+                    resume.resume()
+                }
+            }
+            let ran = Atomic<Int>(0)
+            queue.suspend()
+            let handle = task.observe(.progress) { _ in ran.add(1, ordering: .relaxed) }
+            let retryHandle = task.observeRetries { _ in ran.add(1, ordering: .relaxed) }
+            switch removal {
+            case "handle":
+                task.removeObserver(withHandle: handle)
+                task.removeObserver(withHandle: retryHandle)
+            case "status": task.removeAllObservers(for: .progress)
+            default: task.removeAllObservers()
+            }
+            queue.resume()
+            let done = DispatchSemaphore(value: 0)
+            task.observe(.success) { _ in done.signal() }
+            task.observe(.failure) { _ in done.signal() }
+            await withCheckedContinuation { (resume: CheckedContinuation<Void, Never>) in
+                DispatchQueue.global().async {
+                    done.wait()
+                    resume.resume()
+                }
+            }
+            queue.sync {}
+            #expect(ran.load(ordering: .relaxed) == 0, "round \(round), \(removal)")
+        }
+    }
+
+    /// The Firebase guide's snippets as top-level Swift 6 code (`Tests/swift6-snippets`,
+    /// compiled in the Swift 6 language mode by the package's build): closures there are
+    /// inferred `@MainActor`, and a plain handler type let them be called off the main actor,
+    /// which stopped the process with `Illegal instruction`. Five runs, for the removed
+    /// observer too.
+    @Test func theGuidesSnippetsRunAsTopLevelSwift6Code() throws {
+        for _ in 0..<5 {
+            let folder = try TemporaryDirectory()
+            let run = try runProcess(productsDirectory.appendingPathComponent("hoist-swift6-snippets").path,
+                                     ["file://" + folder.path + "/bucket"])
+            #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
+            let lines = run.stdout.split(separator: "\n").map(String.init)
+            #expect(lines == ["putData: 19 bytes", "downloadURL: rivers.jpg", "progress: 100%", "putFile: image/jpeg, 3145728 bytes",
+                              "Result: result.txt", "async: 5 bytes"], "\(run.stdout)\(run.stderr)")
+            #expect(try Data(contentsOf: folder.url.appendingPathComponent("bucket/images/rivers.jpg")) == Data("rivers, from memory".utf8))
+        }
+    }
+}
