@@ -95,6 +95,7 @@ extension Hoist {
             options.journal = false
             options.caBundle = trustOptions.caBundlePath
             options.log = { output.say($0, isError: true) }
+            options.quiet = quiet
             let session: JobSession
             let events = json ? JSONEventLog(sink: .standardOutput) : nil
             do { session = try await JobSession.open(job, options: options) } catch {
@@ -195,6 +196,10 @@ struct Destination {
             // A local bucket's directory: objects go at its root.
             storageURL = text
             path = ""
+        } else if let scheme = Self.urlScheme(text) {
+            // `s3://b/x` is not an object named `s3:/b/x` in the default bucket.
+            throw ValidationError("'\(text)' is a \(scheme):// URL, and Hoist stores to gs://BUCKET/PATH or file: folders: "
+                + "name one of those, or a path in --storage's bucket.")
         } else {
             let url = storage ?? ProcessInfo.processInfo.environment["HOIST_STORAGE_URL"] ?? "file:.hoist/bucket"
             if url.hasPrefix("gs://") {
@@ -207,5 +212,15 @@ struct Destination {
             storageURL = url
             path = text.hasPrefix("/") ? String(text.drop { $0 == "/" }) : text
         }
+    }
+
+    /// The scheme of text that starts like a URL (`NAME://`, NAME a letter then letters,
+    /// digits, `+`, `-` or `.`), or nil.
+    static func urlScheme(_ text: String) -> String? {
+        guard let range = text.range(of: "://") else { return nil }
+        let scheme = text[..<range.lowerBound]
+        guard let first = scheme.first, first.isASCII, first.isLetter,
+              scheme.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "+-.".contains($0)) }) else { return nil }
+        return String(scheme)
     }
 }

@@ -122,6 +122,7 @@ extension Hoist {
             options.caBundle = trustOptions.caBundlePath
             options.metricsFile = metricsFile
             options.log = { output.say($0, isError: true) }
+            options.quiet = quiet
             let session: JobSession
             do { session = try await JobSession.open(job, options: options) } catch {
                 FileHandle.standardError.write(Data((printable("hoist: \(error.description)", keepingNewlines: true) + "\n").utf8))

@@ -95,6 +95,31 @@ import Testing
         #expect(run.stderr.hasSuffix("two/x/y: invalidArgument: Object x/y cannot be stored: object x exists, and a local bucket cannot hold both.\n"))
     }
 
+    /// `-q` from cron: a successful run prints nothing (cron mails any output), not even a
+    /// hook's `log.info` or `print`; its warnings and errors still show.
+    @Test func quietSilencesHooksInfoButNotTheirWarnings() throws {
+        let fixture = try JobFixture()
+        try fixture.file("a.txt")
+        _ = try fixture.job("""
+            storage: { url: 'file:bucket' }
+            files: [{ root: src }, { root: gone, optional: true }]
+            hooks:
+              - inline: |
+                  function on_success(s) log.info("stored " .. s.reference.name); print("printed"); log.debug("debug") end
+                  function on_job_end(summary) log.warn("warned") end
+            """)
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        let quiet = try runProcess(hoist, ["run", "--quiet", manifest], environment: ["HOME": fixture.directory.url.path])
+        #expect(quiet.status == 0, "\(quiet.stderr)")
+        #expect(quiet.stdout.isEmpty, "\(quiet.stdout)")
+        #expect(quiet.stderr.hasPrefix("hoist: [") && quiet.stderr.hasSuffix("job.yaml#hooks[0]] warn: warned\n"), "\(quiet.stderr)")
+        #expect(quiet.stderr.split(separator: "\n").count == 1, "\(quiet.stderr)")
+        try fixture.file("b.txt")
+        let loud = try runProcess(hoist, ["run", manifest], environment: ["HOME": fixture.directory.url.path])
+        #expect(loud.stderr.contains("info: stored b.txt") && loud.stderr.contains("info: printed") && loud.stderr.contains("note: "),
+                "\(loud.stderr)")
+    }
+
     @Test func planSaysWhatAndWhy() throws {
         let fixture = try JobFixture()
         try fixture.file("a.jpg", 2048)

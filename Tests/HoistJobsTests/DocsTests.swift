@@ -128,4 +128,25 @@ import Testing
         #expect(run.stderr.contains("info: 4 uploaded; the bundled plugins: hoist plugins\n"))
         #expect(run.stdout.hasPrefix("quickstart: 4 uploaded"))
     }
+
+    /// Two clones of the repository, one user: each clone's quick start runs (its journal is in
+    /// its own `.hoist/`), where a journal shared by job name refused the second clone.
+    @Test func theQuickStartRunsFromASecondClone() throws {
+        let hoist = productsDirectory.appendingPathComponent("hoist").path
+        let state = try TemporaryDirectory()
+        var environment = ProcessInfo.processInfo.environment
+        environment["XDG_STATE_HOME"] = state.path
+        for _ in 0..<2 {
+            let clone = try TemporaryDirectory()
+            let jobs = clone.url.appendingPathComponent("jobs")
+            try FileManager.default.createDirectory(at: jobs, withIntermediateDirectories: true)
+            for name in ["quickstart.yaml", "quickstart"] {
+                try FileManager.default.copyItem(at: packageRoot.appendingPathComponent("jobs/\(name)"), to: jobs.appendingPathComponent(name))
+            }
+            let run = try runProcess(hoist, ["run", jobs.appendingPathComponent("quickstart.yaml").path], environment: environment)
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(run.stdout.hasPrefix("quickstart: 4 uploaded"), "\(run.stdout)")
+            #expect(FileManager.default.fileExists(atPath: clone.url.appendingPathComponent(".hoist/quickstart.sqlite").path))
+        }
+    }
 }

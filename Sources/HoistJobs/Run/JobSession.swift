@@ -29,6 +29,9 @@ public final class JobSession: Sendable {
         public var metricsFile: String?
         /// Where hooks' log lines and notes (an optional root skipped) go.
         public var log: @Sendable (String) -> Void = { _ in }
+        /// `--quiet`: errors only. Notes and hooks' `log.debug`/`log.info`/`print` are not passed
+        /// to `log`; hooks' `log.warn`/`log.error` and Hoist's warnings are.
+        public var quiet = false
 
         public init() {}
     }
@@ -110,7 +113,7 @@ public final class JobSession: Sendable {
         let runID = shared?.runID ?? UUID().uuidString.lowercased()
         var hooks: HookBus?
         do {
-            for note in try job.checkRoots() { options.log("hoist: note: \(note)") }
+            for note in try job.checkRoots() where !options.quiet { options.log("hoist: note: \(note)") }
             storage = try job.makeStorage(caBundle: options.caBundle)
             if job.manifest.storage.insecureSkipTLSVerify == true, job.manifest.storage.url.hasPrefix("gs://") {
                 options.log(insecureTLSWarning)
@@ -119,6 +122,7 @@ public final class JobSession: Sendable {
             if !job.manifest.hooks.isEmpty {
                 let alsoReads = [options.caBundle, options.journalOverride].compactMap { $0 }.filter { !PostgresLocation.isPostgres($0) }
                 hooks = try HookBus(job: job, storage: storage, runID: runID, alsoReads: alsoReads) { line in
+                    if options.quiet, line.level == .debug || line.level == .info { return }
                     options.log("hoist: [\(line.script)] \(line.level.rawValue): \(line.message)")
                 }
             }
