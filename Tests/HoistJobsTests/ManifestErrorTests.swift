@@ -138,4 +138,5 @@ let brokenManifests: [(file: String, expected: String)] = [
     ("46-header-injection.yaml", "46-header-injection.yaml:6:30: bad template 'text/plain\\r\\nX-Injected: yes': it contains the control character U+000D, which object names and header values cannot"),
     ("47-rate-unit-case.yaml", "47-rate-unit-case.yaml:6:14: bad rate '50mb/s': units are case-sensitive (did you mean '50MB/s'?)"),
     ("48-size-unit-case.yaml", "48-size-unit-case.yaml:6:14: bad size '2gib': units are case-sensitive (did you mean '2GiB'?)"),
+    ("49-destination-parent.yaml", "49-destination-parent.yaml:6:18: destination '../../etc/{name}' has a '..' segment: object names stay below the bucket's root, and '..' cannot be normalized away"),
 ]

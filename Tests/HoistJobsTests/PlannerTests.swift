@@ -1,6 +1,7 @@
 import Foundation
 import HoistJobs
 import HoistTestSupport
+import HoistYAML
 import Testing
 
 @Suite struct PlannerTests {
@@ -117,13 +118,16 @@ import Testing
         }
     }
 
+    /// A literal `..` is a manifest error at the destination (ManifestErrorTests); one that a
+    /// placeholder's value makes stops the plan.
     @Test func templateThatLeavesItsPrefixStopsThePlan() throws {
         let fixture = try JobFixture()
         let file = try fixture.file("a.txt")
-        let job = try fixture.job(storage + "files: [{ root: src, destination: '../{name}' }]")
+        let job = try fixture.job(storage + "files: [{ root: src, destination: '{env:UP}/{name}' }]", environment: ["HOME": "/root", "UP": ".."])
         #expect { try Planner(job: job).check() } throws: { error in
             "\(error)" == "\(file.path): destination '../a.txt' contains '..': a destination cannot leave its prefix"
         }
+        #expect(throws: YAMLError.self) { try fixture.job(storage + "files: [{ root: src, destination: '../{name}' }]") }
     }
 
     @Test func countsForProgress() throws {

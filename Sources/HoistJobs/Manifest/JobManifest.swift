@@ -176,6 +176,11 @@ public struct FileSet: Decodable, Sendable {
         include = try c.decodeIfPresent(GlobList.self, forKey: .include)?.globs ?? []
         exclude = try c.decodeIfPresent(GlobList.self, forKey: .exclude)?.globs ?? []
         destination = try c.decodeIfPresent(Template.self, forKey: .destination) ?? (try! Template(parsing: "{relpath}"))
+        if destination.hasLiteralParentSegment {
+            // The planner refuses such a name for every file; say so where it is written.
+            try decoder.report(.dataCorruptedError(forKey: .destination, in: c,
+                debugDescription: "destination '\(destination.text)' has a '..' segment: object names stay below the bucket's root, and '..' cannot be normalized away"))
+        }
         metadata = try c.decodeIfPresent(MetadataSettings.self, forKey: .metadata)
         rules = try c.decodeIfPresent([MetadataRule].self, forKey: .rules) ?? []
         hidden = try c.decodeIfPresent(Bool.self, forKey: .hidden) ?? false

@@ -15,6 +15,13 @@ public struct Template: Decodable, Sendable, Equatable, CustomStringConvertible 
         case now(String)
     }
 
+    /// Whether the text holds a `..` path segment of its own (between slashes, or at an end),
+    /// which no file's values can make valid: `../../etc/{name}`.
+    var hasLiteralParentSegment: Bool {
+        let shape = parts.map { part in if case .literal(let text) = part { text } else { "\u{0}" } }.joined()
+        return shape.split(separator: "/", omittingEmptySubsequences: false).contains("..")
+    }
+
     public static let placeholders = ["relpath", "dir", "name", "stem", "ext", "job", "hostname", "env:VAR", "mtime:FORMAT", "now:FORMAT"]
 
     public init(from decoder: any Decoder) throws { self = try parseScalar(decoder, Template.init(parsing:)) }
