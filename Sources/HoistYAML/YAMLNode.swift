@@ -128,14 +128,16 @@ public func redactingURLPasswords(_ text: String) -> (text: String, hidden: [(st
     var hidden: [(start: Int, length: Int)] = []
     var index = 0
     while index < characters.count {
-        // At "://" after a scheme: the userinfo runs to '@' before any '/', space or quote.
+        // At "://" after a scheme.
         if characters[index] == ":", index + 2 < characters.count, characters[index + 1] == "/", characters[index + 2] == "/",
            index > 0, characters[index - 1].isLetter || characters[index - 1].isNumber {
             result += "://"
             index += 3
-            var end = index
-            while end < characters.count, !"/@?#\"' \t".contains(characters[end]) { end += 1 }
-            if end < characters.count, characters[end] == "@", let colon = characters[index..<end].firstIndex(of: ":") {
+            // The authority runs to the first '/', '?', '#' or quote; its userinfo to the last '@'
+            // in it (as URL parsers read `u:p@ss@host`), spaces included.
+            var stop = index
+            while stop < characters.count, !"/?#\"'".contains(characters[stop]) { stop += 1 }
+            if let end = characters[index..<stop].lastIndex(of: "@"), let colon = characters[index..<end].firstIndex(of: ":") {
                 result += characters[index...colon]
                 hidden.append((start: colon + 1, length: end - colon - 1))
                 result += "***"

@@ -9,9 +9,16 @@ func loadJob(_ path: String) throws -> Job {
     do {
         return try Job(file: path)
     } catch let error as YAMLError {
-        FileHandle.standardError.write(Data((error.description + "\n").utf8))
+        printError(error.description)
         throw ExitCode(2)
     }
+}
+
+/// A message on standard error, its lines kept and everything else a terminal would obey
+/// (escapes, carriage returns, reordering characters) shown escaped: messages quote manifests,
+/// hook scripts and file names, which are others' text.
+func printError(_ text: String) {
+    FileHandle.standardError.write(Data((printable(text, keepingNewlines: true) + "\n").utf8))
 }
 
 extension Hoist {
@@ -169,7 +176,7 @@ extension Hoist {
                 do {
                     job = try Job(file: path)
                 } catch let error as YAMLError {
-                    FileHandle.standardError.write(Data((error.description + "\n").utf8))
+                    printError(error.description)
                     failed = true
                     continue
                 }
@@ -177,14 +184,14 @@ extension Hoist {
                 do {
                     try HookSources.check(job)
                 } catch {
-                    FileHandle.standardError.write(Data("\(error)\n".utf8))
+                    printError("\(error)")
                     valid = false
                 }
                 if !syntaxOnly {
                     do {
-                        for note in try job.checkRoots() { FileHandle.standardError.write(Data("\(path): note: \(note)\n".utf8)) }
+                        for note in try job.checkRoots() { printError("\(path): note: \(note)") }
                     } catch {
-                        FileHandle.standardError.write(Data("\(describe(error))\n".utf8))
+                        printError(describe(error))
                         valid = false
                     }
                 }

@@ -12,13 +12,18 @@ final class JSONEventLog: JobRetryObserver {
 
     init(sink: Sink) { handle = .standardOutput }
 
+    /// Opens `path` to append, creating it; never through a symbolic link at its name, and
+    /// only a regular file (a link planted there by another user would have root append to
+    /// whatever it names).
     init?(appendingTo path: String) {
-        if !FileManager.default.fileExists(atPath: path) {
-            guard FileManager.default.createFile(atPath: path, contents: nil) else { return nil }
+        let descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { return nil }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+            close(descriptor)
+            return nil
         }
-        guard let handle = FileHandle(forWritingAtPath: path) else { return nil }
-        handle.seekToEndOfFile()
-        self.handle = handle
+        handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
     }
 
     private func emit(_ fields: [String: any Sendable]) {

@@ -25,14 +25,14 @@ extension Hoist {
             let environment = job?.environment ?? ProcessInfo.processInfo.environment
             let plugins = PluginCatalog.all(for: job, environment: environment)
             guard !plugins.isEmpty else {
-                print("No plugins found in: " + PluginCatalog.directories(for: job, environment: environment).joined(separator: ", "))
+                print(printable("No plugins found in: " + PluginCatalog.directories(for: job, environment: environment).joined(separator: ", ")))
                 return
             }
             for plugin in plugins {
-                print("\(plugin.name): \(plugin.summary)")
-                print("  \(plugin.path)")
+                print(printable("\(plugin.name): \(plugin.summary)"))
+                print(printable("  \(plugin.path)"))
                 for setting in plugin.settings {
-                    print("  with \(setting.name) (\(setting.type)\(setting.required ? ", required" : "")): \(setting.help)")
+                    print(printable("  with \(setting.name) (\(setting.type)\(setting.required ? ", required" : "")): \(setting.help)"))
                 }
             }
         }

@@ -134,6 +134,15 @@ import Testing
         #expect(run.stderr.contains("postgres://hoist:***@db.example/hoist"), "\(run.stderr)")
     }
 
+    /// Passwords as URL parsers read them: up to the last '@' of the authority, spaces included.
+    @Test func passwordsWithAtSignsAndSpacesAreHidden() {
+        #expect(redactingURLPasswords("postgres://hoist:p@ssA1@db/x").text == "postgres://hoist:***@db/x")
+        #expect(redactingURLPasswords("url: postgres://hoist:pa ssA4@db/x").text == "url: postgres://hoist:***@db/x")
+        #expect(redactingURLPasswords("a http://u:one@h/x b https://v:two@g").text == "a http://u:***@h/x b https://v:***@g")
+        #expect(redactingURLPasswords("mail me: a@b.c, see http://h/x").text == "mail me: a@b.c, see http://h/x")
+        #expect(redactingURLPasswords("postgres://hoist@db/x").text == "postgres://hoist@db/x")
+    }
+
     @Test func aCaretAfterAHiddenPasswordStaysUnderItsColumn() {
         let line = #"  url: "postgres://u:longpassword@h/d", bad: x"#
         let column = Array(line).firstIndex(of: "b")! + 1
@@ -156,5 +165,158 @@ import Testing
         #expect(run.status == 0, "\(run.stderr)")
         #expect(!run.stdout.unicodeScalars.contains { $0.value == 0x202E }, "\(run.stdout)")
         #expect(run.stdout.contains(#"evil\u{202E}txt.exe"#), "\(run.stdout)")
+    }
+
+    // MARK: - The red team's second look (each a finding, reproduced)
+
+    /// A folder above the output folder, which another user may rename, swapped for a link to
+    /// the job's config folder after the check: the hook's append went into the envFile.
+    @Test func aLinkSwappedInAboveTheOutputFolderIsNotFollowed() async throws {
+        let fixture = try JobFixture()
+        try fixture.file("a.txt")
+        try fixture.directory.write("conf/job.env", Data("GREETING=hi\n".utf8))
+        try FileManager.default.createDirectory(at: fixture.directory.url.appendingPathComponent("mal/reports"), withIntermediateDirectories: true)
+        let job = try fixture.job("""
+            envFile: conf/job.env
+            storage: { url: 'file:bucket' }
+            files: [{ root: src }]
+            lua: { output: mal/reports/conf }
+            hooks:
+              - inline: |
+                  function on_job_start(job) log.warn(tostring(select(2, pcall(hoist.append_file, "job.env", "STORAGE_EMULATOR_HOST=evil:1\\n")))) end
+            """)
+        let log = HookLog()
+        let bus = try HookBus(job: job, storage: try job.makeStorage()) { line in log.append(line.message) }
+        let mal = fixture.directory.url.appendingPathComponent("mal")
+        try FileManager.default.moveItem(at: mal.appendingPathComponent("reports"), to: mal.appendingPathComponent("reports.old"))
+        try FileManager.default.createSymbolicLink(atPath: mal.appendingPathComponent("reports").path, withDestinationPath: fixture.directory.url.path)
+        let summary = await JobRunner(job: job, storage: try job.makeStorage(), observers: [], hooks: bus).run(totals: try Planner(job: job).check())
+        #expect(summary.uploaded == 1)
+        #expect(try String(contentsOf: fixture.directory.url.appendingPathComponent("conf/job.env"), encoding: .utf8) == "GREETING=hi\n")
+        #expect(log.all.contains { $0.contains("symbolic link on the way to the output folder") }, "\(log.all)")
+    }
+
+    /// System folders (the CA store libcurl reads, cron's tables) and home folders are no
+    /// output folder, whatever the manifest says; nor is HOME when the job moves its own state.
+    @Test(arguments: ["/etc/ssl/certs", "/etc/cron.d", "/usr/lib/ssl", "HOME", "HOME/.ssh", "/"])
+    func anOutputFolderInASystemOrHomeFolderIsRefused(output: String) throws {
+        let fixture = try JobFixture()
+        try fixture.file("a.txt")
+        let home = fixture.directory.url.appendingPathComponent("home").path
+        try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
+        let job = try fixture.job("""
+            env: { XDG_STATE_HOME: \(fixture.directory.url.appendingPathComponent("state").path) }
+            storage: { url: 'file:bucket' }
+            files: [{ root: src }]
+            lua: { output: '\(output.replacingOccurrences(of: "HOME", with: home))' }
+            """, environment: ["HOME": home])
+        #expect {
+            try job.checkRoots()
+        } throws: { error in
+            "\(error)".contains("the hook output folder") && ("\(error)".contains("system folder") || "\(error)".contains("home folder")
+                || "\(error)".contains("every user"))
+        }
+    }
+
+    /// A PostgreSQL journal's `sslrootcert=` decides which server is trusted as the journal.
+    @Test func anOutputFolderHoldingTheJournalsCAFileIsRefused() throws {
+        let fixture = try JobFixture()
+        try fixture.file("a.txt")
+        let logs = fixture.directory.url.appendingPathComponent("logs").path
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        try """
+            version: 1
+            name: pgca
+            journal: "postgres://hoist@localhost:55432/hoist?sslmode=verify-full&sslrootcert=\(logs)/pg-ca.pem"
+            storage: { url: 'file:bucket' }
+            files: [{ root: src }]
+            lua: { output: logs }
+
+            """.write(toFile: manifest, atomically: true, encoding: .utf8)
+        let job = try Job(file: manifest, environment: ["HOME": "/root"])
+        #expect { try job.checkRoots() } throws: { "\($0)".contains("sslrootcert") }
+    }
+
+    /// `followSymlinks: true` and a link in the root to the output folder: the next run
+    /// uploaded what the hook wrote. A followed link into the output folder or the local bucket
+    /// is skipped.
+    @Test func aFollowedLinkIntoTheOutputFolderIsNotWalked() throws {
+        let fixture = try JobFixture()
+        try fixture.file("a.txt")
+        try fixture.directory.write("out/planted.txt", Data("from a hook".utf8))
+        try FileManager.default.createSymbolicLink(atPath: fixture.directory.url.appendingPathComponent("src/l").path,
+                                                   withDestinationPath: fixture.directory.url.appendingPathComponent("out").path)
+        try FileManager.default.createSymbolicLink(atPath: fixture.directory.url.appendingPathComponent("src/f.txt").path,
+                                                   withDestinationPath: fixture.directory.url.appendingPathComponent("out/planted.txt").path)
+        let items = try fixture.plan("storage: { url: 'file:bucket' }\nfiles: [{ root: src, followSymlinks: true }]\nlua: { output: out }\n")
+        #expect(items.map(\.file.relativePath) == ["a.txt"])
+    }
+
+    /// A journal someone else made (or may write) decides what a run skips: refused.
+    @Test(arguments: ["owner", "mode"])
+    func aJournalAnotherUserControlsIsRefused(how: String) throws {
+        guard geteuid() == 0 || how == "mode" else { return }
+        let fixture = try JobFixture()
+        let (manifest, environment) = try job(fixture, extra: "journal: journal.sqlite\n")
+        #expect(try runProcess(hoist, ["run", manifest], environment: environment).status == 0)
+        let journal = fixture.directory.url.appendingPathComponent("journal.sqlite").path
+        if how == "owner" { chown(journal, 65534, 65534) } else { chmod(journal, 0o666) }
+        let run = try runProcess(hoist, ["run", manifest], environment: environment)
+        #expect(run.status == 2)
+        #expect(run.stderr.contains(how == "owner" ? "belongs to another user" : "may be written by other users"), "\(run.stderr)")
+    }
+
+    /// `--log-file` at a name where another user planted a link: root appended to its target.
+    @Test func theLogFileIsNotOpenedThroughALink() throws {
+        let fixture = try JobFixture()
+        let (manifest, environment) = try job(fixture)
+        let victim = try fixture.directory.write("victim.txt", Data("precious\n".utf8))
+        let log = fixture.directory.url.appendingPathComponent("hoist.log").path
+        try FileManager.default.createSymbolicLink(atPath: log, withDestinationPath: victim.path)
+        let run = try runProcess(hoist, ["run", "--log-file", log, manifest], environment: environment)
+        #expect(run.status == 2)
+        #expect(run.stderr.contains("cannot open the log file"), "\(run.stderr)")
+        #expect(try String(contentsOf: victim, encoding: .utf8) == "precious\n")
+    }
+
+    /// What others wrote, printed by `hoist plugins` (a plugin's header) and `hoist validate`
+    /// (a hook's syntax error quoting its text): escaped.
+    @Test func pluginHeadersAndHookSyntaxErrorsArePrintedEscaped() throws {
+        let fixture = try JobFixture()
+        try fixture.file("a.txt")
+        let plugins = fixture.directory.url.appendingPathComponent("more-plugins")
+        try fixture.directory.write("more-plugins/evil.lua", Data("-- evil.lua: \u{1B}]0;PWNED\u{7}\u{1B}[2J cleared\u{202E}\nreturn 1\n".utf8))
+        var environment = ["HOME": "/root", "PATH": "/usr/bin:/bin", "HOIST_PLUGIN_PATH": plugins.path]
+        let listed = try runProcess(hoist, ["plugins"], environment: environment)
+        #expect(listed.stdout.contains("evil"), "\(listed.stdout)")
+        #expect(!listed.stdout.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x07 || $0.value == 0x202E }, "\(listed.stdout)")
+        try fixture.directory.write("h1.lua", Data("x = \"\u{1B}]0;PWNED\u{7}\u{1B}[2J\n".utf8))
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        try "version: 1\nname: esc\nstorage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nhooks: [h1.lua]\n".write(
+            toFile: manifest, atomically: true, encoding: .utf8)
+        environment["HOIST_PLUGIN_PATH"] = nil
+        let validated = try runProcess(hoist, ["validate", manifest], environment: environment)
+        #expect(validated.status == 2)
+        #expect(validated.stderr.contains("h1.lua:1:"), "\(validated.stderr)")
+        #expect(!validated.stderr.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x07 }, "\(validated.stderr)")
+    }
+
+    /// The lock's text is another process's (or user's): only a process id is shown from it.
+    @Test func aLockHoldersTextCannotForgeALine() throws {
+        let fixture = try JobFixture()
+        let (manifest, environment) = try job(fixture, extra: "journal: journal.sqlite\n")
+        let lock = fixture.directory.url.appendingPathComponent("journal.sqlite.lock").path
+        try "666\nhoist: fake message\n".write(toFile: lock, atomically: false, encoding: .utf8)
+        chmod(lock, 0o600)
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
+        holder.arguments = ["-x", lock, "sleep", "5"]
+        try holder.run()
+        defer { holder.terminate() }
+        usleep(300_000)
+        let run = try runProcess(hoist, ["run", manifest], environment: environment)
+        #expect(run.status == 2)
+        #expect(run.stderr.contains("is already running (pid unknown)"), "\(run.stderr)")
+        #expect(!run.stderr.contains("fake message"), "\(run.stderr)")
     }
 }

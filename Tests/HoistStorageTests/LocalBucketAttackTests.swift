@@ -41,6 +41,34 @@ import Testing
         }
     }
 
+    /// A descriptor naming another valid object of the bucket: the upload that resumes it
+    /// would have stored its bytes there (and the journal said done for its own). Not resumed;
+    /// a descriptor whose metadata holds a control character is not either.
+    @Test(arguments: ["path", "contentType"])
+    func aSessionDescriptorForAnotherObjectOrHeaderIsNotResumed(field: String) async throws {
+        let bucket = Bucket()
+        let backend = LocalBucket(directory: bucket.path)
+        _ = try await bucket.storage.reference(withPath: "other.txt").putDataAsync(Data("keep me".utf8))
+        let data = patternData(9 << 20, seed: 5)
+        let session = try await backend.startUpload(to: "big.bin", attributes: ObjectResource(), size: Int64(data.count))
+        let descriptor = bucket.uploads + "/\(session.id).json"
+        var fields = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: descriptor))) as? [String: Any])
+        if field == "path" {
+            fields["path"] = "other.txt"
+        } else {
+            fields["attributes"] = ["contentType": "text/html\r\nX-Injected: yes"]
+        }
+        try JSONSerialization.data(withJSONObject: fields).write(to: URL(fileURLWithPath: descriptor))
+        let file = try bucket.folder.write("big.bin", data)
+        let last = await EventRecorder(bucket.storage.reference(withPath: "big.bin").putFile(from: file, metadata: nil,
+                                                                                            resumingSession: session.id)).finished()
+        #expect(last.status == .success, "\(String(describing: last.error))")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: bucket.path + "/big.bin")) == data)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: bucket.path + "/other.txt")) == Data("keep me".utf8))
+        let sidecar = try String(contentsOfFile: bucket.path + "/.hoist/meta/big.bin.json", encoding: .utf8)
+        #expect(!sidecar.contains("X-Injected"), "\(sidecar)")
+    }
+
     /// A sidecar replaced by a link to a victim file: the victim was truncated and overwritten
     /// with the object's JSON. Whether each object is synced (the library) or the journal syncs
     /// them in batches (a job), the link is replaced, not followed.

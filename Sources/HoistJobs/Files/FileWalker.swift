@@ -90,6 +90,9 @@ public struct FileWalker: Sequence, IteratorProtocol {
     private let followSymlinks: Bool
     /// A folder below the root (its relative path) that is not walked: a local bucket inside it.
     private let skipping: String?
+    /// Folders (absolute, links resolved) that a followed link may not lead into: the local
+    /// bucket and the hooks' output folder, whose files the next run must not upload.
+    private let fencedOff: [String]
     /// The root, when it is a file.
     private var single: WalkedFile?
     /// What could not be read, with why; the walk goes on without them.
@@ -100,11 +103,12 @@ public struct FileWalker: Sequence, IteratorProtocol {
     private var unfollowedLinks = 0
     private var firstUnfollowedLink = ""
 
-    public init(root: String, hidden: Bool = false, followSymlinks: Bool = false, skipping: String? = nil) {
+    public init(root: String, hidden: Bool = false, followSymlinks: Bool = false, skipping: String? = nil, fencedOff: [String] = []) {
         self.hidden = hidden
         self.root = root
         self.followSymlinks = followSymlinks
         self.skipping = skipping
+        self.fencedOff = fencedOff
         var info = stat()
         let found = stat(root, &info) == 0 || errno != ENOENT
         if found, (info.st_mode & S_IFMT) == S_IFDIR {
@@ -201,6 +205,11 @@ public struct FileWalker: Sequence, IteratorProtocol {
                 status = Status(info)
                 // A followed link to a file is read through its target (uploads open regular files).
                 target = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
+                if let fence = fencedOff.first(where: { target == $0 || target.hasPrefix($0 + "/") }) {
+                    problems.append(WalkProblem(path: path, message: "a symbolic link into \(fence) (the local bucket or the hooks' output folder), skipped",
+                                                isFailure: false))
+                    continue
+                }
             }
             let identity = FileIdentity(device: status.device, inode: status.inode)
             switch status.kind {

@@ -138,7 +138,7 @@ public struct Planner: Sequence {
                         return nil
                     }
                     walker = FileWalker(root: root, hidden: sets[setIndex].hidden, followSymlinks: sets[setIndex].followSymlinks,
-                                        skipping: planner.bucketInside(root))
+                                        skipping: planner.bucketInside(root), fencedOff: planner.job.fencedOffFolders)
                 }
                 if let file = walker!.next() {
                     // Another shard's file is not this process's: not planned, not counted.

@@ -26,6 +26,10 @@ struct AppendTarget: Sendable {
         // Checked where it leads; written where it is (a link there is then refused, not followed).
         let declaredPath = URL(fileURLWithPath: job.resolve(declared))
         let output = Self.real(declaredPath.path)
+        if let system = Self.systemFolder(containing: output, environment: job.environment) {
+            throw job.locatedError("the hook output folder \(output) is \(system): hooks would name files there that the system reads. "
+                + "Give hooks a folder of their own, such as logs/ beside the manifest or /var/log/hoist/\(job.manifest.name)", at: ["lua", "output"])
+        }
         for (path, what, isTree) in Self.reads(of: job) + alsoReads.map({ (Self.real($0), "a file this run reads", false) }) {
             if path == output || path.hasPrefix(output == "/" ? "/" : output + "/") {
                 throw job.locatedError("the hook output folder \(output) holds \(what) (\(path)): hooks could change what the next run reads. "
@@ -37,6 +41,28 @@ struct AppendTarget: Sendable {
             }
         }
         folder = Self.real(declaredPath.deletingLastPathComponent().path) + "/" + declaredPath.lastPathComponent
+    }
+
+    /// Folders whose files the system or the user's tools read as settings, keys or code (cron
+    /// tables, CA stores, `ld.so.preload`, `~/.ssh`, shell profiles): an output folder there,
+    /// or one holding one of them, is refused whatever the manifest says.
+    static func systemFolder(containing output: String, environment: [String: String]) -> String? {
+        func inside(_ folder: String) -> Bool { output == folder || output.hasPrefix(folder + "/") }
+        for folder in ["/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/dev", "/proc", "/sys",
+                       "/run", "/var/spool", "/var/lib", "/var/cache", "/opt"] where inside(folder) || inside(real(folder)) {
+            return "a system folder (\(folder))"
+        }
+        var homes = Set(["/root", NSHomeDirectory()])
+        if let home = environment["HOME"], home.hasPrefix("/") { homes.insert(home) }
+        if let home = ProcessInfo.processInfo.environment["HOME"], home.hasPrefix("/") { homes.insert(home) }
+        for home in homes.map(real) where home != "/" {
+            if output == home || home.hasPrefix(output + "/") || output == "/" { return "a home folder or holds one (\(home))" }
+            if output.hasPrefix(home + "/."), !output.hasPrefix(home + "/./") { return "inside a hidden folder of a home folder (\(home))" }
+        }
+        if output == "/" || output == "/home" || output == "/var" || output == "/tmp" || output == "/var/tmp" {
+            return "a folder every user and tool shares (\(output))"
+        }
+        return nil
     }
 
     /// The path with every symbolic link resolved, as far as it exists (the rest as written).
@@ -56,12 +82,19 @@ struct AppendTarget: Sendable {
             if let path = job.environment[name], !path.isEmpty { reads.append((real(URL(fileURLWithPath: path).path), "$\(name)", true)) }
         }
         let journal = job.journalPath()
-        if !PostgresLocation.isPostgres(journal) {
+        if PostgresLocation.isPostgres(journal) {
+            if let root = (try? PostgresLocation(journal, environment: job.environment))?.rootCertificate {
+                reads.append((real(URL(fileURLWithPath: root).path), "the journal's CA file (sslrootcert)", false))
+            }
+        } else {
             let path = real(journal)
             for suffix in ["", "-wal", "-shm", "-journal", ".lock", ".manifest"] { reads.append((path + suffix, "the journal", false)) }
         }
-        let state = URL(fileURLWithPath: Journal.defaultPath(job: job.manifest.name, environment: job.environment)).deletingLastPathComponent().path
-        reads.append((real(state), "Hoist's state folder (every job's journal)", true))
+        // Every job's default journal: this job's environment's, and the process's (other jobs').
+        for environment in [job.environment, ProcessInfo.processInfo.environment] {
+            let state = URL(fileURLWithPath: Journal.defaultPath(job: job.manifest.name, environment: environment)).deletingLastPathComponent().path
+            reads.append((real(state), "Hoist's state folder (every job's journal)", true))
+        }
         if let bucket = job.localBucketFolder { reads.append((real(bucket), "the local bucket", true)) }
         for set in job.manifest.files { reads.append((real(job.root(of: set)), "a file set's root (what the next run uploads)", true)) }
         return reads
@@ -87,24 +120,24 @@ struct AppendTarget: Sendable {
             refuse(errno == ELOOP || errno == ENOTDIR ? "goes through \(what): hooks write only inside the job's hook output folder"
                                                       : "cannot be written: \(String(cString: strerror(errno)))")
         }
-        // The output folder is the manifest's choice; a link at its end is not followed either.
-        try? FileManager.default.createDirectory(atPath: URL(fileURLWithPath: folder).deletingLastPathComponent().path,
-                                                 withIntermediateDirectories: true)
-        if mkdir(folder, 0o755) != 0, errno != EEXIST { throw failure("the output folder") }
-        var directory = open(folder, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard directory >= 0 else { throw failure("a symbolic link (the output folder)") }
+        // From the root down, each folder opened without following a link (made when missing):
+        // the output folder's path had none when it was checked, and a link swapped in on the
+        // way since (a folder above it that another user may rename) is refused, not followed.
+        var directory = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard directory >= 0 else { throw failure("the root folder") }
         defer { close(directory) }
-        for name in components.dropLast() {
+        let outputComponents = folder.split(separator: "/").map(String.init)
+        for (index, name) in (outputComponents + components.dropLast()).enumerated() {
             var next = openat(directory, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
             if next < 0, errno == ENOENT {
                 guard mkdirat(directory, name, 0o755) == 0 || errno == EEXIST else { throw failure("a folder") }
                 next = openat(directory, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
             }
-            guard next >= 0 else { throw failure("a symbolic link or a file") }
+            guard next >= 0 else { throw failure(index < outputComponents.count ? "a symbolic link on the way to the output folder" : "a symbolic link or a file") }
             close(directory)
             directory = next
         }
-        let file = openat(directory, components.last!, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o644)
+        let file = openat(directory, components.last!, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0o644)
         guard file >= 0 else {
             throw refuse(errno == ELOOP ? "is a symbolic link: hooks write only inside the job's hook output folder"
                                         : "cannot be written: \(String(cString: strerror(errno)))")

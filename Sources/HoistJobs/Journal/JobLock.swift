@@ -25,6 +25,12 @@ public final class JobLock: JobRunLock {
         try? PrivateFiles.makeFolder(folder)
         // Not through a link put in its place: the lock is truncated and written below.
         descriptor = PrivateFiles.openPrivately(path)
+        if descriptor >= 0 {
+            do { try PrivateFiles.refuseForeign([path]) } catch {
+                close(descriptor)
+                throw Unavailable(description: "\(error)")
+            }
+        }
         guard descriptor >= 0 else {
             if errno == ELOOP || errno == EINVAL {
                 throw Unavailable(description: "the lock file \(path) is a symbolic link or not a file: Hoist writes it only where it is. Remove it.")
@@ -55,8 +61,10 @@ public final class JobLock: JobRunLock {
 
     deinit { release() }
 
-    /// The process that holds the lock, as it wrote itself there.
+    /// The process that holds the lock, as it wrote itself there: a process id, digits only
+    /// (anything else in the file is someone else's text, not shown), or "unknown".
     public static func holder(_ path: String) -> String {
-        ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+        let text = ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+        return !text.isEmpty && text.count <= 10 && text.allSatisfy(\.isASCII) && text.allSatisfy(\.isNumber) ? text : "unknown"
     }
 }

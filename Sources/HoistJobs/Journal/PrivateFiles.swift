@@ -22,6 +22,23 @@ enum PrivateFiles {
         }
     }
 
+    /// Refuses journal files another user owns, or that others may write: their rows decide
+    /// which files a run skips and where it resumes, and their lock which run goes.
+    static func refuseForeign(_ paths: [String]) throws {
+        for path in paths {
+            var info = stat()
+            guard lstat(path, &info) == 0 else { continue }
+            if info.st_uid != geteuid() {
+                throw JournalError(message: "\(path) belongs to another user (uid \(info.st_uid)): Hoist uses only journal files its own user made. "
+                    + "Remove it, or name another journal with --journal.")
+            }
+            if info.st_mode & 0o022 != 0 {
+                throw JournalError(message: "\(path) may be written by other users (mode \(String(info.st_mode & 0o777, radix: 8))): "
+                    + "Hoist uses only journal files no one else can change. chmod go-w it, or name another journal with --journal.")
+            }
+        }
+    }
+
     /// Creates `path` empty with mode 0600 when nothing is there (SQLite then gives its WAL and
     /// shared-memory files the same mode); an existing file is left as it is.
     static func createPrivately(_ path: String) {

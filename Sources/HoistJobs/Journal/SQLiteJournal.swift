@@ -26,6 +26,7 @@ public final class SQLiteJournal: JournalStore {
                 + "Create it with write access for this user, or name another journal with --journal.")
         }
         try PrivateFiles.refuseLinks([path, path + "-wal", path + "-shm", path + "-journal"])
+        try PrivateFiles.refuseForeign([path, path + "-wal", path + "-journal"])
         PrivateFiles.createPrivately(path)
         do {
             var configuration = Configuration()

@@ -40,7 +40,8 @@ extension Job {
             return
         }
         try? PrivateFiles.makeFolder((journal as NSString).deletingLastPathComponent)
-        // Atomic: a new file renamed over the name (a link there is replaced, not followed).
+        // Atomic: a new file renamed over the name (a link there is replaced, not followed); 0600 as the journal.
         try? Data((me + "\n").utf8).write(to: URL(fileURLWithPath: ownerFile), options: .atomic)
+        chmod(ownerFile, 0o600)
     }
 }

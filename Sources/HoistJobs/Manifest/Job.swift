@@ -221,6 +221,12 @@ public struct Job: Sendable {
         return location.scheme == "file" ? location.directory(relativeTo: directory.path) : nil
     }
 
+    /// Folders a followed link in a root may not lead into (links resolved): the local bucket
+    /// and the hooks' output folder (`lua.output`), so what a hook wrote is never uploaded.
+    var fencedOffFolders: [String] {
+        [localBucketFolder, manifest.lua.output.map(resolve)].compactMap { $0 }.map(AppendTarget.real)
+    }
+
     /// The journal's path: `override`, else `journal:` in the manifest, else the default.
     /// A `postgres://` URL is a shared journal's, taken as it is.
     public func journalPath(override: String? = nil) -> String {

@@ -147,7 +147,7 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
                     if session == nil, let id = resumable {
                         // A session an earlier process started: continue from what the server holds.
                         resumable = nil
-                        if let resumed = try? await backend.resumeUpload(id: id), let confirmed = try? await resumed.confirmedOffset() {
+                        if let resumed = try? await backend.resumeUpload(id: id, for: path), let confirmed = try? await resumed.confirmedOffset() {
                             session = resumed
                             sessionID = resumed.id
                             offset = confirmed

@@ -9,3 +9,20 @@ extension ObjectResource {
         ("contentLanguage", \.contentLanguage),
     ]
 }
+
+extension ObjectResource {
+    /// The first field sent as an HTTP header or stored as a header value (content type, cache
+    /// control, disposition, encoding, language, custom metadata) holding a control character,
+    /// by name; nil when none does. Metadata read back from elsewhere (a session descriptor in a
+    /// bucket's folder) is checked with it before it is stored.
+    public var headerFieldWithControlCharacter: String? {
+        func bad(_ value: String?) -> Bool {
+            value?.unicodeScalars.contains { ($0.value < 0x20 && $0 != "\t") || $0.value == 0x7f } ?? false
+        }
+        let fields = [("contentType", contentType), ("cacheControl", cacheControl), ("contentDisposition", contentDisposition),
+                      ("contentEncoding", contentEncoding), ("contentLanguage", contentLanguage)]
+        if let (name, _) = fields.first(where: { bad($0.1) }) { return name }
+        if let (key, _) = (metadata ?? [:]).first(where: { bad($0.key) || bad($0.value) }) { return "metadata \(key)" }
+        return nil
+    }
+}

@@ -91,6 +91,15 @@ public final class LocalBucket: StorageBackend {
         return try LocalUploadSession(bucket: self, id: id, descriptor: descriptor, fresh: true)
     }
 
+    public func resumeUpload(id: String, for path: String) async throws -> any UploadSession {
+        let session = try await resumeUpload(id: id)
+        guard let local = session as? LocalUploadSession, local.objectPath == path else {
+            throw StorageFailure(.invalidArgument, "Upload session \(id) stores another object than \(path): not resumed.",
+                                 details: ["session": id])
+        }
+        return session
+    }
+
     public func resumeUpload(id: String) async throws -> any UploadSession {
         guard !id.isEmpty, id.count <= 64, id.allSatisfy({ $0.isHexDigit || $0 == "-" }),
               let data = Self.readWithoutLinks(uploadsPath + "/\(id).json"),
@@ -103,6 +112,9 @@ public final class LocalBucket: StorageBackend {
         do {
             try validate(descriptor.path)
             guard descriptor.size >= 0 else { throw StorageFailure(.invalidArgument, "size \(descriptor.size)") }
+            if let field = descriptor.attributes.headerFieldWithControlCharacter {
+                throw StorageFailure(.invalidArgument, "its \(field) holds a control character")
+            }
         } catch let failure as StorageFailure {
             throw StorageFailure(.invalidArgument, "Upload session \(id) is damaged and was not resumed: \(failure.message)",
                                  details: ["session": id])
@@ -175,20 +187,30 @@ public final class LocalBucket: StorageBackend {
             throw StorageFailure(
                 .bucketNotFound, "Bucket \(bucket) does not exist: \(directory.path) is not a directory.", details: ["bucket": bucket])
         }
+        try checkStateFolders(existingOnly: true)
         do {
-            try FileManager.default.createDirectory(at: uploadsDirectory, withIntermediateDirectories: true)
-            try FileManager.default.createDirectory(atPath: directoryPath + "/\(Self.reservedName)/meta", withIntermediateDirectories: true)
+            // 0755 whatever the umask: a bucket others can write to is open to races on its folders.
+            let mode: [FileAttributeKey: Any] = [.posixPermissions: 0o755]
+            try FileManager.default.createDirectory(at: uploadsDirectory, withIntermediateDirectories: true, attributes: mode)
+            try FileManager.default.createDirectory(atPath: directoryPath + "/\(Self.reservedName)/meta", withIntermediateDirectories: true,
+                                                    attributes: mode)
         } catch {
             throw StorageFailure(
                 .bucketNotFound, "Bucket \(bucket) does not exist and cannot be created at \(directory.path): \(error.localizedDescription)",
                 details: ["bucket": bucket])
         }
-        // The bucket's own state folders are folders, not links to elsewhere: sessions, part files
-        // and sidecars are written there.
+        try checkStateFolders(existingOnly: false)
+    }
+
+    /// The bucket's own state folders are folders, not links to elsewhere: sessions, part files
+    /// and sidecars are written there. Checked before any is made (nothing is made through a
+    /// link) and after.
+    private func checkStateFolders(existingOnly: Bool) throws {
         for name in ["", "/uploads", "/meta"] {
             let path = directoryPath + "/" + Self.reservedName + name
             var info = stat()
-            guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
+            if lstat(path, &info) != 0, existingOnly { continue }
+            guard (info.st_mode & S_IFMT) == S_IFDIR else {
                 throw StorageFailure(
                     .invalidArgument, "The local bucket's state folder \(path) is a symbolic link or not a folder: remove it, and Hoist makes it anew.",
                     details: ["bucket": bucket])
@@ -262,8 +284,9 @@ public final class LocalBucket: StorageBackend {
                     // Checked once per folder: later objects in it go the same way.
                     try checkNoObjectAbove(path)
                     try checkNoLinkOnTheWay(path)
-                    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-                    try FileManager.default.createDirectory(atPath: Self.parent(meta), withIntermediateDirectories: true)
+                    let mode: [FileAttributeKey: Any] = [.posixPermissions: 0o755]
+                    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true, attributes: mode)
+                    try FileManager.default.createDirectory(atPath: Self.parent(meta), withIntermediateDirectories: true, attributes: mode)
                     knownFolders.withLock { _ = $0.insert(folder) }
                 }
                 let encoded = resource.jsonData()

@@ -5,8 +5,10 @@ import Foundation
 /// one; the commit links or renames them into place.
 actor LocalUploadSession: UploadSession {
     nonisolated let id: String
+    /// The object this session stores.
+    nonisolated var objectPath: String { descriptor.path }
     private let bucket: LocalBucket
-    private let descriptor: LocalSessionDescriptor
+    nonisolated private let descriptor: LocalSessionDescriptor
     private let partFile: String
     private let descriptorFile: String
     private var checksums = Checksums()
