@@ -100,12 +100,16 @@ extension Hoist {
                 return
             }
             var job: Job
-            do { job = try loadJob(self.job) } catch {
-                // A manifest that does not load: the metrics say so too, under the name it gives.
-                if let metricsFile, let name = Self.nameInManifest(self.job) {
-                    try? Metrics.writeFailure(job: name, to: metricsFile)
+            do { job = try Job(file: self.job) } catch let error as YAMLError {
+                printError(error.description)
+                // A manifest that does not load: the metrics and --json say so too, under the name it gives.
+                let name = Self.nameInManifest(self.job)
+                if let metricsFile, let name { try? Metrics.writeFailure(job: name, to: metricsFile) }
+                if json {
+                    JSONEventLog(sink: .standardOutput).startFailed(job: name ?? URL(fileURLWithPath: self.job).deletingPathExtension().lastPathComponent,
+                                                                    reason: redactingURLPasswords(error.summary).text)
                 }
-                throw error
+                throw ExitCode(2)
             }
             job.shard = try shardOptions.resolve()
             var observers: [any JobObserver] = []

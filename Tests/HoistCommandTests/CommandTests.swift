@@ -120,6 +120,31 @@ import Testing
                 "\(loud.stderr)")
     }
 
+    /// `run --json` of a manifest that does not load printed nothing on stdout, though
+    /// docs/events.md promises a `job_end` with `fatal`; JSON wrote `/` as `\/`; bidirectional
+    /// overrides went out raw (valid JSON, but a terminal showing it obeys them).
+    @Test func jsonOutputForABrokenManifestAndHostileNames() throws {
+        let fixture = try JobFixture()
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        try "version: 1\nname: broken\nstorage: { url: 'file:bucket' }\nfiles: [{ root: src, maxSize: huge }]\n".write(
+            toFile: manifest, atomically: true, encoding: .utf8)
+        let broken = try runProcess(hoist, ["run", "--json", manifest])
+        #expect(broken.status == 2)
+        let end = try #require(try JSONSerialization.jsonObject(with: Data(broken.stdout.utf8)) as? [String: Any], "\(broken.stdout)")
+        #expect(end["event"] as? String == "job_end" && end["job"] as? String == "broken")
+        #expect((end["fatal"] as? String)?.contains("job.yaml:4:") == true, "\(end)")
+        #expect(try validateEvents(broken.stdout) == ["job_end"])
+
+        try fixture.file("dir/evil\u{202E}txt.exe")
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\n")
+        let run = try runProcess(hoist, ["run", "--json", manifest], environment: ["HOME": fixture.directory.url.path])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(!run.stdout.contains("\\/"), "\(run.stdout)")
+        #expect(run.stdout.contains("dir/evil\\u202Etxt.exe"), "\(run.stdout)")
+        #expect(!run.stdout.unicodeScalars.contains { $0.value == 0x202E })
+        #expect(try validateEvents(run.stdout).contains("success"))
+    }
+
     @Test func planSaysWhatAndWhy() throws {
         let fixture = try JobFixture()
         try fixture.file("a.jpg", 2048)
