@@ -29,6 +29,12 @@ extension Hoist {
             let resolvedHoist = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? hoist
             var invalid = false
             var printed = 0
+            // `swift run hoist cron` names a binary that `swift package clean` (or the next
+            // build) removes: the crontab would run nothing.
+            if resolvedHoist.split(separator: "/").contains(where: { $0.hasPrefix(".build") }) {
+                FileHandle.standardError.write(Data(("hoist: warning: \(printable(resolvedHoist)) is inside a build folder, which a clean or "
+                    + "rebuild removes: install hoist (scripts/install) and run its hoist cron\n").utf8))
+            }
             for path in jobs {
                 let job: Job
                 do { job = try loadJob(path) } catch {
