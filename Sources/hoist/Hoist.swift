@@ -17,8 +17,10 @@ struct Hoist: AsyncParsableCommand {
 
     /// Exit statuses: 0 all done, 1 some files failed, 2 could not start (usage, setup).
     static func main() async {
+        var parsed: (any ParsableCommand.Type)?
         do {
             var command = try parseAsRoot()
+            parsed = type(of: command)
             if var command = command as? any AsyncParsableCommand {
                 try await command.run()
             } else {
@@ -27,8 +29,14 @@ struct Hoist: AsyncParsableCommand {
         } catch {
             let code = exitCode(for: error)
             if code == .success || error is ExitCode { exit(withError: error) }
-            // Usage and validation errors, which ArgumentParser would end with 64: Hoist's 2.
-            FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+            // Usage and validation errors, which ArgumentParser would end with 64: Hoist's 2. One
+            // found while a subcommand ran (a value it checks itself) comes with its usage.
+            let message = parsed.map { type in
+                type.fullMessage(for: error)
+                    .replacingOccurrences(of: "Usage: \(type._commandName) ", with: "Usage: hoist \(type._commandName) ")
+                    .replacingOccurrences(of: "See '\(type._commandName) --help'", with: "See 'hoist \(type._commandName) --help'")
+            } ?? fullMessage(for: error)
+            FileHandle.standardError.write(Data((message + "\n").utf8))
             Foundation.exit(2)
         }
     }

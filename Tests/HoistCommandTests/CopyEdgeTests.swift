@@ -40,6 +40,18 @@ import Testing
         #expect(stored.filter { !$0.hasPrefix(".hoist") }.isEmpty, "\(stored)")
     }
 
+    /// A bad value cp checks once it runs printed the root command's usage (`Usage: hoist
+    /// <subcommand>`): it prints cp's.
+    @Test(arguments: [["--bandwidth", "fast"], ["--storage", "nope://b"]])
+    func aBadValueFoundWhileCpRunsShowsCpsUsage(option: [String]) throws {
+        let directory = try TemporaryDirectory()
+        let file = try directory.write("a.txt", Data("a".utf8))
+        let run = try runProcess(hoist, ["cp"] + option + [file.path, "x/"])
+        #expect(run.status == 2)
+        #expect(run.stderr.contains("Usage: hoist cp [<options>]") && run.stderr.contains("See 'hoist cp --help'"), "\(run.stderr)")
+        #expect(!run.stderr.contains("<subcommand>"), "\(run.stderr)")
+    }
+
     /// A file name cannot write to the terminal: its control characters are shown escaped.
     @Test func aFileNameCannotWriteToTheTerminal() throws {
         let directory = try TemporaryDirectory()
