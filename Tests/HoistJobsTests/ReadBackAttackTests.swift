@@ -319,4 +319,49 @@ import Testing
         #expect(run.stderr.contains("is already running (pid unknown)"), "\(run.stderr)")
         #expect(!run.stderr.contains("fake message"), "\(run.stderr)")
     }
+
+    /// One set of counts: two files a hook failed before their upload and one it cancelled are
+    /// 3 failed in the run's summary and in `hoist status` (which said 0 failed); files a Ctrl-C
+    /// cancelled are cancelled for the run and pending for status (which listed them failed).
+    @Test func statusCountsWhatTheRunCounted() throws {
+        let fixture = try JobFixture()
+        for name in ["bad1.txt", "bad2.txt", "stop.bin"] { try fixture.file(name, name.hasSuffix(".bin") ? 4 << 20 : 10) }
+        let (manifest, environment) = try job(fixture, extra: """
+            journal: journal.sqlite
+            upload: { bandwidth: 1MB/s }
+            hooks:
+              - inline: |
+                  function before_upload(f) if f.relpath:sub(1, 3) == "bad" then error("refused by the hook") end end
+                  function on_resume(s) if s.file.relpath == "stop.bin" then s.task:cancel() end end
+
+            """)
+        let run = try runProcess(hoist, ["run", manifest], environment: environment)
+        #expect(run.status == 1, "\(run.stderr)")
+        #expect(run.stdout.hasPrefix("readback: 1 uploaded (10 B), 3 failed"), "\(run.stdout)")
+        let status = try runProcess(hoist, ["status", manifest], environment: environment)
+        #expect(status.stdout.contains("files: 1 uploaded, 0 pending, 3 failed"), "\(status.stdout)")
+        #expect(status.stdout.components(separatedBy: "refused by the hook").count - 1 == 2, "\(status.stdout)")
+
+        // Ctrl-C while a file is being sent: cancelled, not failed, and pending for the next run.
+        let slow = try JobFixture()
+        try slow.file("big.bin", 8 << 20)
+        let (slowManifest, slowEnvironment) = try job(slow, extra: "journal: journal.sqlite\nupload: { bandwidth: 1MB/s }\n")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: hoist)
+        process.arguments = ["run", slowManifest]
+        process.environment = slowEnvironment
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        usleep(1_500_000)
+        kill(process.processIdentifier, SIGINT)
+        process.waitUntilExit()
+        let said = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(process.terminationStatus == 130)
+        #expect(said.contains("1 cancelled") && !said.contains("failed"), "\(said)")
+        let after = try runProcess(hoist, ["status", slowManifest], environment: slowEnvironment)
+        #expect(after.stdout.contains(", 0 failed") && !after.stdout.contains("failed:  "), "\(after.stdout)")
+        #expect(after.stdout.contains("1 pending") || after.stdout.contains("pending: "), "\(after.stdout)")
+    }
 }

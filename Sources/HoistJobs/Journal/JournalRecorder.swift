@@ -107,6 +107,21 @@ final class JournalRecorder: JobObserver {
 
     func fileSkipped(_ item: PlanItem, reason: String) {}
 
+    /// Set once the run stops starting files: uploads cancelled from then on are pending, not failed.
+    private let stopping = Atomic<Bool>(false)
+    func runIsStopping() { stopping.store(true, ordering: .relaxed) }
+
+    /// A file that failed before its upload started (a hook's error, a name that cannot be an
+    /// object) is a failed row too, so `hoist status` counts what the run counted. One the walk
+    /// could not name an object for has no row to be.
+    func fileFailed(path: String, destination: String, size: Int64, message: String) {
+        guard !destination.isEmpty else { return }
+        let failed = Journal.FileRecord(source: path, destination: destination, size: size, mtime: 0, attributes: "{}", state: .failed,
+                                        session: nil, confirmedOffset: 0, md5Hash: nil, crc32c: nil, generation: nil,
+                                        error: message, runID: runID, updated: Date().timeIntervalSince1970)
+        record(.file(failed), key: path + "\n" + destination)
+    }
+
     /// Not `.pause`: a paused file's row stays as it is.
     var fileEventStatuses: Set<StorageTaskStatus> { [.resume, .progress, .success, .failure] }
     /// Its writes go to a locked batch: safe from any thread, and quick.
@@ -135,9 +150,11 @@ final class JournalRecorder: JobObserver {
             record(.file(done), done: true, key: key)
         case .failure:
             pacer.finished(key)
-            if !recordsRun, snapshot.failure?.code == .cancelled {
-                // A shared run's file this worker stopped sending (its session abandoned): back to
-                // the queue, for the other workers once this one has ended.
+            if snapshot.failure?.code == .cancelled, !recordsRun || stopping.load(ordering: .relaxed) {
+                // Cancelled because the run stops (Ctrl-C, a fatal error, failFast): pending, as
+                // the run counts it (cancelled, not failed; a hook's own cancel is a failure in
+                // both). A shared run's file goes back to the queue, for the other workers once
+                // this one has ended.
                 record(.file(row(item, state: .pending, session: nil)), key: key)
                 return
             }

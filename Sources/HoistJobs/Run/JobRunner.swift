@@ -505,11 +505,15 @@ public final class JobRunner: Sendable {
             $0.stopping = true
             if $0.fatal == nil { $0.fatal = message }
         }
+        recorder?.runIsStopping()
         cancelInFlight()
     }
 
     /// Starts nothing more; uploads in flight go on.
-    public func stopStarting() { state.withLock { $0.stopping = true } }
+    public func stopStarting() {
+        state.withLock { $0.stopping = true }
+        recorder?.runIsStopping()
+    }
 
     private func cancelInFlight() {
         for task in state.withLock({ Array($0.tasks.values) }) { task.cancel() }
@@ -522,6 +526,7 @@ public final class JobRunner: Sendable {
             $0.stopping = true
             $0.interrupted = true
         }
+        recorder?.runIsStopping()
         hooks?.cancel()
         cancelInFlight()
     }
