@@ -187,6 +187,11 @@ extension Hoist {
                 var valid = true
                 do {
                     try HookSources.check(job)
+                    // Loaded as a run loads them, in their sandbox: a script whose top-level code
+                    // fails (or that runs out of a budget) fails here as it would fail the run.
+                    if !job.manifest.hooks.isEmpty, let storage = try? job.makeStorage() {
+                        _ = try HookBus(job: job, storage: storage) { _ in }
+                    }
                 } catch {
                     printError("\(error)")
                     valid = false

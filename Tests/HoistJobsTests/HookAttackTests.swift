@@ -251,7 +251,8 @@ import Testing
             """)
         let logs = hooks.log.all
         #expect(logs.contains { $0.hasSuffix("info: ok\\u{A}hoist: all files verified\\u{1B}]0;pwned\\u{7}\\u{1B}[2J") }, "\(logs)")
-        #expect(logs.contains { $0.hasSuffix(":3: boom (in on_job_start)") }, "\(logs)")
+        // Line 3 of the inline script, line 11 of the manifest (HookFixture's lines 1-8 before it).
+        #expect(logs.contains { $0.hasSuffix("job.yaml#hooks[0]:11: boom (in on_job_start)") }, "\(logs)")
         #expect(!logs.joined().contains("\u{1B}") && !logs.joined().contains("\n"))
     }
 
@@ -318,7 +319,7 @@ import Testing
         #expect(summary.failed == 1)
         let failure = try #require(summary.failures.first)
         #expect(failure.file.hasSuffix("secret.key"))
-        #expect(failure.message.contains("job.yaml#hooks[0]:2: policy check failed for secret.key"), "\(failure.message)")
+        #expect(failure.message.contains("job.yaml#hooks[0]:10: policy check failed for secret.key"), "\(failure.message)")
         #expect(failure.message.hasPrefix("before_upload failed: "), "\(failure.message)")
         #expect(!FileManager.default.fileExists(atPath: hooks.bucket.appendingPathComponent("secret.key").path))
     }

@@ -186,9 +186,9 @@ let recordEverything = """
         let ok = (try? String(contentsOf: hooks.output.appendingPathComponent("ok.txt"), encoding: .utf8)) ?? ""
         #expect(Set(ok.split(separator: "\n")) == ["f0.txt", "f4.txt"])
         let logs = hooks.log.all
-        #expect(logs.contains { $0.contains("job.yaml#hooks[0]:2: instruction budget exceeded") }, "\(logs)")
+        #expect(logs.contains { $0.contains("job.yaml#hooks[0]:10: instruction budget exceeded") }, "\(logs)")
         #expect(logs.contains { $0.contains("memory limit of 4194304 bytes exceeded") }, "\(logs)")
-        #expect(logs.contains { $0.contains("job.yaml#hooks[0]:4: plain failure (in on_success)") }, "\(logs)")
+        #expect(logs.contains { $0.contains("job.yaml#hooks[0]:12: plain failure (in on_success)") }, "\(logs)")
     }
 
     @Test func oneBrokenScriptDoesNotSilenceAnother() async throws {
@@ -209,6 +209,50 @@ let recordEverything = """
                                  ["validate", fixture.directory.url.appendingPathComponent("job.yaml").path])
         #expect(run.status == 2)
         #expect(run.stderr.hasPrefix("bad.lua:4: 'end' expected (to close 'function' at line 1) near <eof>"), "\(run.stderr)")
+    }
+}
+
+/// `hoist validate` as `run` sees hooks: their top-level code runs, errors name the manifest's
+/// own line, and a missing hook file is located at its entry.
+@Suite struct HookValidationTests {
+    let hoist = productsDirectory.appendingPathComponent("hoist").path
+
+    @Test func validateRunsTopLevelCodeAndNamesTheManifestsLine() throws {
+        let fixture = try JobFixture()
+        try fixture.file("a.txt")
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        try """
+            version: 1
+            name: lines
+            storage: { url: 'file:bucket' }
+            files: [{ root: src }]
+            # A comment, so the script does not start on line 6.
+
+            hooks:
+              - inline: |
+                  local limit = 10
+                  function on_success(s) end
+                  error("top-level failure")
+
+            """.write(toFile: manifest, atomically: true, encoding: .utf8)
+        let validated = try runProcess(hoist, ["validate", manifest])
+        #expect(validated.status == 2)
+        #expect(validated.stderr.contains("job.yaml#hooks[0]:11: top-level failure"), "\(validated.stderr)")
+        let run = try runProcess(hoist, ["run", manifest], environment: ["HOME": fixture.directory.url.path])
+        #expect(run.status == 2)
+        #expect(run.stderr.contains("job.yaml#hooks[0]:11: top-level failure"), "\(run.stderr)")
+    }
+
+    @Test func aMissingHookFileIsLocatedAtItsEntry() throws {
+        let fixture = try JobFixture()
+        try fixture.file("a.txt")
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        try "version: 1\nname: gone\nstorage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nhooks:\n  - gone.lua\n"
+            .write(toFile: manifest, atomically: true, encoding: .utf8)
+        let validated = try runProcess(hoist, ["validate", manifest])
+        #expect(validated.status == 2)
+        #expect(validated.stderr.contains("job.yaml:6:5: cannot read hook gone.lua") && validated.stderr.contains("there is no such file"),
+                "\(validated.stderr)")
     }
 }
 

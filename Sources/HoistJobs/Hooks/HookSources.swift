@@ -15,11 +15,18 @@ public enum HookSources {
         for (index, hook) in job.manifest.hooks.enumerated() {
             switch hook {
             case .inline(let source):
-                result.append(("\(job.file)#hooks[\(index)]", source, [:]))
+                // Its lines are numbered as the manifest's: the script starts on the line after
+                // `inline: |` (or on its line, for a one-line value), so an error names the line
+                // a user finds in the file.
+                let mark = job.mark(at: ["hooks", index, "inline"])
+                let indicator = job.sourceLine(mark.line).map { Array($0).dropFirst(max(0, mark.column - 1)).first } ?? nil
+                let firstLine = mark.line + (indicator == "|" || indicator == ">" ? 1 : 0)
+                result.append(("\(job.file)#hooks[\(index)]", String(repeating: "\n", count: max(0, firstLine - 1)) + source, [:]))
             case .file(let path):
                 let resolved = job.resolve(path)
                 guard let source = try? String(contentsOfFile: resolved, encoding: .utf8) else {
-                    throw HookError(description: "\(job.file): cannot read hook \(path) (\(resolved))")
+                    let reason = FileManager.default.fileExists(atPath: resolved) ? "it cannot be read as UTF-8 text" : "there is no such file"
+                    throw job.locatedError("cannot read hook \(path) (\(resolved)): \(reason)", at: ["hooks", index])
                 }
                 result.append((path, source, [:]))
             case .plugin(let name, let given):

@@ -193,6 +193,13 @@ public struct Job: Sendable {
 
     /// An error at the manifest node that `path` (keys and indices) leads to, or as near as it gets.
     func locatedError(_ message: String, at path: [any Sendable]) -> YAMLError {
+        let mark = self.mark(at: path)
+        return YAMLError(file: file, mark: mark, message: message, sourceLine: sourceLine(mark.line))
+    }
+
+    /// Where the manifest node that `path` leads to starts, or as near as it gets (1:1 for a job
+    /// made in code).
+    func mark(at path: [any Sendable]) -> YAMLMark {
         var node = try? YAMLDecoder(environment: environment).compose(text, file: file)
         var mark = node?.mark ?? YAMLMark(line: 1, column: 1)
         for step in path {
@@ -204,9 +211,13 @@ public struct Job: Sendable {
             guard let found = node else { break }
             mark = found.mark
         }
+        return mark
+    }
+
+    /// The manifest's text at `line` (1-based), if it has one.
+    func sourceLine(_ line: Int) -> String? {
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-        let line = mark.line >= 1 && mark.line <= lines.count ? String(lines[mark.line - 1]) : nil
-        return YAMLError(file: file, mark: mark, message: message, sourceLine: line)
+        return line >= 1 && line <= lines.count ? String(lines[line - 1]) : nil
     }
 
     /// A path from the manifest, made absolute against the manifest's folder.
