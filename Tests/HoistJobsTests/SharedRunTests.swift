@@ -308,20 +308,39 @@ import Testing
                     (root + "/a.key", "a.key", "stolen2", "{}"), (secret.path, "ok.txt", "stolen3", "{}"),
                     (root + "/ok.txt", "ok.txt", "stolen4", "{}"), (root + "/ok.txt", "ok.txt", "ok.txt", #"{"contentType":"text/html"}"#)]
         try Data("k".utf8).write(to: URL(fileURLWithPath: root + "/a.key"))
+        let joined = try joinHostileRun(run, rows: rows.map { ($0.0, $0.1, $0.2, $0.3, 6, 0) }, server: server, database: database,
+                                        url: url, manifest: manifest)
+        #expect(joined.status == 1, "\(joined.stdout)\(joined.stderr)")
+        #expect(joined.stderr.contains("not a file of this worker's file set 1"), "\(joined.stderr)")
+        #expect(joined.stderr.contains("with other metadata or to another object than this worker's manifest ('ok.txt')"), "\(joined.stderr)")
+        for index in 0..<5 {
+            #expect(!FileManager.default.fileExists(atPath: fixture.directory.url.appendingPathComponent("bucket/stolen\(index)").path))
+        }
+        // The job's own object was not sent again.
+        let after = try FileManager.default.attributesOfItem(atPath: fixture.directory.url.appendingPathComponent("bucket/ok.txt").path)
+        #expect(after[.modificationDate] as? Date == stored[.modificationDate] as? Date)
+        #expect(try server.psql("SELECT count(*) FROM hoist_file WHERE run_id = '\(run)' AND state = 'failed'", database: database).stdout == "6\n")
+        #expect(try server.psql("SELECT status FROM hoist_run WHERE id = '\(run)'", database: database).stdout == "failed\n")
+    }
+
+    /// A planned run of the test job (the same manifest's fingerprint) whose rows are `rows`
+    /// (source, relative path, destination, attributes, size, mtime), held by a live session of
+    /// psql so a worker joins it instead of planning; then a worker joins it.
+    func joinHostileRun(_ run: String, rows: [(String, String, String, String, Int, Double)], server: PostgresServer, database: String,
+                        url: String, manifest: String) throws -> (status: Int32, stdout: String, stderr: String) {
         var sql = """
             INSERT INTO hoist_run (id, job, started, uploaded, skipped, failed, cancelled, bytes, status, pid, lock_key, shared, planned, fingerprint)
             SELECT '\(run)', 'test', 1, 0, 0, 0, 0, 0, 'running', 1, hashtextextended('hoist run test', 0), true, true, fingerprint
             FROM hoist_run WHERE status = 'ok';
             """
-        for (source, relative, destination, attributes) in rows {
+        for (source, relative, destination, attributes, size, mtime) in rows {
             sql += """
                 INSERT INTO hoist_file (job, source, destination, size, mtime, attributes, state, run_id, updated, file_set, relative_path)
-                VALUES ('test', '\(source)', '\(destination)', 6, 0, '\(attributes)', 'pending', '\(run)', 0, 0, '\(relative)')
-                ON CONFLICT (job, source, destination) DO UPDATE SET state = 'pending', run_id = EXCLUDED.run_id,
-                    attributes = EXCLUDED.attributes, file_set = 0, relative_path = EXCLUDED.relative_path;
+                VALUES ('test', '\(source)', '\(destination)', \(size), \(mtime), '\(attributes)', 'pending', '\(run)', 0, 0, '\(relative)')
+                ON CONFLICT (job, source, destination) DO UPDATE SET state = 'pending', run_id = EXCLUDED.run_id, size = EXCLUDED.size,
+                    mtime = EXCLUDED.mtime, attributes = EXCLUDED.attributes, file_set = 0, relative_path = EXCLUDED.relative_path;
                 """
         }
-        // A live worker of that run holds the job: the next worker joins it instead of planning.
         let holder = try server.psql(sql, database: database)
         #expect(holder.status == 0, "\(holder.stderr)")
         let session = Process()
@@ -340,18 +359,38 @@ import Testing
               try server.psql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND mode = 'ShareLock'", database: database).stdout != "1\n" {
             usleep(20_000)
         }
-        let joined = try runProcess(hoist, ["run", "--worker", "--journal", url, manifest])
+        return try runProcess(hoist, ["run", "--worker", "--journal", url, manifest])
+    }
+
+    /// Rows that lie about the file (#36): a 4 KiB file whose row says 100 bytes under
+    /// `maxSize: 1KiB`, a hidden file, and a file of 2020 whose row says 1999 so that
+    /// `{mtime:%Y}` names another object. Filters and templates are judged on the file itself.
+    @Test func aClaimIsJudgedOnTheFileNotOnItsRow() throws {
+        let server = try PostgresServer.shared()
+        let url = try server.makeDatabase()
+        let database = PostgresServer.database(of: url)
+        let fixture = try JobFixture()
+        try fixture.file("ok.txt", 100)
+        try fixture.file("big.bin", 4096)
+        try fixture.file(".hidden.txt", 10)
+        let year2020 = Date(timeIntervalSince1970: 1_590_000_000)
+        try fixture.file("g.txt", 10, modified: year2020)
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src, maxSize: 1KiB, destination: 'y/{mtime:%Y}/{relpath}' }]\n")
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        #expect(try runProcess(hoist, ["run", "--worker", "--journal", url, manifest]).status == 0)
+        let bucket = fixture.directory.url.appendingPathComponent("bucket")
+        #expect(FileManager.default.fileExists(atPath: bucket.appendingPathComponent("y/2020/g.txt").path))
+        try FileManager.default.removeItem(at: bucket.appendingPathComponent("y/2020/g.txt"))
+        let root = fixture.directory.url.appendingPathComponent("src").path
+        let y1999 = 930_000_000.0
+        let joined = try joinHostileRun("lying-rows", rows: [
+            (root + "/big.bin", "big.bin", "y/\(Calendar.current.component(.year, from: Date()))/big.bin", "{}", 100, Date().timeIntervalSince1970),
+            (root + "/.hidden.txt", ".hidden.txt", "y/1970/.hidden.txt", "{}", 10, 200 * 86_400),
+            (root + "/g.txt", "g.txt", "y/1999/g.txt", "{}", 10, y1999),
+        ], server: server, database: database, url: url, manifest: manifest)
         #expect(joined.status == 1, "\(joined.stdout)\(joined.stderr)")
-        #expect(joined.stderr.contains("not a file of this worker's file set 1"), "\(joined.stderr)")
-        #expect(joined.stderr.contains("with other metadata or to another object than this worker's manifest ('ok.txt')"), "\(joined.stderr)")
-        for index in 0..<5 {
-            #expect(!FileManager.default.fileExists(atPath: fixture.directory.url.appendingPathComponent("bucket/stolen\(index)").path))
-        }
-        // The job's own object was not sent again.
-        let after = try FileManager.default.attributesOfItem(atPath: fixture.directory.url.appendingPathComponent("bucket/ok.txt").path)
-        #expect(after[.modificationDate] as? Date == stored[.modificationDate] as? Date)
-        #expect(try server.psql("SELECT count(*) FROM hoist_file WHERE run_id = '\(run)' AND state = 'failed'", database: database).stdout == "6\n")
-        #expect(try server.psql("SELECT status FROM hoist_run WHERE id = '\(run)'", database: database).stdout == "failed\n")
+        let stored = (try? FileManager.default.subpathsOfDirectory(atPath: bucket.path))?.filter { !$0.hasPrefix(".hoist") && $0.contains(".") } ?? []
+        #expect(!stored.contains { $0.hasSuffix("big.bin") || $0.hasSuffix(".hidden.txt") || $0.hasPrefix("y/1999") }, "\(stored)")
     }
 
     /// A worker whose manifest is not the one the run was planned with (an old ConfigMap, a tree

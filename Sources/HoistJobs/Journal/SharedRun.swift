@@ -414,10 +414,24 @@ public final class SharedRun: JobRunLock, Sendable {
         let notOurs = "the shared run's plan names \(file.source), which is not a file of this worker's file set \(file.fileSetIndex + 1) "
             + "(root \(root))"
         guard inside || file.source == root else { throw PlanError(message: notOurs + ": not uploaded. Run every worker with the same manifest") }
-        // No device and inode: the upload checks the path resolves, without a link, to the file
-        // under the root (a walk's inode would prove that; a claim has none).
-        let walked = WalkedFile(path: file.source, relativePath: file.relativePath, size: file.size,
-                                modified: Date(timeIntervalSince1970: file.mtime))
+        // The row says which file, nothing else: filters and templates are judged on the file
+        // as it is (its size and time, hidden or a link), as a walk would find it. Its device and
+        // inode go with it, so the upload opens that very file.
+        if !set.hidden, parts.contains(where: { $0.hasPrefix(".") }) {
+            throw PlanError(message: notOurs + " to upload (a hidden file, which the file set leaves out): not uploaded")
+        }
+        var info = stat()
+        guard lstat(file.source, &info) == 0 else {
+            throw PlanError(message: "\(file.source) cannot be read: \(String(cString: strerror(errno)))")
+        }
+        if (info.st_mode & S_IFMT) == S_IFLNK {
+            guard set.followSymlinks, stat(file.source, &info) == 0 else {
+                throw PlanError(message: notOurs + " to upload (a symbolic link, which the file set does not follow): not uploaded")
+            }
+        }
+        guard (info.st_mode & S_IFMT) == S_IFREG else { throw PlanError(message: "\(file.source) is not a regular file: not uploaded") }
+        var walked = WalkedFile(path: file.source, relativePath: file.relativePath, size: 0, modified: Date())
+        walked.update(from: info)
         var item: PlanItem
         switch Planner(job: job, now: started).item(for: walked, set: file.fileSetIndex) {
         case .success(let planned): item = planned
