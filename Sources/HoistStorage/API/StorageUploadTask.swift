@@ -147,7 +147,9 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
                     if session == nil, let id = resumable {
                         // A session an earlier process started: continue from what the server holds.
                         resumable = nil
-                        if let resumed = try? await backend.resumeUpload(id: id), let confirmed = try? await resumed.confirmedOffset() {
+                        // A session id from a journal is hostile input: the backend checks it
+                        // (GCS: on the endpoint's host, and finishing this very object).
+                        if let resumed = try? await backend.resumeUpload(id: id, to: path), let confirmed = try? await resumed.confirmedOffset() {
                             session = resumed
                             sessionID = resumed.id
                             offset = confirmed
@@ -179,7 +181,14 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
                     }
                     switch outcome {
                     case .partial(let confirmed):
-                        failures = confirmed > offset ? 0 : failures + 1
+                        guard confirmed > offset else {
+                            // Nothing taken: a server answering so for ever would keep the task
+                            // sending at once, again and again. A transient failure: the retry
+                            // policy spaces the attempts and bounds them.
+                            throw StorageFailure(.unknown, "The server took none of the bytes sent from offset \(offset) "
+                                                    + "(it holds \(confirmed)).", retryable: true)
+                        }
+                        failures = 0
                         offset = confirmed
                     case .finished(let resource):
                         // A file that changed while it was read never gets here: a backend checks it

@@ -25,6 +25,11 @@ public protocol StorageBackend: Sendable {
     /// - Throws: `objectNotFound` when the session is gone (finished, abandoned or expired).
     func resumeUpload(id: String) async throws -> any UploadSession
 
+    /// As `resumeUpload(id:)` for the object at `path`: an `id` read back from a journal is
+    /// hostile input, and the session must turn out to be that object's (a backend that can
+    /// tell checks it; by default, `resumeUpload(id:)`).
+    func resumeUpload(id: String, to path: String?) async throws -> any UploadSession
+
     /// Deletes the object at `path` if it is still the given generation (any generation when nil).
     /// Missing objects and other generations are left alone, silently. Used to take back an
     /// object that must not stay (its file changed while it was read).
@@ -63,6 +68,10 @@ extension StorageBackend {
         -> any UploadSession
     {
         try await startUpload(to: path, attributes: attributes, size: size)
+    }
+
+    public func resumeUpload(id: String, to path: String?) async throws -> any UploadSession {
+        try await resumeUpload(id: id)
     }
 
     /// Checks, before the first byte moves, that uploads can work at all: credentials found,
