@@ -395,10 +395,10 @@ private final class Transfer: @unchecked Sendable {
     /// own 300 KiB, so the error says which limit it was).
     private static func headerLimit(_ limit: Int) -> Int { min(limit, 256 << 10) }
 
-    /// A byte count as a limit reads best: `1 MiB`, or bytes.
+    /// A byte count as a limit reads best: `1 MiB`, `256 KiB`, or bytes.
     private static func size(_ bytes: Int) -> String {
         bytes >= 1 << 20 && bytes % (1 << 20) == 0 ? "\(bytes >> 20) MiB"
-            : bytes >= 1 << 10 && bytes % (1 << 10) == 0 ? "\(bytes >> 10) KiB" : "\(bytes) bytes"
+            : bytes >= 1 << 10 && bytes % (1 << 10) == 0 ? "\(bytes >> 10) KiB" : "\(bytes) B"
     }
 
     /// The error of a transfer its gate cancelled.
@@ -412,7 +412,8 @@ private final class Transfer: @unchecked Sendable {
         if let tooLarge, let limit = request.maxResponseBytes {
             let most = tooLarge == "headers" ? Self.headerLimit(limit) : limit
             return .failure(HTTPTransportError(code: Int(CURLE_WRITE_ERROR.rawValue),
-                                               message: "the answer's \(tooLarge == "headers" ? "headers are" : "body is") larger than \(Self.size(most)), the most Hoist reads: \(request.url)",
+                                               message: "the response\(tooLarge == "headers" ? "'s headers are" : " is") larger than \(most) bytes (\(Self.size(most))), "
+                                                   + "the most Hoist reads: \(request.url)",
                                                isTransient: false))
         }
         if code == CURLE_ABORTED_BY_CALLBACK, hooks.control?.isCancelled == true {

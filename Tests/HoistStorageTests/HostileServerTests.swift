@@ -125,7 +125,7 @@ import Testing
             #expect(grown < 200 << 20, "peak memory grew by \(grown >> 20) MiB")
             #expect(throws: StorageFailure.self) { try result.get() }
             guard case .failure(let error) = result else { return }
-            let limit = answer.hasSuffix("flood") ? "headers are larger than 256 KiB" : "body is larger than 1 MiB"
+            let limit = answer.hasSuffix("flood") ? "headers are larger than 262144 bytes (256 KiB)" : "is larger than 1048576 bytes (1 MiB)"
             #expect("\(error)".contains(limit), "\(error)")
         }
     }
