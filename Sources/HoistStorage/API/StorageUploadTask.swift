@@ -147,9 +147,7 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
                     if session == nil, let id = resumable {
                         // A session an earlier process started: continue from what the server holds.
                         resumable = nil
-                        // A session id from a journal is hostile input: the backend checks it
-                        // (GCS: on the endpoint's host, and finishing this very object).
-                        if let resumed = try? await backend.resumeUpload(id: id, to: path), let confirmed = try? await resumed.confirmedOffset() {
+                        if let resumed = try? await backend.resumeUpload(id: id, for: path), let confirmed = try? await resumed.confirmedOffset() {
                             session = resumed
                             sessionID = resumed.id
                             offset = confirmed

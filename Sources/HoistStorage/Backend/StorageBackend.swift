@@ -25,10 +25,11 @@ public protocol StorageBackend: Sendable {
     /// - Throws: `objectNotFound` when the session is gone (finished, abandoned or expired).
     func resumeUpload(id: String) async throws -> any UploadSession
 
-    /// As `resumeUpload(id:)` for the object at `path`: an `id` read back from a journal is
-    /// hostile input, and the session must turn out to be that object's (a backend that can
-    /// tell checks it; by default, `resumeUpload(id:)`).
-    func resumeUpload(id: String, to path: String?) async throws -> any UploadSession
+    /// `resumeUpload(id:)` for an upload to `path`: a session that would store another object
+    /// (a session id read back from a journal or a bucket's own files) is refused. By default
+    /// (a backend whose sessions do not say their object before they finish) as `resumeUpload(id:)`.
+    /// - Throws: `objectNotFound` when the session is gone; `invalidArgument` for one of another object.
+    func resumeUpload(id: String, for path: String) async throws -> any UploadSession
 
     /// Deletes the object at `path` if it is still the given generation (any generation when nil).
     /// Missing objects and other generations are left alone, silently. Used to take back an
@@ -55,6 +56,10 @@ public protocol StorageBackend: Sendable {
 }
 
 extension StorageBackend {
+    public func resumeUpload(id: String, for path: String) async throws -> any UploadSession {
+        try await resumeUpload(id: id)
+    }
+
     /// Lets objects stored from now on wait for `persist()` to become durable, instead of each
     /// paying for it when it is stored. For a caller that records objects done in batches (a
     /// job's journal) and calls `persist()` before each batch. By default there is nothing to defer.
@@ -68,10 +73,6 @@ extension StorageBackend {
         -> any UploadSession
     {
         try await startUpload(to: path, attributes: attributes, size: size)
-    }
-
-    public func resumeUpload(id: String, to path: String?) async throws -> any UploadSession {
-        try await resumeUpload(id: id)
     }
 
     /// Checks, before the first byte moves, that uploads can work at all: credentials found,

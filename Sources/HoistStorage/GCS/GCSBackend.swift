@@ -98,13 +98,18 @@ public final class GCSBackend: StorageBackend {
     }
 
     public func resumeUpload(id: String) async throws -> any UploadSession {
-        try await resumeUpload(id: id, to: nil)
+        try await resume(id: id, path: nil)
     }
 
     /// A session URL from a journal (or any caller) is checked as a server's `Location` is
     /// (`sessionURLProblem`): one elsewhere is `objectNotFound`, so the task starts a new
-    /// session. Its object must be `path` when it finishes (`verify`).
-    public func resumeUpload(id: String, to path: String?) async throws -> any UploadSession {
+    /// session. Its object must be `path` when it finishes (`verify`): a session URL does not
+    /// say its object before then.
+    public func resumeUpload(id: String, for path: String) async throws -> any UploadSession {
+        try await resume(id: id, path: path)
+    }
+
+    private func resume(id: String, path: String?) async throws -> any UploadSession {
         if let problem = sessionURLProblem(id) {
             throw StorageFailure(.objectNotFound, "Upload session cannot be resumed: \(problem)", details: ["bucket": bucket])
         }
