@@ -26,7 +26,7 @@ public final class CurlEngine: @unchecked Sendable {
         String(String(cString: curl_version()).split(separator: " ").first?.dropFirst("libcurl/".count) ?? "")
     }
 
-    // Thread confinement: `multi`, `active` and `idleHandles` are touched only on the engine's
+    // Thread confinement: `multi` and `active` are touched only on the engine's
     // own thread; other threads reach it through `inbox` and `hoist_curl_loop_wakeup` (thread-safe).
     public static let shared = CurlEngine()
 
@@ -48,7 +48,6 @@ public final class CurlEngine: @unchecked Sendable {
     /// Set before the engine's last look at `inbox`, so a request appended after that look sees it.
     private let polling = Atomic<Bool>(false)
     private var active: [UnsafeMutableRawPointer: Transfer] = [:]
-    private var idleHandles: [UnsafeMutableRawPointer] = []
     /// Whether each CA bundle named is a folder (`HTTPRequest.isFolder`), asked once per bundle
     /// rather than with a `stat` per transfer.
     private var bundleIsFolder: [String: Bool] = [:]
@@ -120,6 +119,7 @@ public final class CurlEngine: @unchecked Sendable {
                           transfer.hooks.control?.hasCredit ?? true {
                     transfer.pausedOnWire = false
                     transfer.lastMovement = now
+                    transfer.restartWindow(now)
                     curl_easy_pause(handle, hoist_curl_pause_cont())
                 }
                 anyPaused = anyPaused || transfer.pausedOnWire
@@ -139,7 +139,11 @@ public final class CurlEngine: @unchecked Sendable {
     }
 
     private func start(_ transfer: Transfer) {
-        let handle = idleHandles.popLast() ?? curl_easy_init()!
+        // A new easy handle per transfer, never one reused after `curl_easy_reset`: libcurl 7.88
+        // keeps a pointer to the last answer's last header across a reset, and a server whose
+        // next answer starts with a folded header line made it read that freed header
+        // (a crash, found by HTTPFuzzTests). Connections are kept by the multi handle, not here.
+        let handle = curl_easy_init()!
         do {
             let caPath = transfer.request.caBundle.map { bundle in
                 if let known = bundleIsFolder[bundle] { return known }
@@ -149,8 +153,7 @@ public final class CurlEngine: @unchecked Sendable {
             } ?? false
             try transfer.configure(handle, share: share, caPath: caPath)
         } catch {
-            curl_easy_reset(handle)
-            idleHandles.append(handle)
+            curl_easy_cleanup(handle)
             transfer.complete(.failure(error))
             return
         }
@@ -161,8 +164,7 @@ public final class CurlEngine: @unchecked Sendable {
     private func finish(_ handle: UnsafeMutableRawPointer, _ transfer: Transfer, _ result: Result<HTTPResponse, any Error>) {
         curl_multi_remove_handle(multi, handle)
         active[handle] = nil
-        curl_easy_reset(handle)
-        if idleHandles.count < 64 { idleHandles.append(handle) } else { curl_easy_cleanup(handle) }
+        curl_easy_cleanup(handle)
         transfer.complete(result)
     }
 }
@@ -192,7 +194,8 @@ private final class Transfer: @unchecked Sendable {
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private var responseHeaderLines: [UInt8] = []
     private var responseBody = Data()
-    private var responseTooLarge = false
+    /// Which part of the answer passed its limit, if one did: "headers" or "body".
+    private var tooLarge: String?
     private var headerBytes = 0
     private var partIndex = 0
     /// Body bytes handed to curl since the start (or the last seek).
@@ -203,7 +206,12 @@ private final class Transfer: @unchecked Sendable {
     private var readFailure: (any Error)?
     private var uploaded: Int64 = 0
     var pausedOnWire = false
+    /// When a byte last moved, either way (or the transfer started or was resumed).
     var lastMovement = Date()
+    /// The current stall window: when it started, and the bytes moved in it (sent, and received
+    /// headers and body). Restarted when the transfer is continued after a pause.
+    private var windowStart = Date()
+    private var windowBytes: Int64 = 0
     private var retained: Unmanaged<Transfer>?
     /// A small body sent from memory (`smallBody`), freed when the transfer completes.
     private var postFields: UnsafeMutableRawBufferPointer?
@@ -232,10 +240,10 @@ private final class Transfer: @unchecked Sendable {
         try set(CURLOPT_CONNECTTIMEOUT_MS, Int(request.connectTimeout * 1000))
         try set(CURLOPT_NOSIGNAL, 1)
         try set(CURLOPT_TCP_KEEPALIVE, 1)
-        if let protocols = request.allowedProtocols {
-            try set(CURLOPT_PROTOCOLS_STR, protocols)
-            try set(CURLOPT_REDIR_PROTOCOLS_STR, protocols)
-        }
+        // Every request: a URL a server chose (a session's Location) or a journal handed back
+        // never reaches file:, ftp:, gopher: and the rest (redirects are not followed either).
+        try set(CURLOPT_PROTOCOLS_STR, request.allowedProtocols)
+        try set(CURLOPT_REDIR_PROTOCOLS_STR, request.allowedProtocols)
         if let total = request.totalTimeout { try set(CURLOPT_TIMEOUT_MS, max(1, Int(total * 1000))) }
         if let bundle = request.caBundle { try set(caPath ? CURLOPT_CAPATH : CURLOPT_CAINFO, bundle) }
         if request.insecureSkipTLSVerify {
@@ -280,6 +288,7 @@ private final class Transfer: @unchecked Sendable {
         try check(hoist_curl_easy_setopt_xferinfo(handle, Transfer.progressCallback))
         try check(hoist_curl_easy_setopt_pointer(handle, CURLOPT_XFERINFODATA, context.toOpaque()))
         lastMovement = Date()
+        restartWindow(lastMovement)
     }
 
     /// The largest body read whole before the request starts (`smallBody`).
@@ -337,15 +346,59 @@ private final class Transfer: @unchecked Sendable {
         return ""
     }
 
-    /// A reason to stop now: cancelled, or stalled while not paused.
+    /// A reason to stop now: cancelled, or stalled while not paused: no byte for a stall
+    /// window, or fewer than `stallMinimumBytes` in one (a server dripping its answer, or
+    /// taking the body a byte at a time). Our own watchdog, not curl's LOW_SPEED_LIMIT: curl
+    /// 7.88's trips on a send paused for bandwidth, which this one does not count.
     func checkControl(now: Date) -> (any Error)? {
         if hooks.control?.isCancelled == true { return cancelled }
         if abandoned.load(ordering: .relaxed) { return CancellationError() }
-        if !pausedOnWire, now.timeIntervalSince(lastMovement) > request.stallTimeout {
-            return HTTPTransportError(code: Int(CURLE_OPERATION_TIMEDOUT.rawValue),
-                                      message: "no bytes moved for \(Int(request.stallTimeout)) s: \(request.url)", isTransient: true)
+        if pausedOnWire {
+            restartWindow(now)
+            return nil
+        }
+        let window = request.stallTimeout
+        if now.timeIntervalSince(lastMovement) > window {
+            return stalled("no bytes moved for \(Self.seconds(window))")
+        }
+        if now.timeIntervalSince(windowStart) >= window {
+            if windowBytes < request.stallMinimumBytes {
+                return stalled("\(windowBytes) bytes moved in \(Self.seconds(window)), fewer than \(request.stallMinimumBytes)")
+            }
+            restartWindow(now)
         }
         return nil
+    }
+
+    /// Starts a new stall window at `now` (a transfer continued after a pause starts afresh).
+    func restartWindow(_ now: Date) {
+        windowStart = now
+        windowBytes = 0
+    }
+
+    /// Bytes moved, either way, now.
+    private func moved(_ count: Int) {
+        guard count > 0 else { return }
+        windowBytes += Int64(count)
+        lastMovement = Date()
+    }
+
+    private func stalled(_ why: String) -> HTTPTransportError {
+        HTTPTransportError(code: Int(CURLE_OPERATION_TIMEDOUT.rawValue), message: "stalled (\(why)): \(request.url)", isTransient: true)
+    }
+
+    private static func seconds(_ value: Double) -> String {
+        value == value.rounded() ? "\(Int(value)) s" : "\(value) s"
+    }
+
+    /// The most header bytes kept with a body limit of `limit`: 256 KiB at most (below curl's
+    /// own 300 KiB, so the error says which limit it was).
+    private static func headerLimit(_ limit: Int) -> Int { min(limit, 256 << 10) }
+
+    /// A byte count as a limit reads best: `1 MiB`, `256 KiB`, or bytes.
+    private static func size(_ bytes: Int) -> String {
+        bytes >= 1 << 20 && bytes % (1 << 20) == 0 ? "\(bytes >> 20) MiB"
+            : bytes >= 1 << 10 && bytes % (1 << 10) == 0 ? "\(bytes >> 10) KiB" : "\(bytes) B"
     }
 
     /// The error of a transfer its gate cancelled.
@@ -356,9 +409,12 @@ private final class Transfer: @unchecked Sendable {
 
     func outcome(code: CURLcode, handle: UnsafeMutableRawPointer) -> Result<HTTPResponse, any Error> {
         if let readFailure { return .failure(readFailure) }
-        if responseTooLarge, let limit = request.maxResponseBytes {
+        if let tooLarge, let limit = request.maxResponseBytes {
+            let most = tooLarge == "headers" ? Self.headerLimit(limit) : limit
             return .failure(HTTPTransportError(code: Int(CURLE_WRITE_ERROR.rawValue),
-                                               message: "the response is larger than \(limit) bytes: \(request.url)", isTransient: false))
+                                               message: "the response\(tooLarge == "headers" ? "'s headers are" : " is") larger than \(most) bytes (\(Self.size(most))), "
+                                                   + "the most Hoist reads: \(request.url)",
+                                               isTransient: false))
         }
         if code == CURLE_ABORTED_BY_CALLBACK, hooks.control?.isCancelled == true {
             return .failure(cancelled)
@@ -429,10 +485,12 @@ private final class Transfer: @unchecked Sendable {
         buffer, size, count, context in
         let line = UnsafeRawBufferPointer(start: buffer, count: size * count)
         let transfer = from(context)
-        // Headers count toward the answer's limit: a server sending endless headers stops there.
+        // Headers (of every interim answer too) have a limit of their own: a server sending
+        // endless headers stops there.
         transfer.headerBytes += size * count
-        if let limit = transfer.request.maxResponseBytes, transfer.headerBytes > limit {
-            transfer.responseTooLarge = true
+        transfer.moved(size * count)
+        if let limit = transfer.request.maxResponseBytes, transfer.headerBytes > headerLimit(limit) {
+            transfer.tooLarge = "headers"
             return 0
         }
         transfer.header(line)
@@ -443,23 +501,25 @@ private final class Transfer: @unchecked Sendable {
         buffer, size, count, context in
         let transfer = from(context)
         if let limit = transfer.request.maxResponseBytes, transfer.responseBody.count + size * count > limit {
-            transfer.responseTooLarge = true
+            transfer.tooLarge = "body"
             return 0   // curl stops the transfer (CURLE_WRITE_ERROR)
         }
+        transfer.moved(size * count)
         transfer.responseBody.append(contentsOf: UnsafeRawBufferPointer(start: buffer, count: size * count))
         return size * count
     }
 
+    /// Upload progress. (Received bytes are counted as they arrive, in the header and write
+    /// callbacks: curl calls this about once a second whatever moved, with running totals, so
+    /// "some bytes were received once" is no sign of movement now.)
     private static let progressCallback: @convention(c) (UnsafeMutableRawPointer?, curl_off_t, curl_off_t, curl_off_t, curl_off_t) -> Int32 = {
-        context, _, downloaded, _, uploaded in
+        context, _, _, _, uploaded in
         let transfer = from(context)
         if transfer.hooks.control?.isCancelled == true || transfer.abandoned.load(ordering: .relaxed) { return 1 }
         if Int64(uploaded) > transfer.uploaded {
+            transfer.moved(Int(Int64(uploaded) - transfer.uploaded))
             transfer.uploaded = Int64(uploaded)
-            transfer.lastMovement = Date()
             transfer.hooks.onUploadProgress?(Int64(uploaded))
-        } else if downloaded > 0 {
-            transfer.lastMovement = Date()
         }
         return 0
     }

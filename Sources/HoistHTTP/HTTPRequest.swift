@@ -9,18 +9,30 @@ public struct HTTPRequest: Sendable {
     public var body: [BodyPart]
     /// Seconds to wait for a connection.
     public var connectTimeout: Double = 30
-    /// Seconds without a byte moving (while not paused) before the transfer is given up.
+    /// The stall window, in seconds: a transfer (while not paused) that moves no byte for this
+    /// long, or fewer than `stallMinimumBytes` bytes (sent and received, headers included) in a
+    /// window this long, has stalled and is given up (a transient `HTTPTransportError`, retried as
+    /// a timeout). A server dripping a byte now and then cannot hold a request for ever.
     public var stallTimeout: Double = 60
+    /// The fewest bytes a transfer must move in each `stallTimeout` window (see there).
+    public var stallMinimumBytes: Int64 = 1024
     /// Skip TLS certificate checks. Only ever set when a job asks for it by name.
     public var insecureSkipTLSVerify = false
     /// A PEM file of CA certificates to trust instead of the system store (`CURLOPT_CAINFO`), or
     /// a folder of them named by their hashes, as `openssl rehash` (c_rehash) makes it
     /// (`CURLOPT_CAPATH`, as OpenSSL's `SSL_CERT_DIR`); nil: the system store.
     public var caBundle: String?
-    /// URL schemes curl may use, for the request and any redirect (`"http,https"`); nil: curl's default.
-    public var allowedProtocols: String?
-    /// The most response body bytes kept; a longer answer fails the transfer. nil: no limit.
-    public var maxResponseBytes: Int?
+    /// URL schemes curl may use, for the request and any redirect (`CURLOPT_PROTOCOLS_STR`,
+    /// `CURLOPT_REDIR_PROTOCOLS_STR`): http and https unless a caller widens it on purpose (a
+    /// test reading a `file:` URL). A URL a server or a journal chose never reaches `file:`,
+    /// `ftp:`, `gopher:` or the others through the engine.
+    public var allowedProtocols = "http,https"
+    /// The most bytes of an answer kept (its headers and, apart, its body); a longer answer
+    /// fails the transfer, naming the limit. nil: no limit (tests reading large objects back).
+    public var maxResponseBytes: Int? = HTTPRequest.defaultMaxResponseBytes
+    /// 1 MiB: Cloud Storage's JSON answers (object metadata, errors, session answers) and token
+    /// answers are a few kilobytes; nothing Hoist asks for is larger.
+    public static let defaultMaxResponseBytes = 1 << 20
     /// Seconds the whole transfer may take. nil: no limit (only `stallTimeout`).
     public var totalTimeout: Double?
 
@@ -248,4 +260,55 @@ extension HTTPRequest {
         var info = stat()
         return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
     }
+}
+
+/// The scheme, host and port of an http(s) URL, read strictly: a URL a server or a journal hands
+/// over (a session URL) is used only when its origin is the one a client talks to. Nil for any
+/// other scheme, a user or password in the authority (`http://a@b/`), a backslash, a space, a
+/// control or non-ASCII byte anywhere, or an authority not followed by `/` (or the end).
+public struct HTTPOrigin: Sendable, CustomStringConvertible {
+    public let scheme: String
+    public let host: String
+    public let port: Int
+    /// What follows the authority: the path and query (`/upload/...?upload_id=...`), or "".
+    public let target: String
+
+    public init?(_ url: String) {
+        guard url.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\\") }),
+              let separator = url.range(of: "://") else { return nil }
+        let scheme = url[..<separator.lowerBound].lowercased()
+        guard scheme == "http" || scheme == "https" else { return nil }
+        let rest = url[separator.upperBound...]
+        let authority = rest.prefix { $0 != "/" }
+        guard !authority.isEmpty, !authority.contains("@"), !authority.contains("?"), !authority.contains("#") else { return nil }
+        var host = Substring(authority)
+        var port = scheme == "https" ? 443 : 80
+        if host.hasPrefix("[") {
+            guard let close = host.firstIndex(of: "]") else { return nil }
+            let after = host[host.index(after: close)...]
+            if !after.isEmpty {
+                guard after.hasPrefix(":"), let number = Int(after.dropFirst()), (1...65535).contains(number) else { return nil }
+                port = number
+            }
+            host = host[...close]
+        } else if let colon = host.lastIndex(of: ":") {
+            guard let number = Int(host[host.index(after: colon)...]), (1...65535).contains(number) else { return nil }
+            port = number
+            host = host[..<colon]
+        }
+        guard !host.isEmpty, !host.contains(":") || host.hasPrefix("[") else { return nil }
+        self.scheme = scheme
+        self.host = host.lowercased()
+        self.port = port
+        target = String(rest.dropFirst(authority.count))
+    }
+
+    /// The same scheme, host and port.
+    public func sameOrigin(_ other: HTTPOrigin?) -> Bool {
+        guard let other else { return false }
+        return scheme == other.scheme && host == other.host && port == other.port
+    }
+
+    /// `scheme://host:port`.
+    public var description: String { "\(scheme)://\(host):\(port)" }
 }

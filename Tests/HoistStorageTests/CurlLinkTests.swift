@@ -5,12 +5,21 @@ import Testing
 @testable import HoistStorage
 
 @Suite struct CurlLinkTests {
-    @Test func linksLibcurlAndFetchesAFileURL() async throws {
+    /// Every request speaks http(s) only, unless its caller widens `allowedProtocols` on
+    /// purpose: a URL a server or a journal chose (a session URL) once made libcurl read and
+    /// write `file:` paths. Here libcurl refuses a `file:` URL (CURLE_UNSUPPORTED_PROTOCOL), and
+    /// reads it when a request allows `file` by name.
+    @Test func linksLibcurlAndRefusesFileURLsUnlessAllowed() async throws {
         #expect(CurlEngine.version.hasPrefix("libcurl/"))
         let directory = try TemporaryDirectory()
         let file = directory.url.appendingPathComponent("hello.txt")
         try Data("hello from curl\n".utf8).write(to: file)
-        let response = try await CurlEngine.shared.perform(HTTPRequest(method: "GET", url: file.absoluteString))
+        await #expect { try await CurlEngine.shared.perform(HTTPRequest(method: "GET", url: file.absoluteString)) } throws: { error in
+            (error as? HTTPTransportError)?.code == 1
+        }
+        var allowed = HTTPRequest(method: "GET", url: file.absoluteString)
+        allowed.allowedProtocols = "file"
+        let response = try await CurlEngine.shared.perform(allowed)
         #expect(response.bodyText == "hello from curl\n")
     }
 
@@ -52,7 +61,9 @@ import Testing
             var onEngine: [Bool] = [CurlEngine.shared.isCurrentThread]
             var names: Set<String> = [Self.threadName()]
             for _ in 0..<20 {
-                let response = try await CurlEngine.shared.perform(HTTPRequest(method: "GET", url: file.absoluteString))
+                var request = HTTPRequest(method: "GET", url: file.absoluteString)
+                request.allowedProtocols = "file"
+                let response = try await CurlEngine.shared.perform(request)
                 #expect(response.bodyText == "hello\n")
                 onEngine.append(CurlEngine.shared.isCurrentThread)
                 await withTaskExecutorPreference(globalConcurrentExecutor) { #expect(!CurlEngine.shared.isCurrentThread) }

@@ -138,7 +138,9 @@ import Testing
         }
         try await Task.sleep(for: .milliseconds(20))
         let asked = clock.now
-        let answer = try await CurlEngine.shared.perform(HTTPRequest(method: "GET", url: small.absoluteString))
+        var request = HTTPRequest(method: "GET", url: small.absoluteString)
+        request.allowedProtocols = "file"
+        let answer = try await CurlEngine.shared.perform(request)
         let waited = clock.now - asked
         let (stored, hashing) = await hashed.value
         #expect(answer.bodyText == "small")

@@ -100,8 +100,9 @@ public enum FakeGCSTLS {
 
     /// The stored bytes of an object.
     public static func download(bucket: String, object: String) async throws -> Data {
-        let response = try await CurlEngine.shared.perform(
-            try request("GET", "/download/storage/v1/b/\(bucket)/o/\(GCSBackend.encode(object))?alt=media"))
+        var download = try request("GET", "/download/storage/v1/b/\(bucket)/o/\(GCSBackend.encode(object))?alt=media")
+        download.maxResponseBytes = nil   // objects of any size, unlike Hoist's own answers
+        let response = try await CurlEngine.shared.perform(download)
         guard response.status == 200 else { throw TestServerError("download of \(object): HTTP \(response.status)") }
         return response.body
     }

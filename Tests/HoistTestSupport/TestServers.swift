@@ -151,7 +151,9 @@ public enum FakeGCS {
     /// The stored bytes of an object, read back through the server's download API.
     public static func download(bucket: String, object: String, port: Int? = nil) async throws -> Data {
         let url = "http://127.0.0.1:\(try port ?? Self.port())/download/storage/v1/b/\(bucket)/o/\(GCSBackend.encode(object))?alt=media"
-        let response = try await CurlEngine.shared.perform(HTTPRequest(method: "GET", url: url))
+        var request = HTTPRequest(method: "GET", url: url)
+        request.maxResponseBytes = nil   // objects of any size, unlike Hoist's own answers
+        let response = try await CurlEngine.shared.perform(request)
         guard response.status == 200 else { throw TestServerError("download of \(object): HTTP \(response.status)") }
         return response.body
     }

@@ -179,7 +179,14 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
                     }
                     switch outcome {
                     case .partial(let confirmed):
-                        failures = confirmed > offset ? 0 : failures + 1
+                        guard confirmed > offset else {
+                            // Nothing taken: a server answering so for ever would keep the task
+                            // sending at once, again and again. A transient failure: the retry
+                            // policy spaces the attempts and bounds them.
+                            throw StorageFailure(.unknown, "The server took none of the bytes sent from offset \(offset) "
+                                                    + "(it holds \(confirmed)).", retryable: true)
+                        }
+                        failures = 0
                         offset = confirmed
                     case .finished(let resource):
                         // A file that changed while it was read never gets here: a backend checks it

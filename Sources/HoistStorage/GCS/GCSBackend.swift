@@ -90,15 +90,58 @@ public final class GCSBackend: StorageBackend {
         guard response.status == 200 || response.status == 201, let location = response.header("Location") else {
             throw failure(response, object: path, bucketLevel: true)
         }
+        if let problem = sessionURLProblem(location) {
+            throw StorageFailure(.unknown, "Cloud Storage answered a session URL that Hoist does not use: \(problem)",
+                                 details: ["bucket": bucket, "object": path])
+        }
         return GCSResumableSession(backend: self, id: location, path: path, size: size, contentType: resource.contentType!)
     }
 
     public func resumeUpload(id: String) async throws -> any UploadSession {
-        guard id.hasPrefix("http://") || id.hasPrefix("https://") else {
-            throw StorageFailure(.objectNotFound, "Upload session \(id) cannot be resumed: it is not a resumable session URL.")
-        }
-        return GCSResumableSession(backend: self, id: id, path: nil, size: nil, contentType: nil)
+        try await resume(id: id, path: nil)
     }
+
+    /// A session URL from a journal (or any caller) is checked as a server's `Location` is
+    /// (`sessionURLProblem`): one elsewhere is `objectNotFound`, so the task starts a new
+    /// session. Its object must be `path` when it finishes (`verify`): a session URL does not
+    /// say its object before then.
+    public func resumeUpload(id: String, for path: String) async throws -> any UploadSession {
+        try await resume(id: id, path: path)
+    }
+
+    private func resume(id: String, path: String?) async throws -> any UploadSession {
+        if let problem = sessionURLProblem(id) {
+            throw StorageFailure(.objectNotFound, "Upload session cannot be resumed: \(problem)", details: ["bucket": bucket])
+        }
+        return GCSResumableSession(backend: self, id: id, path: path, size: nil, contentType: nil)
+    }
+
+    /// Why `url` cannot be a session URL here, or nil when it can: a session URL, a server's
+    /// `Location` or a journal's row, must be http(s) on the endpoint's own scheme, host and port,
+    /// with no user or password, space, backslash or control character. The session gets the
+    /// file's bytes (and the token, were it sent there): they go to the host the job names, no
+    /// other. (The message shows the URL's origin, not its path: session ids are credentials.)
+    func sessionURLProblem(_ url: String) -> String? {
+        guard let origin = HTTPOrigin(url) else {
+            let scheme = url.range(of: "://").map { url[..<$0.lowerBound] }.map { String($0.prefix(12).map { $0.isLetter ? $0 : "?" }) }
+            return "the session URL is not a plain http(s) URL" + (scheme.map { " (scheme \($0))" } ?? "")
+                + " on the endpoint \(configuration.endpoint)."
+        }
+        guard let endpoint = endpointOrigin, origin.sameOrigin(endpoint) else {
+            return "the session URL is on \(origin), not on the endpoint \(configuration.endpoint)."
+        }
+        // The bucket's upload path, as Cloud Storage and the emulators write it. (The server
+        // finds a session by its upload_id: this refuses a URL that names another bucket; a
+        // session of another object is caught when it finishes, `verify`.)
+        let uploads = "\(endpoint.target)/upload/storage/v1/b/\(Self.encode(bucket))/o?"
+        guard origin.target.hasPrefix(uploads) else {
+            return "the session URL is not one of bucket \(bucket)'s uploads (\(uploads)...)."
+        }
+        return nil
+    }
+
+    /// The endpoint's origin: requests to it carry the credentials; session URLs must be on it.
+    private var endpointOrigin: HTTPOrigin? { HTTPOrigin(configuration.endpoint) }
 
     /// One bucket `GET`, with short timeouts: no credentials, an unreachable host, refused
     /// credentials or a missing bucket each fail at once with what to do. A 403 passes: an
@@ -198,12 +241,15 @@ public final class GCSBackend: StorageBackend {
     /// (a cancelled transfer the `cancelled` error).
     func send(_ request: HTTPRequest, hooks: TransferHooks = TransferHooks()) async throws -> HTTPResponse {
         var request = request
-        if let token = try await configuration.credentials.accessToken() {
+        // The token goes to the endpoint's own origin only (every request here is to it; a
+        // session URL elsewhere is refused before it is used).
+        if HTTPOrigin(request.url)?.sameOrigin(endpointOrigin) == true, let token = try await configuration.credentials.accessToken() {
             request.headers.append(("Authorization", "Bearer \(token)"))
         }
         request.insecureSkipTLSVerify = configuration.insecureSkipTLSVerify
         request.caBundle = configuration.caBundle
-        request.stallTimeout = configuration.stallTimeout
+        // The shorter of the request's (the access check's 8 s) and the configuration's.
+        request.stallTimeout = min(request.stallTimeout, configuration.stallTimeout)
         do {
             return try await CurlEngine.shared.perform(request, hooks: hooks)
         } catch let error as HTTPTransportError where error.isCertificateProblem {
@@ -345,18 +391,34 @@ public final class GCSBackend: StorageBackend {
     /// status query) are read back from the source. On a mismatch, deletes the object (this
     /// generation only) and throws `nonMatchingChecksum`, which the task answers by uploading
     /// again from zero.
-    func verify(_ resource: ObjectResource, against frontier: ChecksumFrontier, source: ByteSource, path: String)
-        async throws -> ObjectResource
+    ///
+    /// The object must also be the one asked for: this bucket, and `path` when known (a session
+    /// from a journal's row may be another object's, issue #36). Another object is never taken
+    /// as the upload: when this process's bytes made it (`madeHere`), that generation is deleted
+    /// (the file's bytes do not stay under a name the manifest does not give them); one that was
+    /// finished before is left alone (it is not ours to delete). Either way the task uploads again
+    /// from zero, to its own name (`nonMatchingChecksum`).
+    func verify(_ resource: ObjectResource, against frontier: ChecksumFrontier, source: ByteSource, path: String?,
+                madeHere: Bool = true) async throws -> ObjectResource
     {
+        let name = resource.name ?? ""
+        if resource.bucket != bucket || path.map({ $0 != name }) ?? name.isEmpty {
+            if madeHere, resource.bucket == bucket, !name.isEmpty { try? await delete(name, generation: resource.generation) }
+            throw StorageFailure(
+                .nonMatchingChecksum,
+                "The upload session finished gs://\(resource.bucket ?? "?")/\(name), not gs://\(bucket)/\(path ?? "?")"
+                    + (madeHere ? "; that object was deleted" : "") + ". Uploading again under its own name.",
+                details: ["bucket": bucket, "object": path ?? "", "storedBucket": resource.bucket ?? "", "storedObject": name])
+        }
         try frontier.catchUp(to: source.size, from: source)
         let sent = frontier.crc32c
         if resource.size == source.size, resource.crc32c == sent { return resource }
-        try? await delete(path, generation: resource.generation)
+        try? await delete(name, generation: resource.generation)
         throw StorageFailure(
             .nonMatchingChecksum,
-            "Uploaded object \(path) has \(resource.size.map(String.init) ?? "no") bytes, crc32c \(resource.crc32c ?? "-") "
+            "Uploaded object \(name) has \(resource.size.map(String.init) ?? "no") bytes, crc32c \(resource.crc32c ?? "-") "
                 + "on the server, but the local file has \(source.size) bytes, crc32c \(sent). The object was deleted; retry the upload.",
-            details: ["bucket": bucket, "object": path, "serverCRC32C": resource.crc32c ?? "", "localCRC32C": sent])
+            details: ["bucket": bucket, "object": name, "serverCRC32C": resource.crc32c ?? "", "localCRC32C": sent])
     }
 }
 

@@ -48,7 +48,7 @@ struct GCSMultipartSession: UploadSession {
             throw backend.failure(response, object: resource.name, bucketLevel: true)
         }
         let stored = try await backend.verify(
-            backend.decodeResource(response), against: frontier, source: source, path: resource.name ?? "")
+            backend.decodeResource(response), against: frontier, source: source, path: resource.name)
         return .finished(stored)
     }
 

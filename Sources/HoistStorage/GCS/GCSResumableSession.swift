@@ -32,14 +32,12 @@ final class GCSResumableSession: UploadSession {
         let response = try await backend.send(request)
         switch response.status {
         case 308:
-            return Self.confirmedBytes(response.header("Range"))
+            return try confirmed(response, size: size)
         case 200, 201:
+            // Finished already: `send` checks it is this object, with the file's bytes.
             let resource = try backend.decodeResource(response)
-            state.withLock {
-                $0.completed = resource
-                $0.path = $0.path ?? resource.name
-            }
-            return resource.size ?? size ?? 0
+            state.withLock { $0.completed = resource }
+            return min(max(0, resource.size ?? size ?? 0), size ?? .max)
         default:
             throw backend.failure(response, object: state.withLock { $0.path }, bucketLevel: false)
         }
@@ -50,14 +48,18 @@ final class GCSResumableSession: UploadSession {
     ) async throws -> SendOutcome {
         let (path, completed, contentType) = state.withLock { state in
             state.size = state.size ?? source.size
-            return (state.path ?? "", state.completed, state.contentType)
+            return (state.path, state.completed, state.contentType)
+        }
+        guard offset >= 0, offset <= source.size else {
+            throw StorageFailure(.unknown, "Cloud Storage confirmed \(offset) bytes of a file of \(source.size).",
+                                 details: ["bucket": backend.bucket, "object": path ?? ""])
         }
         // Bytes the server holds that this process never read (a resume after a restart).
         try frontier.catchUp(to: offset, from: source)
         if let completed {
             // The server says the object is finished (perhaps truncated: some servers finalize a
             // session on a status query): it must equal the whole local file.
-            return .finished(try await backend.verify(completed, against: frontier, source: source, path: path))
+            return .finished(try await backend.verify(completed, against: frontier, source: source, path: path, madeHere: false))
         }
         let size = source.size
         var length = size - offset
@@ -88,9 +90,9 @@ final class GCSResumableSession: UploadSession {
         switch response.status {
         case 200, 201:
             let stored = try backend.decodeResource(response)
-            return .finished(try await backend.verify(stored, against: frontier, source: source, path: stored.name ?? path))
+            return .finished(try await backend.verify(stored, against: frontier, source: source, path: path))
         case 308:
-            return .partial(Self.confirmedBytes(response.header("Range")))
+            return .partial(try confirmed(response, size: size))
         default:
             throw backend.failure(response, object: path, bucketLevel: false)
         }
@@ -102,11 +104,29 @@ final class GCSResumableSession: UploadSession {
         _ = try? await backend.send(HTTPRequest(method: "DELETE", url: id))
     }
 
-    /// `Range: bytes=0-N` means N+1 bytes are held; no header means none.
-    static func confirmedBytes(_ range: String?) -> Int64 {
-        guard let range, let dash = range.lastIndex(of: "-"), let last = Int64(range[range.index(after: dash)...]) else {
-            return 0
+    /// `Range: bytes=0-N` means N+1 bytes are held; no header means none; nil for anything else.
+    static func confirmedBytes(_ range: String?) -> Int64? {
+        guard let range else { return 0 }
+        guard range.hasPrefix("bytes=0-"), let last = Int64(range.dropFirst("bytes=0-".count)), last >= 0, last < .max else {
+            return nil
         }
         return last + 1
+    }
+
+    /// A server's text for a message: its first 60 characters, each one not printable ASCII as `?`.
+    static func printable(_ text: String) -> String {
+        String(text.unicodeScalars.prefix(60).map { (0x20..<0x7F).contains($0.value) ? Character($0) : "?" })
+    }
+
+    /// The bytes a `308` answer says the server holds: at most the file's `size`. A `Range`
+    /// that is not `bytes=0-N`, or says more than the file, is a server's error, not an offset.
+    private func confirmed(_ response: HTTPResponse, size: Int64?) throws -> Int64 {
+        let range = response.header("Range")
+        guard let held = Self.confirmedBytes(range), held <= size ?? .max else {
+            throw StorageFailure(.unknown, "Cloud Storage answered a session's status with Range \(range.map { "\"\(Self.printable($0))\"" } ?? "")"
+                                    + (size.map { " for a file of \($0) bytes" } ?? "") + ".",
+                                 httpStatus: response.status, details: ["bucket": backend.bucket, "object": state.withLock { $0.path } ?? ""])
+        }
+        return held
     }
 }
