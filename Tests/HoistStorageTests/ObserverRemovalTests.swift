@@ -7,24 +7,33 @@ import Testing
 /// A handler removed before its event is delivered never runs, whatever was already on its way
 /// to the callback queue: the guide's "observe, then remove" pattern, under load.
 @Suite struct ObserverRemovalTests {
-    /// An upload slowed to about half a second, with the callback queue held busy for its first
-    /// 150 ms: progress events made in that time wait in the queue while the handler is removed.
+    /// Progress events sent to a stopped callback queue while the handler is registered, then
+    /// the handler removed, then the queue started: the removed handler never runs.
     @Test func aHandlerRemovedWhileItsEventsWaitInTheQueueNeverRuns() async throws {
         for round in 0..<10 {
             let bucket = try LocalBucketFixture()
-            let queue = DispatchQueue(label: "busy callbacks \(round)")
+            let queue = DispatchQueue(label: "stopped callbacks \(round)")
             bucket.storage.callbackQueue = queue
-            bucket.storage.bandwidthLimiter = BandwidthLimiter(bytesPerSecond: 16 << 20)
-            queue.async { usleep(150_000) }
+            let task = StorageUploadTask(reference: bucket.storage.reference(withPath: "r\(round).bin"), content: .data(patternData(3 << 20)),
+                                         metadata: nil)
+            let recorder = EventRecorder(task)
             let ran = Atomic<Int>(0)
-            let (task, recorder) = EventRecorder.upload(.data(patternData(8 << 20)), to: bucket.storage.reference(withPath: "r\(round).bin"))
             let handle = task.observe(.progress) { _ in ran.add(1, ordering: .relaxed) }
-            try await Task.sleep(for: .milliseconds(50))
-            let madeBeforeRemoval = recorder.events.count   // what reached the queue's other observers so far (0: all wait)
+            let progressed = DispatchSemaphore(value: 0)
+            task.observeInPlace([.progress]) { _ in progressed.signal() }
+            queue.suspend()
+            task.enqueue()
+            await withCheckedContinuation { (resume: CheckedContinuation<Void, Never>) in
+                DispatchQueue.global().async {
+                    progressed.wait()   // a progress event was sent to the queue, the handler still registered
+                    resume.resume()
+                }
+            }
             task.removeObserver(withHandle: handle)
+            queue.resume()
             let last = await recorder.finished()
             #expect(last.status == .success)
-            #expect(ran.load(ordering: .relaxed) == 0, "round \(round): the removed handler ran (\(madeBeforeRemoval) events seen before)")
+            #expect(ran.load(ordering: .relaxed) == 0, "round \(round): the removed handler ran")
         }
     }
 
