@@ -154,12 +154,14 @@ static inline void hoist_lua_arm(lua_State *L, long long instructions, double se
     budget->deadline = seconds > 0 ? hoist_lua_now() + seconds : 0;
     budget->stopped = 0;
     budget->exceeded = 0;
+    budget->relaxed = 0;
     budget->armed = 1;
     lua_sethook(L, hoist_lua_count_hook, LUA_MASKCOUNT, budget->granularity);
 }
 
 static inline void hoist_lua_disarm(lua_State *L) {
     hoist_lua_budget_of(L)->armed = 0;
+    hoist_lua_budget_of(L)->relaxed = 0;
     lua_sethook(L, NULL, 0, 0);
 }
 
@@ -191,11 +193,17 @@ static inline int hoist_lua_traceback(lua_State *L) {
 typedef int (*hoist_lua_swift_function)(lua_State *L, void *context);
 
 /// Upvalue 1: the Swift function pointer; upvalue 2: its context. Raises the error Swift
-/// reported only after Swift has returned, so no longjmp crosses a Swift frame.
+/// reported only after Swift has returned, so no longjmp crosses a Swift frame. The memory cap
+/// is lifted while Swift runs (it checks sizes itself) and restored here, before any error is
+/// raised; every call's arming and disarming restores it too.
 static inline int hoist_lua_trampoline(lua_State *L) {
     hoist_lua_swift_function function = (hoist_lua_swift_function)lua_touserdata(L, lua_upvalueindex(1));
     void *context = lua_touserdata(L, lua_upvalueindex(2));
+    hoist_lua_budget *budget = hoist_lua_budget_of(L);
+    int relaxed = budget->relaxed;
+    budget->relaxed = 1;
     int results = function(L, context);
+    budget->relaxed = relaxed;
     if (results < 0) return lua_error(L);
     return results;
 }

@@ -57,6 +57,8 @@ public final class LuaRuntime: @unchecked Sendable {
     private var sandbox: Int32 = 0
     /// The registry reference of the function that makes a script's environment.
     private var environmentMaker: Int32 = 0
+    /// The registry reference of the string `arrayMark`, for raw reads that allocate nothing.
+    private var arrayMarkKey: Int32 = 0
 
     /// The Lua version this process linked, such as `"Lua 5.4"`.
     public static var version: String { "Lua " + LUA_VERSION_MAJOR + "." + LUA_VERSION_MINOR }
@@ -80,6 +82,8 @@ public final class LuaRuntime: @unchecked Sendable {
         budget.initialize(to: initial)
         state = hoist_lua_newstate(budget)
         luaL_openlibs(state)
+        lua_pushstring(state, Self.arrayMark)
+        arrayMarkKey = luaL_ref(state, hoist_lua_registryindex())
         buildSandbox(allow: allow)
         budget.pointee.relaxed = 0
     }
@@ -484,10 +488,9 @@ public final class LuaRuntime: @unchecked Sendable {
         guard let L, let context else { return 0 }
         let callable = Unmanaged<Callable>.fromOpaque(context).takeUnretainedValue()
         let runtime = callable.runtime
-        // Lifted for the whole call, so no error message pushed here can fail for memory (sizes
-        // are checked against the limit instead).
-        runtime.budget.pointee.relaxed = 1
-        defer { runtime.budget.pointee.relaxed = 0 }
+        // The memory cap is lifted by the trampoline for the whole call (and restored by it, and
+        // by every call's start and end), so no error message pushed here can fail for memory:
+        // sizes are checked against the limit instead. Arguments are read raw: no Lua runs here.
         var allowance = runtime.limits.memory > 0 ? runtime.limits.memory : .max
         let arguments = (0..<lua_gettop(L)).map { runtime.value(at: $0 + 1, in: L, allowance: &allowance) }
         guard allowance >= 0 else {
@@ -521,10 +524,13 @@ public final class LuaRuntime: @unchecked Sendable {
     /// `.array([])`, not `.table([:])`.
     public static let arrayMark = "__jsonarray"
 
-    /// Whether the table at `index` has a metatable with `__jsonarray = true`.
+    /// Whether the table at `index` has a metatable with `__jsonarray = true`, read raw: a
+    /// metatable's own `__index` never runs (Swift reads Lua values outside every budget). The
+    /// key comes from the registry, so the read allocates nothing (it cannot fail for memory).
     private func isMarkedArray(_ index: Int32, in L: OpaquePointer?) -> Bool {
         guard lua_getmetatable(L, index) != 0 else { return false }
-        _ = lua_getfield(L, -1, Self.arrayMark)
+        lua_rawgeti(L, hoist_lua_registryindex(), lua_Integer(arrayMarkKey))
+        _ = lua_rawget(L, -2)
         let marked = lua_toboolean(L, -1) != 0
         hoist_lua_pop(L, 2)
         return marked

@@ -345,29 +345,20 @@ import Testing
                     \(code)
                   end
             """)
-        let process = Process()
-        process.executableURL = productsDirectory.appendingPathComponent("hoist")
-        process.arguments = ["run", fixture.directory.url.appendingPathComponent("job.yaml").path]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
+        let hoist = try HoistProcess(fixture)
         let started = fixture.directory.url.appendingPathComponent("started.txt")
         let deadline = Date().addingTimeInterval(20)
         while !FileManager.default.fileExists(atPath: started.path), Date() < deadline { usleep(20_000) }
         #expect(FileManager.default.fileExists(atPath: started.path))
         usleep(300_000)
         let sent = Date()
-        kill(process.processIdentifier, signal)
-        let stopped = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async { process.waitUntilExit(); stopped.signal() }
-        let ended = stopped.wait(timeout: .now() + 5) == .success
-        if !ended { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+        kill(hoist.process.processIdentifier, signal)
+        let ended = hoist.wait(5)
         withExtendedLifetime(server) {}
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let text = hoist.output
         #expect(ended, "still running 5 s after the signal: \(text)")
         #expect(Date().timeIntervalSince(sent) < 5)
-        #expect(process.terminationStatus == 130, "\(text)")
+        #expect(hoist.process.terminationStatus == 130, "\(text)")
         #expect(text.contains("(interrupted)"), "\(text)")
         #expect(!FileManager.default.fileExists(atPath: fixture.directory.url.appendingPathComponent("bucket/a.txt").path))
     }
@@ -381,5 +372,95 @@ import Testing
         #expect(!shown.contains("ABCsecret"))
         #expect(shown == "Timeout was reached: https://storage.googleapis.com/upload/storage/v1/b/b/o?… (retried)")
         #expect(redactingQueries("no URL? here") == "no URL? here")
+    }
+}
+
+/// `hoist run` of a fixture's job, as cron runs it: a real process, so a crash (`abort()`, exit
+/// 134) or a hang is seen as a user would see it.
+final class HoistProcess {
+    let process = Process()
+    private let pipe = Pipe()
+    let started = Date()
+    /// The highest peak RSS (`VmHWM`) in bytes seen while waiting.
+    private(set) var peakRSS = 0
+
+    init(_ fixture: JobFixture) throws {
+        process.executableURL = productsDirectory.appendingPathComponent("hoist")
+        process.arguments = ["run", fixture.directory.url.appendingPathComponent("job.yaml").path]
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+    }
+
+    /// Waits up to `seconds` for the process to end, reading its peak RSS every 20 ms; one still
+    /// running then is killed (SIGKILL).
+    /// - Returns: whether it ended by itself.
+    func wait(_ seconds: Double) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        let status = "/proc/\(process.processIdentifier)/status"
+        while process.isRunning, Date() < deadline {
+            if let text = try? String(contentsOfFile: status, encoding: .utf8),
+               let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+               let kilobytes = line.split(separator: " ").dropFirst().first.flatMap({ Int($0) }) {
+                peakRSS = max(peakRSS, kilobytes * 1024)
+            }
+            usleep(20_000)
+        }
+        let ended = !process.isRunning
+        if !ended { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+        return ended
+    }
+
+    /// What it printed (standard output and error), once it ended.
+    var output: String { String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) }
+}
+
+/// Lua values Swift reads back (a hook's answer, a host function's arguments) are hostile: Swift
+/// reads them raw, so no metamethod runs outside the call's budgets.
+@Suite struct HookValueAttackTests {
+    /// Runs `hoist run` of a job whose `before_upload` returns `answer`, under a 2 s time limit.
+    func runBeforeUpload(returning answer: String) throws -> (ended: Bool, status: Int32, seconds: Double, output: String, uploaded: Bool) {
+        try runJob(beforeUpload: "return \(answer)")
+    }
+}
+
+/// `hoist run` of a job of one file whose `before_upload` is `body`, under a 2 s time limit.
+func runJob(beforeUpload body: String) throws -> (ended: Bool, status: Int32, seconds: Double, output: String, uploaded: Bool) {
+    let run = try runJob(hook: "function before_upload(f)\n  \(body)\nend")
+    return (run.ended, run.status, run.seconds, run.output, run.uploaded)
+}
+
+/// `hoist run` of a job of one file (`a.txt`) whose one hook is `lua`, with `settings` as its
+/// `lua:` settings: killed if still running after `seconds`.
+func runJob(hook lua: String, settings: String = "{ timeLimit: 2s }", seconds: Double = 15) throws
+    -> (ended: Bool, status: Int32, seconds: Double, output: String, uploaded: Bool, peakRSS: Int)
+{
+    let fixture = try JobFixture()
+    try fixture.file("a.txt", 10)
+    let indented = lua.split(separator: "\n", omittingEmptySubsequences: false).map { "      \($0)" }.joined(separator: "\n")
+    _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nlua: \(settings)\nhooks:\n  - inline: |\n\(indented)\n")
+    let hoist = try HoistProcess(fixture)
+    let ended = hoist.wait(seconds)
+    let uploaded = FileManager.default.fileExists(atPath: fixture.directory.url.appendingPathComponent("bucket/a.txt").path)
+    return (ended, hoist.process.terminationStatus, Date().timeIntervalSince(hoist.started), hoist.output, uploaded, hoist.peakRSS)
+}
+
+extension HookValueAttackTests {
+    @Test func anAnswerWhoseMetatableLoopsIsReadWithoutRunningIt() throws {
+        // Reading the answer looked for `__jsonarray` in its metatable with lua_getfield, which ran
+        // the metatable's own __index with no budget armed: 60 s, until SIGKILL.
+        let run = try runBeforeUpload(returning: "setmetatable({}, setmetatable({}, { __index = function() while true do end end }))")
+        #expect(run.ended, "still running after 15 s: \(run.output)")
+        #expect(run.seconds < 5, "took \(run.seconds) s")
+        #expect(run.status == 0 && run.uploaded, "\(run.status): \(run.output)")
+    }
+
+    @Test func anAnswerWhoseMetatableErrorsDoesNotAbortHoist() throws {
+        // The same read with error("boom") there raised outside any protected call: Lua's panic,
+        // abort(), exit 134.
+        let run = try runBeforeUpload(returning: "setmetatable({}, setmetatable({}, { __index = function() error('boom') end }))")
+        #expect(run.ended, "still running after 15 s: \(run.output)")
+        #expect(run.status == 0 && run.uploaded, "\(run.status): \(run.output)")
     }
 }
