@@ -263,6 +263,26 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: hooks.bucket.appendingPathComponent("secret.key").path))
     }
 
+    @Test func aLaterHookCannotUndoAVeto() async throws {
+        // The guard plugin skipped the large files, then a later script answering nothing
+        // uploaded them anyway: its answer replaced the guard's.
+        let hooks = try HookFixture()
+        for index in 0..<6 { try hooks.fixture.file("big\(index).bin", 2000) }
+        for name in ["a.txt", "b.txt"] { try hooks.fixture.file(name, 10) }
+        let plugins = packageRoot.appendingPathComponent("plugins").path
+        let summary = try await hooks.run("""
+            function before_upload(f)
+              log.info("asked about " .. f.relpath)
+              if f.relpath == "b.txt" then return false end
+            end
+            """, files: ["\(plugins)/guard.lua"], environment: ["HOIST_GUARD_MAX_FILE": "1000"])
+        #expect(summary.uploaded == 1 && summary.vetoed == 7, "\(summary)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: hooks.bucket.path).filter { !$0.hasPrefix(".") } == ["a.txt"])
+        // A veto is final: the later script is not even asked.
+        let asked = hooks.log.all.filter { $0.contains("asked about") }
+        #expect(asked.count == 2 && !asked.contains { $0.contains("big") }, "\(asked)")
+    }
+
     @Test func aRunawayBeforeUploadFailsTheFile() async throws {
         let hooks = try HookFixture()
         try hooks.fixture.file("a.txt", 10)
