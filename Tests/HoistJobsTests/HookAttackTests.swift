@@ -221,6 +221,34 @@ import Testing
     }
 }
 
+extension HostAPIAttackTests {
+    @Test func osGetenvHidesPasswordsInsideURLValuedVariables() async throws {
+        // Hidden by name only: these came back whole.
+        let hooks = try HookFixture()
+        try hooks.fixture.file("a.txt")
+        let environment = ["HOIST_JOURNAL": "postgres://hoist:PASS1@db.internal:5432/hoist?sslmode=require",
+                           "HTTPS_PROXY": "http://proxy-user:PASS2@proxy:3128", "DATABASE_URL": "mysql://root:PASS3@localhost/app",
+                           "MIRRORS": "https://TOKEN4@git.example.com/a.git https://u:PASS5@b.example.com/",
+                           "PG_DSN": "host=db user=hoist password=PASS6", "SERVICE": "https://api.example.com/v1?access_token=TOKEN7&x=1",
+                           "CONTACT": "ops@example.com", "HOME": "/root"]
+        _ = try await hooks.run("""
+            function on_job_start(job)
+              for _, name in ipairs({ "HOIST_JOURNAL", "HTTPS_PROXY", "DATABASE_URL", "MIRRORS", "PG_DSN", "SERVICE", "CONTACT" }) do
+                log.info(name .. "=" .. tostring(os.getenv(name)))
+              end
+            end
+            """, environment: environment)
+        let logs = hooks.log.all
+        #expect(!logs.joined().contains("PASS") && !logs.joined().contains("TOKEN"), "\(logs)")
+        for shown in ["HOIST_JOURNAL=postgres://hoist:***@db.internal:5432/hoist?sslmode=require", "HTTPS_PROXY=http://proxy-user:***@proxy:3128",
+                      "DATABASE_URL=mysql://root:***@localhost/app", "MIRRORS=https://***@git.example.com/a.git https://u:***@b.example.com/",
+                      "PG_DSN=host=db user=hoist password=***", "SERVICE=https://api.example.com/v1?access_token=***&x=1",
+                      "CONTACT=ops@example.com"] {
+            #expect(logs.contains { $0.hasSuffix(shown) }, "\(shown) in \(logs)")
+        }
+    }
+}
+
 /// `before_upload` may change a file, never bypass the checks a manifest gets.
 @Suite struct BeforeUploadAttackTests {
     @Test func threeFilesRewrittenToOneDestinationUploadOnlyOne() async throws {

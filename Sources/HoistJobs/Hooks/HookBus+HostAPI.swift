@@ -28,7 +28,8 @@ extension HookBus {
         let secrets = Set(settings.secrets)
         runtime.setField("os", "getenv", .function(LuaFunction { arguments in
             guard let name = arguments.first?.string, !Self.isSecret(name) || secrets.contains(name) else { return [.nil] }
-            return [environment[name].map(LuaValue.string) ?? .nil]
+            guard let value = environment[name] else { return [.nil] }
+            return [.string(secrets.contains(name) ? value : Self.redactingCredentials(value))]
         }))
 
         runtime.setGlobal("json", .table([
@@ -131,6 +132,60 @@ extension HookBus {
         if ["TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "PRIVATE", "APIKEY", "API_KEY", "ACCESS_KEY", "AUTH"]
             .contains(where: upper.contains) { return true }
         return upper.hasSuffix("_KEY") || upper == "KEY"
+    }
+
+    /// `value` with the credentials of every URL in it hidden, whatever the variable's name
+    /// (`HOIST_JOURNAL`, `HTTPS_PROXY`, `DATABASE_URL`...): a userinfo's password
+    /// (`postgres://u:***@host/db`), a userinfo without one whole (`https://***@host`: such a
+    /// name is often a token), and the value of query parameters named like credentials
+    /// (`?sslpassword=***`, and `password=***` as a word of a keyword connection string). A scheme-less `user:password@host` loses its password too; an
+    /// e-mail address (no `:` before its `@`) stays as it is.
+    static func redactingCredentials(_ value: String) -> String {
+        guard value.contains("@") || value.contains("=") else { return value }
+        var result = ""
+        var token = ""
+        for character in value {
+            if character.isWhitespace || ",;\"'<>".contains(character) {
+                result += redactingURLCredentials(token)
+                result.append(character)
+                token = ""
+            } else {
+                token.append(character)
+            }
+        }
+        return result + redactingURLCredentials(token)
+    }
+
+    /// One URL-like word with its credentials hidden (see `redactingCredentials`).
+    private static func redactingURLCredentials(_ word: String) -> String {
+        // A keyword connection string's word (libpq's `host=db password=...`).
+        if !word.contains("://"), let equals = word.firstIndex(of: "="), isSecret(String(word[..<equals])) { return String(word[...equals]) + "***" }
+        var rest = Substring(word)
+        var scheme = ""
+        if let separator = rest.range(of: "://") {
+            scheme = String(rest[..<separator.upperBound])
+            rest = rest[separator.upperBound...]
+        }
+        let authorityEnd = rest.firstIndex(where: { "/?#".contains($0) }) ?? rest.endIndex
+        var authority = String(rest[..<authorityEnd])
+        var tail = String(rest[authorityEnd...])
+        if let at = authority.lastIndex(of: "@") {
+            let userinfo = authority[..<at]
+            if let colon = userinfo.firstIndex(of: ":") {
+                authority = String(userinfo[...colon]) + "***" + String(authority[at...])
+            } else if !scheme.isEmpty {
+                authority = "***" + String(authority[at...])
+            }
+        }
+        if let query = tail.firstIndex(of: "?") {
+            let end = tail[query...].firstIndex(of: "#") ?? tail.endIndex
+            let parameters = tail[tail.index(after: query)..<end].split(separator: "&", omittingEmptySubsequences: false).map { pair in
+                guard let equals = pair.firstIndex(of: "="), isSecret(String(pair[..<equals])) else { return String(pair) }
+                return String(pair[...equals]) + "***"
+            }
+            tail = String(tail[...query]) + parameters.joined(separator: "&") + String(tail[end...])
+        }
+        return scheme + authority + tail
     }
 
     /// The deepest nesting of `[` and `{` outside strings.
