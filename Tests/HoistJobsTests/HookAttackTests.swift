@@ -373,9 +373,12 @@ extension HostAPIAttackTests {
         "coroutines": "while true do coroutine.wrap(function() for i = 1, 1e6 do end end)() end",
         "pattern": "while true do string.find(string.rep('a', 30000), '.-.-.-.-.-.-b') end",
         "http": "http.post('http://127.0.0.1:PORT/drip', 'x')",
+        // Loops in C the instruction count never sees (HookCLoopAttackTests).
+        "sort": HookCLoopAttackTests.loops["sort"]!,
+        "unpack": HookCLoopAttackTests.loops["unpack"]!,
     ]
 
-    @Test(arguments: ["xpcall", "coroutines", "pattern", "http"], [SIGTERM, SIGINT])
+    @Test(arguments: ["xpcall", "coroutines", "pattern", "http", "sort", "unpack"], [SIGTERM, SIGINT])
     func aSignalStopsAJobWhoseHookHangs(hang: String, signal: Int32) throws {
         let server = try ServerProcess(testPython, testPythonArguments + [packageRoot.appendingPathComponent("Tests/servers/hostile.py").path])
         let port = try server.readyPort()
@@ -510,5 +513,30 @@ extension HookValueAttackTests {
         let run = try runBeforeUpload(returning: "setmetatable({}, setmetatable({}, { __index = function() error('boom') end }))")
         #expect(run.ended, "still running after 15 s: \(run.output)")
         #expect(run.status == 0 && run.uploaded, "\(run.status): \(run.output)")
+    }
+}
+
+/// Library functions that loop in C on a size the script chooses, where the instruction count
+/// never sees them: each must end within the call's time limit.
+@Suite struct HookCLoopAttackTests {
+    static let loops = [
+        // 2^40 copies of nothing: no memory to run out of.
+        "rep": "while true do string.rep('', 1 << 40) end",
+        // A length of 2^31 - 2 and a comparison in C: Lua's quicksort scanned 2^31 elements.
+        "sort": "table.sort(setmetatable({}, { __len = function() return (1 << 31) - 2 end }), rawequal)",
+        // Each element read calls a C function (table.concat itself, answering "").
+        "concat": "table.concat(setmetatable({}, { __index = table.concat }), '', 1, 1 << 40)",
+        // A million reads in C per instruction.
+        "unpack": "local t = setmetatable({}, { __index = table.concat }) while true do table.unpack(t, 1, 990000) end",
+    ]
+
+    @Test(arguments: ["rep", "sort", "concat", "unpack"])
+    func aLoopInCEndsWithinTheTimeLimit(loop: String) throws {
+        let run = try runJob(beforeUpload: Self.loops[loop]!)
+        #expect(run.ended, "still running after 15 s: \(run.output)")
+        #expect(run.seconds < 6, "took \(run.seconds) s")
+        #expect(run.status == 1 && !run.uploaded, "\(run.status): \(run.output)")
+        #expect(run.output.contains("job.yaml#hooks[0]:"), "\(run.output)")
+        #expect(run.output.contains("exceeded"), "\(run.output)")
     }
 }
