@@ -247,6 +247,37 @@ extension HostAPIAttackTests {
             #expect(logs.contains { $0.hasSuffix(shown) }, "\(shown) in \(logs)")
         }
     }
+
+    @Test func jsonDecodeReadsJSONAndRefusesTheRest() throws {
+        let text = #" {"a":[1,2.5,-0,1e3,1.0,true,null,"x\u00e9\ud83d\ude00\n\ud800"],"b":{},"c":[],"d":9223372036854775808} "#
+        let value = try HookJSONDecoder.decode(text, allowance: 1 << 20, limit: 1 << 20)
+        #expect(value == .table(["a": .array([.integer(1), .number(2.5), .integer(0), .integer(1000), .integer(1), .boolean(true), .nil,
+                                               .string("x\u{E9}\u{1F600}\n\u{FFFD}")]),
+                                 "b": .table([:]), "c": .array([]), "d": .number(9223372036854775808)]))
+        for bad in ["", "[1,]", "{\"a\" 1}", "01", "[1 2]", "\"\\x\"", "1.", "-", "nul", "[1]x", "\"a\u{01}\"", "{1:2}", "[", "NaN"] {
+            #expect(throws: HookJSONDecoder.Failure.self, "\(bad.debugDescription)") {
+                try HookJSONDecoder.decode(bad, allowance: 1 << 20, limit: 1 << 20)
+            }
+        }
+        #expect { try HookJSONDecoder.decode("[1,2,3]", allowance: 100, limit: 100) } throws: {
+            "\($0)" == "json.decode: the value would take more than the memory limit of 100 bytes"
+        }
+    }
+
+    @Test func jsonDecodeOfAHugeArrayStaysWithinTheMemoryLimit() throws {
+        // JSONSerialization built the whole array first: 1 GB of RSS under a 64 MiB limit.
+        let run = try runJob(hook: """
+            function on_job_start(job)
+              local text = "[" .. string.rep("1", 12000000, ",") .. "]"
+              local ok, err = pcall(json.decode, text)
+              log.info("decoded " .. #text .. " bytes: " .. tostring(ok) .. " " .. tostring(err))
+            end
+            """, settings: "{ memoryLimit: 64MiB }", seconds: 60)
+        #expect(run.ended && run.status == 0 && run.uploaded, "\(run.output)")
+        #expect(run.output.contains("decoded 24000001 bytes: false") && run.output.contains("memory limit"), "\(run.output)")
+        // The text (24 MB in Lua, again in Swift) and the decoded part up to the limit.
+        #expect(run.peakRSS > 0 && run.peakRSS < 300 << 20, "peak RSS \(run.peakRSS >> 20) MiB")
+    }
 }
 
 /// `before_upload` may change a file, never bypass the checks a manifest gets.

@@ -43,15 +43,12 @@ extension HookBus {
                 default: throw HostError("json.array needs a list (a table with keys 1..n)")
                 }
             }),
-            "decode": .function(LuaFunction { arguments in
+            // Built within the memory the hooks have left, counted as it goes.
+            "decode": .function(LuaFunction { [unowned runtime] arguments in
                 guard let text = arguments.first?.string else { throw HostError("json.decode needs a string") }
-                if Self.nestingDepth(text) > LuaRuntime.maxDepth {
-                    throw HostError("json.decode: nested deeper than \(LuaRuntime.maxDepth) levels")
-                }
-                guard let object = try? JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed]) else {
-                    throw HostError("json.decode: not valid JSON")
-                }
-                return [Self.luaValue(object)]
+                let limit = runtime.limits.memory
+                let left = limit > 0 ? max(0, limit - runtime.memoryInUse) : .max
+                do { return [try HookJSONDecoder.decode(text, allowance: left, limit: limit)] } catch { throw HostError("\(error)") }
             }),
         ]))
 
@@ -188,29 +185,6 @@ extension HookBus {
         return scheme + authority + tail
     }
 
-    /// The deepest nesting of `[` and `{` outside strings.
-    static func nestingDepth(_ text: String) -> Int {
-        var depth = 0
-        var deepest = 0
-        var inString = false
-        var escaped = false
-        for byte in text.utf8 {
-            if inString {
-                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
-                continue
-            }
-            switch byte {
-            case UInt8(ascii: "\""): inString = true
-            case UInt8(ascii: "["), UInt8(ascii: "{"):
-                depth += 1
-                deepest = max(deepest, depth)
-            case UInt8(ascii: "]"), UInt8(ascii: "}"): depth -= 1
-            default: break
-            }
-        }
-        return deepest
-    }
-
     static func jsonText(_ value: LuaValue) -> String {
         let object = jsonObject(value)
         guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .fragmentsAllowed, .withoutEscapingSlashes])
@@ -227,20 +201,6 @@ extension HookBus {
         case .string(let text): text
         case .array(let items): items.map(jsonObject)
         case .table(let fields): fields.mapValues(jsonObject)
-        }
-    }
-
-    static func luaValue(_ object: Any) -> LuaValue {
-        switch object {
-        case let number as NSNumber:
-            if String(cString: number.objCType) == "c" { return .boolean(number.boolValue) }
-            if let exact = Int64(exactly: number.doubleValue), !String(cString: number.objCType).contains("d") { return .integer(exact) }
-            if number.doubleValue == number.doubleValue.rounded(), let exact = Int64(exactly: number.doubleValue) { return .integer(exact) }
-            return .number(number.doubleValue)
-        case let text as String: return .string(text)
-        case let items as [Any]: return .array(items.map(luaValue))
-        case let fields as [String: Any]: return .table(fields.mapValues(luaValue))
-        default: return .nil
         }
     }
 }
