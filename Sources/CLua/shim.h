@@ -210,7 +210,8 @@ static inline int hoist_lua_traceback(lua_State *L) {
 typedef int (*hoist_lua_swift_function)(lua_State *L, void *context);
 
 /// Upvalue 1: the Swift function pointer; upvalue 2: its context. Raises the error Swift
-/// reported only after Swift has returned, so no longjmp crosses a Swift frame. The memory cap
+/// reported only after Swift has returned, so no longjmp crosses a Swift frame, with the
+/// script and line that called (as `luaL_error` does). The memory cap
 /// is lifted while Swift runs (it checks sizes itself) and restored here, before any error is
 /// raised; every call's arming and disarming restores it too.
 static inline int hoist_lua_trampoline(lua_State *L) {
@@ -220,6 +221,11 @@ static inline int hoist_lua_trampoline(lua_State *L) {
     int relaxed = budget->relaxed;
     budget->relaxed = 1;
     int results = function(L, context);
+    if (results < 0) {   /* "script:line: " of the Lua code calling, before Swift's message */
+        luaL_where(L, 1);
+        lua_insert(L, -2);
+        lua_concat(L, 2);
+    }
     budget->relaxed = relaxed;
     if (results < 0) return lua_error(L);
     return results;

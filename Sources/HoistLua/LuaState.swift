@@ -356,10 +356,17 @@ public final class LuaRuntime: @unchecked Sendable {
         try protectedCall(arguments: Int32(arguments.count), results: LUA_MULTRET, handler: top + 1, script: script.name)
         let count = lua_gettop(L) - (top + 2)
         var allowance = limits.memory > 0 ? limits.memory : .max
+        readingStopped = nil
         let results = (0..<count).map { value(at: top + 3 + $0, allowance: &allowance) }
         guard allowance >= 0 else {
-            throw LuaError(script: script.name, line: nil, message: "\(function) returned more than the memory limit of \(limits.memory) bytes",
-                           traceback: "")
+            // Named at the line that defines the function (the environment is still at top + 2).
+            lua_pushstring(L, function)
+            _ = lua_rawget(L, top + 2)
+            var definition = lua_Debug()
+            let line = lua_getinfo(L, ">S", &definition) != 0 && definition.linedefined > 0 ? Int(definition.linedefined) : nil
+            let problem = readingStopped.map { "reading what \(function) returned: \($0)" }
+                ?? "\(function) returned more than the memory limit of \(limits.memory) bytes"
+            throw LuaError(script: script.name, line: line, message: problem, traceback: "")
         }
         return results
     }
@@ -407,15 +414,28 @@ public final class LuaRuntime: @unchecked Sendable {
         if budget.pointee.exceeded != 0, first.hasSuffix("not enough memory") {
             first = "memory limit of \(limits.memory) bytes exceeded"
         }
+        if let located = Self.located(first) { return LuaError(script: located.script, line: located.line, message: located.message, traceback: traceback) }
+        // An error raised in C (a library function's) has no position: the innermost script line
+        // in the traceback is where it was called.
+        for frame in traceback.split(separator: "\n") {
+            let frame = frame.trimmingCharacters(in: .whitespaces)
+            guard !frame.hasPrefix("[C]"), !frame.hasPrefix("(hoist)"), let located = Self.located(frame) else { continue }
+            return LuaError(script: located.script, line: located.line, message: first, traceback: traceback)
+        }
+        return LuaError(script: script, line: nil, message: first, traceback: traceback)
+    }
+
+    /// `name:12: message` as its parts, or nil.
+    private static func located(_ first: String) -> (script: String, line: Int, message: String)? {
         // "name:12: message" -> script, line, message.
         if let colon = first.firstIndex(of: ":") {
             let rest = first[first.index(after: colon)...]
             if let second = rest.firstIndex(of: ":"), let line = Int(rest[..<second]) {
                 let message = rest[rest.index(after: second)...].trimmingCharacters(in: .whitespaces)
-                return LuaError(script: String(first[..<colon]), line: line, message: message, traceback: traceback)
+                return (String(first[..<colon]), line, message)
             }
         }
-        return LuaError(script: script, line: nil, message: first, traceback: traceback)
+        return nil
     }
 
     // MARK: - Values
@@ -495,7 +515,12 @@ public final class LuaRuntime: @unchecked Sendable {
         // by every call's start and end), so no error message pushed here can fail for memory:
         // sizes are checked against the limit instead. Arguments are read raw: no Lua runs here.
         var allowance = runtime.limits.memory > 0 ? runtime.limits.memory : .max
+        runtime.readingStopped = nil
         let arguments = (0..<lua_gettop(L)).map { runtime.value(at: $0 + 1, in: L, allowance: &allowance) }
+        if let stopped = runtime.readingStopped {
+            lua_pushstring(L, "reading the arguments: \(stopped)")
+            return -1
+        }
         guard allowance >= 0 else {
             lua_pushstring(L, "arguments too large: more than the memory limit of \(runtime.limits.memory) bytes")
             return -1
@@ -527,6 +552,11 @@ public final class LuaRuntime: @unchecked Sendable {
     /// `.array([])`, not `.table([:])`.
     public static let arrayMark = "__jsonarray"
 
+    /// Values read since the runtime began (reading charges the call every 1024).
+    private var valuesRead = 0
+    /// Why the last read stopped before its end when the call's budget ran out (not memory).
+    private var readingStopped: String?
+
     /// Whether the table at `index` has a metatable with `__jsonarray = true`, read raw: a
     /// metatable's own `__index` never runs (Swift reads Lua values outside every budget). The
     /// key comes from the registry, so the read allocates nothing (it cannot fail for memory).
@@ -540,12 +570,20 @@ public final class LuaRuntime: @unchecked Sendable {
     }
 
     /// The value at `index` as a `LuaValue`. Each value read takes its cost from `allowance`;
-    /// once that goes below zero, reading stops (the caller reports it). Tables nested deeper
+    /// once that goes below zero, reading stops (the caller reports it); so does a call past its
+    /// instructions, its time limit or a stop (`readingStopped` says which). Tables nested deeper
     /// than `maxDepth` read as nil.
     private func value(at index: Int32, in L: OpaquePointer? = nil, depth: Int = 0, allowance: inout Int) -> LuaValue {
         let L = L ?? state
         guard allowance >= 0 else { return .nil }
         allowance -= 16
+        // Reading is work too: charged to the call like instructions, with its clock and a stop.
+        valuesRead &+= 1
+        if valuesRead & 1023 == 0, let reason = hoist_lua_charge(budget, 1024) {
+            readingStopped = String(cString: reason)
+            allowance = -1
+            return .nil
+        }
         switch lua_type(L, index) {
         case LUA_TBOOLEAN: return .boolean(lua_toboolean(L, index) != 0)
         case LUA_TNUMBER:

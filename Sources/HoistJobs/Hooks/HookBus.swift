@@ -56,7 +56,7 @@ public final class HookBus: JobObserver, @unchecked Sendable {
     /// Uploads hooks may control, by id; `s.task:pause()` and friends look them up.
     let tasks = TaskRegistry()
     /// The task methods, made once and shared by every snapshot (`s.task:pause()`).
-    private let taskMethods: (pause: LuaValue, resume: LuaValue, cancel: LuaValue)
+    let taskMethods: (pause: LuaValue, resume: LuaValue, cancel: LuaValue)
 
     private static func makeTaskMethods(_ tasks: TaskRegistry) -> (pause: LuaValue, resume: LuaValue, cancel: LuaValue) {
         func method(_ action: @escaping @Sendable (StorageUploadTask) -> Void) -> LuaValue {
