@@ -135,8 +135,9 @@ extension HookBus {
     /// (`HOIST_JOURNAL`, `HTTPS_PROXY`, `DATABASE_URL`...): a userinfo's password
     /// (`postgres://u:***@host/db`), a userinfo without one whole (`https://***@host`: such a
     /// name is often a token), and the value of query parameters named like credentials
-    /// (`?sslpassword=***`, and `password=***` as a word of a keyword connection string). A scheme-less `user:password@host` loses its password too; an
-    /// e-mail address (no `:` before its `@`) stays as it is.
+    /// (`?sslpassword=***`, and `password=***` as a word of a keyword connection string). A
+    /// scheme-less `user:password@host` loses its password too; an e-mail address (no `:` before
+    /// its `@`) stays as it is.
     static func redactingCredentials(_ value: String) -> String {
         guard value.contains("@") || value.contains("=") else { return value }
         var result = ""
