@@ -10,9 +10,11 @@
 **   table.sort    a heapsort (n log n whatever the order function says), one unit per
 **                 comparison and per element moved (Lua's quicksort scanned 2^31 elements of a
 **                 table whose __len said so, with a C order function, in C).
-** Not here, because they are bounded otherwise: string.format (widths of at most 2 digits),
-** utf8.char, string.char, string.byte and select (at most the stack's million values per call),
-** string.upper/lower/reverse/sub (what they make counts against the memory limit).
+** The library's other functions in C loop at most over their arguments (at most the stack's
+** million values: utf8.char, string.char, string.byte, select; string.format's widths have at
+** most 2 digits) or over a string's bytes (utf8.len, utf8.offset, string.upper, string.packsize,
+** load...): these check the clock and a stop before they start when given a long string
+** (hoist_loops_timed), so a loop of them ends within one call of the time limit.
 */
 #ifndef HOIST_CLUA_LOOPS_H
 #define HOIST_CLUA_LOOPS_H
@@ -21,8 +23,10 @@
 #include <lua.h>
 #include <lauxlib.h>
 
-/* Defined in shim.h: charges `units` of work done in C, a clock read per HOIST_PM_TICK units. */
+/* Defined in shim.h: charges `units` of work done in C, a clock read per HOIST_PM_TICK units;
+** charges `units` at once, with a clock read. */
 static inline void hoist_lua_work(lua_State *L, long units);
+static inline void hoist_pm_spend(lua_State *L, long units);
 
 static inline int hoist_loops_rep(lua_State *L) {
   size_t length, separatorLength;
@@ -182,8 +186,52 @@ static inline int hoist_loops_sort(lua_State *L) {
   return 0;
 }
 
-/* Installs them over the `string` table at -2 and the `table` table at -1. */
+/* A string argument this long (bytes) may keep a library function in C for a while. */
+#define HOIST_LOOPS_LONG_STRING 65536
+
+/* Any other library function written in C, with upvalue 1 the function itself: one given a
+** long string (utf8.len, utf8.offset, string.upper, string.packsize, load...: 0.3 s for 30 MB,
+** and 250 such calls fit between two runs of the count hook) first checks the call's clock and
+** a stop, so a loop of them ends within one call of the time limit. Nothing is charged to the
+** instruction budget (s:sub(i, i) on a long string is cheap). */
+static inline int hoist_loops_timed(lua_State *L) {
+  int count = lua_gettop(L);
+  for (int index = 1; index <= count; index++) {
+    if (lua_type(L, index) == LUA_TSTRING && lua_rawlen(L, index) >= HOIST_LOOPS_LONG_STRING) {
+      hoist_pm_spend(L, 0);   /* the clock and a stop, nothing charged */
+      break;
+    }
+  }
+  return lua_tocfunction(L, lua_upvalueindex(1))(L);
+}
+
+/* Every C function of the table on top, timed (hoist_loops_timed). */
+static inline void hoist_loops_time_all(lua_State *L) {
+  lua_pushnil(L);
+  while (lua_next(L, -2) != 0) {
+    if (lua_tocfunction(L, -1) != NULL) {
+      lua_pushcclosure(L, hoist_loops_timed, 1);
+      lua_pushvalue(L, -2);
+      lua_insert(L, -2);
+      lua_rawset(L, -4);
+    } else {
+      lua_pop(L, 1);
+    }
+  }
+}
+
+/* Installs them over the `string` table at -2 and the `table` table at -1, and times the rest
+** of `string`, all of `utf8` and the base library's `load`. */
 static inline void hoist_loops_install(lua_State *L) {
+  lua_pushvalue(L, -2);
+  hoist_loops_time_all(L);
+  lua_pop(L, 1);
+  lua_getglobal(L, "utf8");
+  hoist_loops_time_all(L);
+  lua_pop(L, 1);
+  lua_getglobal(L, "load");
+  lua_pushcclosure(L, hoist_loops_timed, 1);
+  lua_setglobal(L, "load");
   lua_pushcfunction(L, hoist_loops_rep); lua_setfield(L, -3, "rep");
   lua_pushcfunction(L, hoist_loops_concat); lua_setfield(L, -2, "concat");
   lua_pushcfunction(L, hoist_loops_unpack); lua_setfield(L, -2, "unpack");

@@ -407,9 +407,10 @@ extension HostAPIAttackTests {
         // Loops in C the instruction count never sees (HookCLoopAttackTests).
         "sort": HookCLoopAttackTests.loops["sort"]!,
         "unpack": HookCLoopAttackTests.loops["unpack"]!,
+        "utf8": HookCLoopAttackTests.loops["utf8"]!,
     ]
 
-    @Test(arguments: ["xpcall", "coroutines", "pattern", "http", "sort", "unpack"], [SIGTERM, SIGINT])
+    @Test(arguments: ["xpcall", "coroutines", "pattern", "http", "sort", "unpack", "utf8"], [SIGTERM, SIGINT])
     func aSignalStopsAJobWhoseHookHangs(hang: String, signal: Int32) throws {
         let server = try ServerProcess(testPython, testPythonArguments + [packageRoot.appendingPathComponent("Tests/servers/hostile.py").path])
         let port = try server.readyPort()
@@ -559,9 +560,11 @@ extension HookValueAttackTests {
         "concat": "table.concat(setmetatable({}, { __index = table.concat }), '', 1, 1 << 40)",
         // A million reads in C per instruction.
         "unpack": "local t = setmetatable({}, { __index = table.concat }) while true do table.unpack(t, 1, 990000) end",
+        // 0.3 s in C per call, and 250 calls between two runs of the count hook: 86 s.
+        "utf8": "local s = string.rep('x', 30000000) while true do utf8.len(s) end",
     ]
 
-    @Test(arguments: ["rep", "sort", "concat", "unpack"])
+    @Test(arguments: ["rep", "sort", "concat", "unpack", "utf8"])
     func aLoopInCEndsWithinTheTimeLimit(loop: String) throws {
         let run = try runJob(beforeUpload: Self.loops[loop]!)
         #expect(run.ended, "still running after 15 s: \(run.output)")
