@@ -554,8 +554,8 @@ public final class LuaRuntime: @unchecked Sendable {
     /// `.array([])`, not `.table([:])`.
     public static let arrayMark = "__jsonarray"
 
-    /// Values read since the runtime began (reading charges the call every 1024).
-    private var valuesRead = 0
+    /// Units of reading not charged to the call yet (`value(at:)`).
+    private var readSinceCharge = 0
     /// Why the last read stopped before its end when the call's budget ran out (not memory).
     private var readingStopped: String?
 
@@ -579,14 +579,20 @@ public final class LuaRuntime: @unchecked Sendable {
         let L = L ?? state
         guard allowance >= 0 else { return .nil }
         allowance -= 16
-        // Reading is work too: charged to the call like instructions, with its clock and a stop.
-        valuesRead &+= 1
-        if valuesRead & 1023 == 0, let reason = hoist_lua_charge(budget, 1024) {
-            readingStopped = String(cString: reason)
-            allowance = -1
-            return .nil
+        // Reading is work too: charged to the call like instructions (a unit per value and per 64
+        // bytes of a string), with its clock and a stop, a check per 1024 units, so a loop of host
+        // calls given long strings meets the time limit within one call.
+        let type = lua_type(L, index)
+        readSinceCharge += type == LUA_TSTRING ? 1 + Int(lua_rawlen(L, index) >> 6) : 1
+        if readSinceCharge >= 1024 {
+            defer { readSinceCharge = 0 }
+            if let reason = hoist_lua_charge(budget, Int64(readSinceCharge)) {
+                readingStopped = String(cString: reason)
+                allowance = -1
+                return .nil
+            }
         }
-        switch lua_type(L, index) {
+        switch type {
         case LUA_TBOOLEAN: return .boolean(lua_toboolean(L, index) != 0)
         case LUA_TNUMBER:
             return hoist_lua_isinteger(L, index) != 0 ? .integer(Int64(hoist_lua_tointeger(L, index))) : .number(hoist_lua_tonumber(L, index))

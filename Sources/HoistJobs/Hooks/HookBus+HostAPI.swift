@@ -27,7 +27,9 @@ extension HookBus {
         let environment = job.environment
         let secrets = Set(settings.secrets)
         runtime.setField("os", "getenv", .function(LuaFunction { arguments in
-            guard let name = arguments.first?.string, !Self.isSecret(name) || secrets.contains(name) else { return [.nil] }
+            // No variable has a name of a kilobyte (and checking a huge one would take long).
+            guard let name = arguments.first?.string, name.utf8.count <= 1024, !Self.isSecret(name) || secrets.contains(name)
+            else { return [.nil] }
             guard let value = environment[name] else { return [.nil] }
             return [.string(secrets.contains(name) ? value : Self.redactingCredentials(value))]
         }))
