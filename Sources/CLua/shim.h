@@ -47,6 +47,7 @@ typedef struct hoist_lua_budget {
     int armed;            /* a call is running */
     double deadline;      /* CLOCK_MONOTONIC seconds the call must end by; 0: none */
     int cancelled;        /* the job is stopping: read and written atomically */
+    long pending;         /* work done in C (loops.h) not charged yet: less than a tick */
 } hoist_lua_budget;
 
 static inline void *hoist_lua_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
@@ -143,7 +144,8 @@ static inline void hoist_pm_spend(lua_State *L, long units) {
     const char *reason = budget->stopped ? budget->reason : hoist_lua_charge(budget, units);
     if (reason == NULL) return;
     hoist_lua_stop(L, budget, reason);
-    luaL_error(L, "%s%s", budget->where, budget->reason);
+    lua_pushfstring(L, "%s%s", budget->where, budget->reason);   /* where it ran out, once */
+    lua_error(L);
 }
 
 /// Starts a call's budgets: `instructions` (0: unlimited) and `seconds` of wall clock (0: none).
@@ -154,12 +156,15 @@ static inline void hoist_lua_arm(lua_State *L, long long instructions, double se
     budget->deadline = seconds > 0 ? hoist_lua_now() + seconds : 0;
     budget->stopped = 0;
     budget->exceeded = 0;
+    budget->relaxed = 0;
+    budget->pending = 0;
     budget->armed = 1;
     lua_sethook(L, hoist_lua_count_hook, LUA_MASKCOUNT, budget->granularity);
 }
 
 static inline void hoist_lua_disarm(lua_State *L) {
     hoist_lua_budget_of(L)->armed = 0;
+    hoist_lua_budget_of(L)->relaxed = 0;
     lua_sethook(L, NULL, 0, 0);
 }
 
@@ -176,6 +181,20 @@ static inline const char *hoist_lua_release(void) { return LUA_RELEASE; }
 
 #include "patterns.h"
 
+/// Work done in C outside the VM (loops.h), added up and charged a tick at a time, so a call
+/// doing little pays no clock read.
+static inline void hoist_lua_work(lua_State *L, long units) {
+    hoist_lua_budget *budget = hoist_lua_budget_of(L);
+    budget->pending += units;
+    if (budget->pending >= HOIST_PM_TICK) {
+        long due = budget->pending;
+        budget->pending = 0;
+        hoist_pm_spend(L, due);
+    }
+}
+
+#include "loops.h"
+
 /// The message handler of every host call: the error with a traceback.
 static inline int hoist_lua_traceback(lua_State *L) {
     const char *message = lua_tostring(L, 1);
@@ -191,11 +210,23 @@ static inline int hoist_lua_traceback(lua_State *L) {
 typedef int (*hoist_lua_swift_function)(lua_State *L, void *context);
 
 /// Upvalue 1: the Swift function pointer; upvalue 2: its context. Raises the error Swift
-/// reported only after Swift has returned, so no longjmp crosses a Swift frame.
+/// reported only after Swift has returned, so no longjmp crosses a Swift frame, with the
+/// script and line that called (as `luaL_error` does). The memory cap
+/// is lifted while Swift runs (it checks sizes itself) and restored here, before any error is
+/// raised; every call's arming and disarming restores it too.
 static inline int hoist_lua_trampoline(lua_State *L) {
     hoist_lua_swift_function function = (hoist_lua_swift_function)lua_touserdata(L, lua_upvalueindex(1));
     void *context = lua_touserdata(L, lua_upvalueindex(2));
+    hoist_lua_budget *budget = hoist_lua_budget_of(L);
+    int relaxed = budget->relaxed;
+    budget->relaxed = 1;
     int results = function(L, context);
+    if (results < 0) {   /* "script:line: " of the Lua code calling, before Swift's message */
+        luaL_where(L, 1);
+        lua_insert(L, -2);
+        lua_concat(L, 2);
+    }
+    budget->relaxed = relaxed;
     if (results < 0) return lua_error(L);
     return results;
 }

@@ -57,6 +57,8 @@ public final class LuaRuntime: @unchecked Sendable {
     private var sandbox: Int32 = 0
     /// The registry reference of the function that makes a script's environment.
     private var environmentMaker: Int32 = 0
+    /// The registry reference of the string `arrayMark`, for raw reads that allocate nothing.
+    private var arrayMarkKey: Int32 = 0
 
     /// The Lua version this process linked, such as `"Lua 5.4"`.
     public static var version: String { "Lua " + LUA_VERSION_MAJOR + "." + LUA_VERSION_MINOR }
@@ -80,6 +82,8 @@ public final class LuaRuntime: @unchecked Sendable {
         budget.initialize(to: initial)
         state = hoist_lua_newstate(budget)
         luaL_openlibs(state)
+        lua_pushstring(state, Self.arrayMark)
+        arrayMarkKey = luaL_ref(state, hoist_lua_registryindex())
         buildSandbox(allow: allow)
         budget.pointee.relaxed = 0
     }
@@ -115,8 +119,13 @@ public final class LuaRuntime: @unchecked Sendable {
 
     private func buildSandbox(allow: Set<String>) {
         let L = state
-        // Pattern matching that pays for its work (patterns.h), for every string, methods included.
+        // The library's loops in C over a size the script chooses, which pay for their work, and
+        // its other functions, which check the clock when given a long string (loops.h); pattern
+        // matching that pays for its work (patterns.h). For every string, methods included.
         _ = hoist_lua_getglobal(L, "string")
+        _ = hoist_lua_getglobal(L, "table")
+        hoist_loops_install(L)
+        hoist_lua_pop(L, 1)
         hoist_pm_install(L)
         hoist_lua_pop(L, 1)
         // table.move loops in C without allocating (`table.move({}, 1, 1e15, 2)` ran for days):
@@ -349,10 +358,17 @@ public final class LuaRuntime: @unchecked Sendable {
         try protectedCall(arguments: Int32(arguments.count), results: LUA_MULTRET, handler: top + 1, script: script.name)
         let count = lua_gettop(L) - (top + 2)
         var allowance = limits.memory > 0 ? limits.memory : .max
+        readingStopped = nil
         let results = (0..<count).map { value(at: top + 3 + $0, allowance: &allowance) }
         guard allowance >= 0 else {
-            throw LuaError(script: script.name, line: nil, message: "\(function) returned more than the memory limit of \(limits.memory) bytes",
-                           traceback: "")
+            // Named at the line that defines the function (the environment is still at top + 2).
+            lua_pushstring(L, function)
+            _ = lua_rawget(L, top + 2)
+            var definition = lua_Debug()
+            let line = lua_getinfo(L, ">S", &definition) != 0 && definition.linedefined > 0 ? Int(definition.linedefined) : nil
+            let problem = readingStopped.map { "reading what \(function) returned: \($0)" }
+                ?? "\(function) returned more than the memory limit of \(limits.memory) bytes"
+            throw LuaError(script: script.name, line: line, message: problem, traceback: "")
         }
         return results
     }
@@ -400,15 +416,28 @@ public final class LuaRuntime: @unchecked Sendable {
         if budget.pointee.exceeded != 0, first.hasSuffix("not enough memory") {
             first = "memory limit of \(limits.memory) bytes exceeded"
         }
+        if let located = Self.located(first) { return LuaError(script: located.script, line: located.line, message: located.message, traceback: traceback) }
+        // An error raised in C (a library function's) has no position: the innermost script line
+        // in the traceback is where it was called.
+        for frame in traceback.split(separator: "\n") {
+            let frame = frame.trimmingCharacters(in: .whitespaces)
+            guard !frame.hasPrefix("[C]"), !frame.hasPrefix("(hoist)"), let located = Self.located(frame) else { continue }
+            return LuaError(script: located.script, line: located.line, message: first, traceback: traceback)
+        }
+        return LuaError(script: script, line: nil, message: first, traceback: traceback)
+    }
+
+    /// `name:12: message` as its parts, or nil.
+    private static func located(_ first: String) -> (script: String, line: Int, message: String)? {
         // "name:12: message" -> script, line, message.
         if let colon = first.firstIndex(of: ":") {
             let rest = first[first.index(after: colon)...]
             if let second = rest.firstIndex(of: ":"), let line = Int(rest[..<second]) {
                 let message = rest[rest.index(after: second)...].trimmingCharacters(in: .whitespaces)
-                return LuaError(script: String(first[..<colon]), line: line, message: message, traceback: traceback)
+                return (String(first[..<colon]), line, message)
             }
         }
-        return LuaError(script: script, line: nil, message: first, traceback: traceback)
+        return nil
     }
 
     // MARK: - Values
@@ -484,12 +513,16 @@ public final class LuaRuntime: @unchecked Sendable {
         guard let L, let context else { return 0 }
         let callable = Unmanaged<Callable>.fromOpaque(context).takeUnretainedValue()
         let runtime = callable.runtime
-        // Lifted for the whole call, so no error message pushed here can fail for memory (sizes
-        // are checked against the limit instead).
-        runtime.budget.pointee.relaxed = 1
-        defer { runtime.budget.pointee.relaxed = 0 }
+        // The memory cap is lifted by the trampoline for the whole call (and restored by it, and
+        // by every call's start and end), so no error message pushed here can fail for memory:
+        // sizes are checked against the limit instead. Arguments are read raw: no Lua runs here.
         var allowance = runtime.limits.memory > 0 ? runtime.limits.memory : .max
+        runtime.readingStopped = nil
         let arguments = (0..<lua_gettop(L)).map { runtime.value(at: $0 + 1, in: L, allowance: &allowance) }
+        if let stopped = runtime.readingStopped {
+            lua_pushstring(L, "reading the arguments: \(stopped)")
+            return -1
+        }
         guard allowance >= 0 else {
             lua_pushstring(L, "arguments too large: more than the memory limit of \(runtime.limits.memory) bytes")
             return -1
@@ -521,23 +554,45 @@ public final class LuaRuntime: @unchecked Sendable {
     /// `.array([])`, not `.table([:])`.
     public static let arrayMark = "__jsonarray"
 
-    /// Whether the table at `index` has a metatable with `__jsonarray = true`.
+    /// Units of reading not charged to the call yet (`value(at:)`).
+    private var readSinceCharge = 0
+    /// Why the last read stopped before its end when the call's budget ran out (not memory).
+    private var readingStopped: String?
+
+    /// Whether the table at `index` has a metatable with `__jsonarray = true`, read raw: a
+    /// metatable's own `__index` never runs (Swift reads Lua values outside every budget). The
+    /// key comes from the registry, so the read allocates nothing (it cannot fail for memory).
     private func isMarkedArray(_ index: Int32, in L: OpaquePointer?) -> Bool {
         guard lua_getmetatable(L, index) != 0 else { return false }
-        _ = lua_getfield(L, -1, Self.arrayMark)
+        lua_rawgeti(L, hoist_lua_registryindex(), lua_Integer(arrayMarkKey))
+        _ = lua_rawget(L, -2)
         let marked = lua_toboolean(L, -1) != 0
         hoist_lua_pop(L, 2)
         return marked
     }
 
     /// The value at `index` as a `LuaValue`. Each value read takes its cost from `allowance`;
-    /// once that goes below zero, reading stops (the caller reports it). Tables nested deeper
+    /// once that goes below zero, reading stops (the caller reports it); so does a call past its
+    /// instructions, its time limit or a stop (`readingStopped` says which). Tables nested deeper
     /// than `maxDepth` read as nil.
     private func value(at index: Int32, in L: OpaquePointer? = nil, depth: Int = 0, allowance: inout Int) -> LuaValue {
         let L = L ?? state
         guard allowance >= 0 else { return .nil }
         allowance -= 16
-        switch lua_type(L, index) {
+        // Reading is work too: charged to the call like instructions (a unit per value and per 64
+        // bytes of a string), with its clock and a stop, a check per 1024 units, so a loop of host
+        // calls given long strings meets the time limit within one call.
+        let type = lua_type(L, index)
+        readSinceCharge += type == LUA_TSTRING ? 1 + Int(lua_rawlen(L, index) >> 6) : 1
+        if readSinceCharge >= 1024 {
+            defer { readSinceCharge = 0 }
+            if let reason = hoist_lua_charge(budget, Int64(readSinceCharge)) {
+                readingStopped = String(cString: reason)
+                allowance = -1
+                return .nil
+            }
+        }
+        switch type {
         case LUA_TBOOLEAN: return .boolean(lua_toboolean(L, index) != 0)
         case LUA_TNUMBER:
             return hoist_lua_isinteger(L, index) != 0 ? .integer(Int64(hoist_lua_tointeger(L, index))) : .number(hoist_lua_tonumber(L, index))

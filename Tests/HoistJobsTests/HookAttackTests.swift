@@ -282,6 +282,65 @@ import Testing
     }
 }
 
+extension HostAPIAttackTests {
+    @Test func osGetenvHidesPasswordsInsideURLValuedVariables() async throws {
+        // Hidden by name only: these came back whole.
+        let hooks = try HookFixture()
+        try hooks.fixture.file("a.txt")
+        let environment = ["HOIST_JOURNAL": "postgres://hoist:PASS1@db.internal:5432/hoist?sslmode=require",
+                           "HTTPS_PROXY": "http://proxy-user:PASS2@proxy:3128", "DATABASE_URL": "mysql://root:PASS3@localhost/app",
+                           "MIRRORS": "https://TOKEN4@git.example.com/a.git https://u:PASS5@b.example.com/",
+                           "PG_DSN": "host=db user=hoist password=PASS6", "SERVICE": "https://api.example.com/v1?access_token=TOKEN7&x=1",
+                           "CONTACT": "ops@example.com", "HOME": "/root"]
+        _ = try await hooks.run("""
+            function on_job_start(job)
+              for _, name in ipairs({ "HOIST_JOURNAL", "HTTPS_PROXY", "DATABASE_URL", "MIRRORS", "PG_DSN", "SERVICE", "CONTACT" }) do
+                log.info(name .. "=" .. tostring(os.getenv(name)))
+              end
+            end
+            """, environment: environment)
+        let logs = hooks.log.all
+        #expect(!logs.joined().contains("PASS") && !logs.joined().contains("TOKEN"), "\(logs)")
+        for shown in ["HOIST_JOURNAL=postgres://hoist:***@db.internal:5432/hoist?sslmode=require", "HTTPS_PROXY=http://proxy-user:***@proxy:3128",
+                      "DATABASE_URL=mysql://root:***@localhost/app", "MIRRORS=https://***@git.example.com/a.git https://u:***@b.example.com/",
+                      "PG_DSN=host=db user=hoist password=***", "SERVICE=https://api.example.com/v1?access_token=***&x=1",
+                      "CONTACT=ops@example.com"] {
+            #expect(logs.contains { $0.hasSuffix(shown) }, "\(shown) in \(logs)")
+        }
+    }
+
+    @Test func jsonDecodeReadsJSONAndRefusesTheRest() throws {
+        let text = #" {"a":[1,2.5,-0,1e3,1.0,true,null,"x\u00e9\ud83d\ude00\n\ud800"],"b":{},"c":[],"d":9223372036854775808} "#
+        let value = try HookJSONDecoder.decode(text, allowance: 1 << 20, limit: 1 << 20)
+        #expect(value == .table(["a": .array([.integer(1), .number(2.5), .integer(0), .integer(1000), .integer(1), .boolean(true), .nil,
+                                               .string("x\u{E9}\u{1F600}\n\u{FFFD}")]),
+                                 "b": .table([:]), "c": .array([]), "d": .number(9223372036854775808)]))
+        for bad in ["", "[1,]", "{\"a\" 1}", "01", "[1 2]", "\"\\x\"", "1.", "-", "nul", "[1]x", "\"a\u{01}\"", "{1:2}", "[", "NaN"] {
+            #expect(throws: HookJSONDecoder.Failure.self, "\(bad.debugDescription)") {
+                try HookJSONDecoder.decode(bad, allowance: 1 << 20, limit: 1 << 20)
+            }
+        }
+        #expect { try HookJSONDecoder.decode("[1,2,3]", allowance: 100, limit: 100) } throws: {
+            "\($0)" == "json.decode: the value would take more than the memory limit of 100 bytes"
+        }
+    }
+
+    @Test func jsonDecodeOfAHugeArrayStaysWithinTheMemoryLimit() throws {
+        // JSONSerialization built the whole array first: 1 GB of RSS under a 64 MiB limit.
+        let run = try runJob(hook: """
+            function on_job_start(job)
+              local text = "[" .. string.rep("1", 12000000, ",") .. "]"
+              local ok, err = pcall(json.decode, text)
+              log.info("decoded " .. #text .. " bytes: " .. tostring(ok) .. " " .. tostring(err))
+            end
+            """, settings: "{ memoryLimit: 64MiB }", seconds: 60)
+        #expect(run.ended && run.status == 0 && run.uploaded, "\(run.output)")
+        #expect(run.output.contains("decoded 24000001 bytes: false") && run.output.contains("memory limit"), "\(run.output)")
+        // The text (24 MB in Lua, again in Swift) and the decoded part up to the limit.
+        #expect(run.peakRSS > 0 && run.peakRSS < 300 << 20, "peak RSS \(run.peakRSS >> 20) MiB")
+    }
+}
+
 /// `before_upload` may change a file, never bypass the checks a manifest gets.
 @Suite struct BeforeUploadAttackTests {
     @Test func threeFilesRewrittenToOneDestinationUploadOnlyOne() async throws {
@@ -322,6 +381,26 @@ import Testing
         #expect(failure.message.contains("job.yaml#hooks[0]:10: policy check failed for secret.key"), "\(failure.message)")
         #expect(failure.message.hasPrefix("before_upload failed: "), "\(failure.message)")
         #expect(!FileManager.default.fileExists(atPath: hooks.bucket.appendingPathComponent("secret.key").path))
+    }
+
+    @Test func aLaterHookCannotUndoAVeto() async throws {
+        // The guard plugin skipped the large files, then a later script answering nothing
+        // uploaded them anyway: its answer replaced the guard's.
+        let hooks = try HookFixture()
+        for index in 0..<6 { try hooks.fixture.file("big\(index).bin", 2000) }
+        for name in ["a.txt", "b.txt"] { try hooks.fixture.file(name, 10) }
+        let plugins = packageRoot.appendingPathComponent("plugins").path
+        let summary = try await hooks.run("""
+            function before_upload(f)
+              log.info("asked about " .. f.relpath)
+              if f.relpath == "b.txt" then return false end
+            end
+            """, files: ["\(plugins)/guard.lua"], environment: ["HOIST_GUARD_MAX_FILE": "1000"])
+        #expect(summary.uploaded == 1 && summary.vetoed == 7, "\(summary)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: hooks.bucket.path).filter { !$0.hasPrefix(".") } == ["a.txt"])
+        // A veto is final: the later script is not even asked.
+        let asked = hooks.log.all.filter { $0.contains("asked about") }
+        #expect(asked.count == 2 && !asked.contains { $0.contains("big") }, "\(asked)")
     }
 
     @Test func aRunawayBeforeUploadFailsTheFile() async throws {
@@ -386,9 +465,13 @@ import Testing
         "coroutines": "while true do coroutine.wrap(function() for i = 1, 1e6 do end end)() end",
         "pattern": "while true do string.find(string.rep('a', 30000), '.-.-.-.-.-.-b') end",
         "http": "http.post('http://127.0.0.1:PORT/drip', 'x')",
+        // Loops in C the instruction count never sees (HookCLoopAttackTests).
+        "sort": HookCLoopAttackTests.loops["sort"]!,
+        "unpack": HookCLoopAttackTests.loops["unpack"]!,
+        "utf8": HookCLoopAttackTests.loops["utf8"]!,
     ]
 
-    @Test(arguments: ["xpcall", "coroutines", "pattern", "http"], [SIGTERM, SIGINT])
+    @Test(arguments: ["xpcall", "coroutines", "pattern", "http", "sort", "unpack", "utf8"], [SIGTERM, SIGINT])
     func aSignalStopsAJobWhoseHookHangs(hang: String, signal: Int32) throws {
         let server = try ServerProcess(testPython, testPythonArguments + [packageRoot.appendingPathComponent("Tests/servers/hostile.py").path])
         let port = try server.readyPort()
@@ -406,29 +489,20 @@ import Testing
                     \(code)
                   end
             """)
-        let process = Process()
-        process.executableURL = productsDirectory.appendingPathComponent("hoist")
-        process.arguments = ["run", fixture.directory.url.appendingPathComponent("job.yaml").path]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
+        let hoist = try HoistProcess(fixture)
         let started = fixture.directory.url.appendingPathComponent("out/started.txt")
         let deadline = Date().addingTimeInterval(20)
         while !FileManager.default.fileExists(atPath: started.path), Date() < deadline { usleep(20_000) }
         #expect(FileManager.default.fileExists(atPath: started.path))
         usleep(300_000)
         let sent = Date()
-        kill(process.processIdentifier, signal)
-        let stopped = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async { process.waitUntilExit(); stopped.signal() }
-        let ended = stopped.wait(timeout: .now() + 5) == .success
-        if !ended { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+        kill(hoist.process.processIdentifier, signal)
+        let ended = hoist.wait(5)
         withExtendedLifetime(server) {}
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let text = hoist.output
         #expect(ended, "still running 5 s after the signal: \(text)")
         #expect(Date().timeIntervalSince(sent) < 5)
-        #expect(process.terminationStatus == 130, "\(text)")
+        #expect(hoist.process.terminationStatus == 130, "\(text)")
         #expect(text.contains("(interrupted)"), "\(text)")
         #expect(!FileManager.default.fileExists(atPath: fixture.directory.url.appendingPathComponent("bucket/a.txt").path))
     }
@@ -442,5 +516,124 @@ import Testing
         #expect(!shown.contains("ABCsecret"))
         #expect(shown == "Timeout was reached: https://storage.googleapis.com/upload/storage/v1/b/b/o?… (retried)")
         #expect(redactingQueries("no URL? here") == "no URL? here")
+    }
+}
+
+/// `hoist run` of a fixture's job, as cron runs it: a real process, so a crash (`abort()`, exit
+/// 134) or a hang is seen as a user would see it.
+final class HoistProcess {
+    let process = Process()
+    private let pipe = Pipe()
+    let started = Date()
+    /// The highest peak RSS (`VmHWM`) in bytes seen while waiting.
+    private(set) var peakRSS = 0
+
+    init(_ fixture: JobFixture) throws {
+        process.executableURL = productsDirectory.appendingPathComponent("hoist")
+        process.arguments = ["run", fixture.directory.url.appendingPathComponent("job.yaml").path]
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+    }
+
+    /// Waits up to `seconds` for the process to end, reading its peak RSS every 20 ms; one still
+    /// running then is killed (SIGKILL).
+    /// - Returns: whether it ended by itself.
+    func wait(_ seconds: Double) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        let status = "/proc/\(process.processIdentifier)/status"
+        while process.isRunning, Date() < deadline {
+            if let text = try? String(contentsOfFile: status, encoding: .utf8),
+               let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+               let kilobytes = line.split(separator: " ").dropFirst().first.flatMap({ Int($0) }) {
+                peakRSS = max(peakRSS, kilobytes * 1024)
+            }
+            usleep(20_000)
+        }
+        let ended = !process.isRunning
+        if !ended { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+        return ended
+    }
+
+    /// What it printed (standard output and error), once it ended.
+    var output: String { String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) }
+}
+
+/// Lua values Swift reads back (a hook's answer, a host function's arguments) are hostile: Swift
+/// reads them raw, so no metamethod runs outside the call's budgets.
+@Suite struct HookValueAttackTests {
+    /// Runs `hoist run` of a job whose `before_upload` returns `answer`, under a 2 s time limit.
+    func runBeforeUpload(returning answer: String) throws -> (ended: Bool, status: Int32, seconds: Double, output: String, uploaded: Bool) {
+        try runJob(beforeUpload: "return \(answer)")
+    }
+}
+
+/// `hoist run` of a job of one file whose `before_upload` is `body`, under a 2 s time limit.
+func runJob(beforeUpload body: String) throws -> (ended: Bool, status: Int32, seconds: Double, output: String, uploaded: Bool) {
+    let run = try runJob(hook: "function before_upload(f)\n  \(body)\nend")
+    return (run.ended, run.status, run.seconds, run.output, run.uploaded)
+}
+
+/// `hoist run` of a job of one file (`a.txt`) whose one hook is `lua`, with `settings` as its
+/// `lua:` settings: killed if still running after `seconds`.
+func runJob(hook lua: String, settings: String = "{ timeLimit: 2s }", seconds: Double = 15) throws
+    -> (ended: Bool, status: Int32, seconds: Double, output: String, uploaded: Bool, peakRSS: Int)
+{
+    let fixture = try JobFixture()
+    try fixture.file("a.txt", 10)
+    let indented = lua.split(separator: "\n", omittingEmptySubsequences: false).map { "      \($0)" }.joined(separator: "\n")
+    _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nlua: \(settings)\nhooks:\n  - inline: |\n\(indented)\n")
+    let hoist = try HoistProcess(fixture)
+    let ended = hoist.wait(seconds)
+    let uploaded = FileManager.default.fileExists(atPath: fixture.directory.url.appendingPathComponent("bucket/a.txt").path)
+    return (ended, hoist.process.terminationStatus, Date().timeIntervalSince(hoist.started), hoist.output, uploaded, hoist.peakRSS)
+}
+
+extension HookValueAttackTests {
+    @Test func anAnswerWhoseMetatableLoopsIsReadWithoutRunningIt() throws {
+        // Reading the answer looked for `__jsonarray` in its metatable with lua_getfield, which ran
+        // the metatable's own __index with no budget armed: 60 s, until SIGKILL.
+        let run = try runBeforeUpload(returning: "setmetatable({}, setmetatable({}, { __index = function() while true do end end }))")
+        #expect(run.ended, "still running after 15 s: \(run.output)")
+        #expect(run.seconds < 5, "took \(run.seconds) s")
+        #expect(run.status == 0 && run.uploaded, "\(run.status): \(run.output)")
+    }
+
+    @Test func anAnswerWhoseMetatableErrorsDoesNotAbortHoist() throws {
+        // The same read with error("boom") there raised outside any protected call: Lua's panic,
+        // abort(), exit 134.
+        let run = try runBeforeUpload(returning: "setmetatable({}, setmetatable({}, { __index = function() error('boom') end }))")
+        #expect(run.ended, "still running after 15 s: \(run.output)")
+        #expect(run.status == 0 && run.uploaded, "\(run.status): \(run.output)")
+    }
+}
+
+/// Library functions that loop in C on a size the script chooses, where the instruction count
+/// never sees them: each must end within the call's time limit.
+@Suite struct HookCLoopAttackTests {
+    static let loops = [
+        // 2^40 copies of nothing: no memory to run out of.
+        "rep": "while true do string.rep('', 1 << 40) end",
+        // A length of 2^31 - 2 and a comparison in C: Lua's quicksort scanned 2^31 elements.
+        "sort": "table.sort(setmetatable({}, { __len = function() return (1 << 31) - 2 end }), rawequal)",
+        // Each element read calls a C function (table.concat itself, answering "").
+        "concat": "table.concat(setmetatable({}, { __index = table.concat }), '', 1, 1 << 40)",
+        // A million reads in C per instruction.
+        "unpack": "local t = setmetatable({}, { __index = table.concat }) while true do table.unpack(t, 1, 990000) end",
+        // 0.3 s in C per call, and 250 calls between two runs of the count hook: 86 s.
+        "utf8": "local s = string.rep('x', 30000000) while true do utf8.len(s) end",
+        // A host call's Swift work is not instructions either: 20 MB read into Swift per call.
+        "hostcall": "local s = string.rep('x', 20000000) while true do pcall(json.decode, s) end",
+    ]
+
+    @Test(arguments: ["rep", "sort", "concat", "unpack", "utf8", "hostcall"])
+    func aLoopInCEndsWithinTheTimeLimit(loop: String) throws {
+        let run = try runJob(beforeUpload: Self.loops[loop]!)
+        #expect(run.ended, "still running after 15 s: \(run.output)")
+        #expect(run.seconds < 6, "took \(run.seconds) s")
+        #expect(run.status == 1 && !run.uploaded, "\(run.status): \(run.output)")
+        #expect(run.output.contains("job.yaml#hooks[0]:"), "\(run.output)")
+        #expect(run.output.contains("exceeded"), "\(run.output)")
     }
 }

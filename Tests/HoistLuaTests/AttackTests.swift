@@ -209,6 +209,60 @@ import Testing
     }
 }
 
+/// Swift reads Lua values raw: a metamethod on a value crossing to Swift never runs, so it can
+/// neither escape the call's budgets nor unwind through Swift.
+@Suite struct RawReadAttackTests {
+    /// A metatable whose own metatable's `__index` runs `body`: Swift once looked up `__jsonarray`
+    /// in a table's metatable with `lua_getfield`, which ran it.
+    static func trapped(_ body: String) -> String {
+        "setmetatable({}, setmetatable({}, { __index = function() \(body) end }))"
+    }
+
+    func runtime(memory: Int) throws -> LuaRuntime {
+        let lua = try LuaRuntime(limits: .init(instructions: 1_000_000, memory: memory, seconds: 2))
+        lua.setGlobal("show", .function(LuaFunction { arguments in [.integer(Int64(arguments.count))] }))
+        return lua
+    }
+
+    @Test func aHostCallsArgumentWhoseMetatableAllocatesRunsNothing() throws {
+        // It ran while the memory cap was lifted for the host call: 1.7 GB under a 4 MiB limit.
+        let lua = try runtime(memory: 4 << 20)
+        let script = try lua.load("""
+            function attack()
+              return show(\(Self.trapped("ran = true local t = {} while true do t[#t + 1] = ('x'):rep(100) end"))), ran
+            end
+            """, name: "attack.lua")
+        let started = Date()
+        #expect(try lua.call(script, "attack") == [.integer(1), .nil])
+        #expect(Date().timeIntervalSince(started) < 1)
+        #expect(lua.memoryInUse < 4 << 20)
+    }
+
+    @Test func anErrorInAHostCallsArgumentLeavesTheMemoryCapInForce() throws {
+        // The error unwound through the host call and skipped the code that restored the cap:
+        // a later 300 MiB string.rep succeeded under a 4 MiB limit.
+        let lua = try runtime(memory: 4 << 20)
+        let script = try lua.load("""
+            function attack()
+              local shown = pcall(show, \(Self.trapped("error('boom')")))
+              local ok, err = pcall(string.rep, "x", 300 << 20)
+              return shown, ok, err
+            end
+            """, name: "attack.lua")
+        let results = try #require(try lua.call(script, "attack"))
+        #expect(results.prefix(2) == [.boolean(true), .boolean(false)], "\(results)")
+        #expect(results.last?.string?.contains("not enough memory") == true, "\(results)")
+        #expect(lua.memoryInUse < 4 << 20)
+    }
+
+    @Test func aResultWhoseMetatableErrorsIsReadRaw() throws {
+        // Read after the call, outside any protected call: Lua's panic, abort().
+        let lua = try runtime(memory: 4 << 20)
+        let script = try lua.load("function attack() return \(Self.trapped("error('boom')")), 'after' end", name: "attack.lua")
+        #expect(try lua.call(script, "attack") == [.table([:]), .string("after")])
+    }
+}
+
 final class UncheckedBox<T>: @unchecked Sendable {
     let value: T
     init(_ value: T) { self.value = value }

@@ -27,8 +27,11 @@ extension HookBus {
         let environment = job.environment
         let secrets = Set(settings.secrets)
         runtime.setField("os", "getenv", .function(LuaFunction { arguments in
-            guard let name = arguments.first?.string, !Self.isSecret(name) || secrets.contains(name) else { return [.nil] }
-            return [environment[name].map(LuaValue.string) ?? .nil]
+            // No variable has a name of a kilobyte (and checking a huge one would take long).
+            guard let name = arguments.first?.string, name.utf8.count <= 1024, !Self.isSecret(name) || secrets.contains(name)
+            else { return [.nil] }
+            guard let value = environment[name] else { return [.nil] }
+            return [.string(secrets.contains(name) ? value : Self.redactingCredentials(value))]
         }))
 
         runtime.setGlobal("json", .table([
@@ -42,15 +45,12 @@ extension HookBus {
                 default: throw HostError("json.array needs a list (a table with keys 1..n)")
                 }
             }),
-            "decode": .function(LuaFunction { arguments in
+            // Built within the memory the hooks have left, counted as it goes.
+            "decode": .function(LuaFunction { [unowned runtime] arguments in
                 guard let text = arguments.first?.string else { throw HostError("json.decode needs a string") }
-                if Self.nestingDepth(text) > LuaRuntime.maxDepth {
-                    throw HostError("json.decode: nested deeper than \(LuaRuntime.maxDepth) levels")
-                }
-                guard let object = try? JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed]) else {
-                    throw HostError("json.decode: not valid JSON")
-                }
-                return [Self.luaValue(object)]
+                let limit = runtime.limits.memory
+                let left = limit > 0 ? max(0, limit - runtime.memoryInUse) : .max
+                do { return [try HookJSONDecoder.decode(text, allowance: left, limit: limit)] } catch { throw HostError("\(error)") }
             }),
         ]))
 
@@ -133,27 +133,59 @@ extension HookBus {
         return upper.hasSuffix("_KEY") || upper == "KEY"
     }
 
-    /// The deepest nesting of `[` and `{` outside strings.
-    static func nestingDepth(_ text: String) -> Int {
-        var depth = 0
-        var deepest = 0
-        var inString = false
-        var escaped = false
-        for byte in text.utf8 {
-            if inString {
-                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
-                continue
-            }
-            switch byte {
-            case UInt8(ascii: "\""): inString = true
-            case UInt8(ascii: "["), UInt8(ascii: "{"):
-                depth += 1
-                deepest = max(deepest, depth)
-            case UInt8(ascii: "]"), UInt8(ascii: "}"): depth -= 1
-            default: break
+    /// `value` with the credentials of every URL in it hidden, whatever the variable's name
+    /// (`HOIST_JOURNAL`, `HTTPS_PROXY`, `DATABASE_URL`...): a userinfo's password
+    /// (`postgres://u:***@host/db`), a userinfo without one whole (`https://***@host`: such a
+    /// name is often a token), and the value of query parameters named like credentials
+    /// (`?sslpassword=***`, and `password=***` as a word of a keyword connection string). A
+    /// scheme-less `user:password@host` loses its password too; an e-mail address (no `:` before
+    /// its `@`) stays as it is.
+    static func redactingCredentials(_ value: String) -> String {
+        guard value.contains("@") || value.contains("=") else { return value }
+        var result = ""
+        var token = ""
+        for character in value {
+            if character.isWhitespace || ",;\"'<>".contains(character) {
+                result += redactingURLCredentials(token)
+                result.append(character)
+                token = ""
+            } else {
+                token.append(character)
             }
         }
-        return deepest
+        return result + redactingURLCredentials(token)
+    }
+
+    /// One URL-like word with its credentials hidden (see `redactingCredentials`).
+    private static func redactingURLCredentials(_ word: String) -> String {
+        // A keyword connection string's word (libpq's `host=db password=...`).
+        if !word.contains("://"), let equals = word.firstIndex(of: "="), isSecret(String(word[..<equals])) { return String(word[...equals]) + "***" }
+        var rest = Substring(word)
+        var scheme = ""
+        if let separator = rest.range(of: "://") {
+            scheme = String(rest[..<separator.upperBound])
+            rest = rest[separator.upperBound...]
+        }
+        let authorityEnd = rest.firstIndex(where: { "/?#".contains($0) }) ?? rest.endIndex
+        var authority = String(rest[..<authorityEnd])
+        var tail = String(rest[authorityEnd...])
+        if let at = authority.lastIndex(of: "@") {
+            let userinfo = authority[..<at]
+            if let colon = userinfo.firstIndex(of: ":") {
+                authority = String(userinfo[...colon]) + "***" + String(authority[at...])
+            } else if !scheme.isEmpty {
+                authority = "***" + String(authority[at...])
+            }
+        }
+        if let query = tail.firstIndex(of: "?") {
+            let end = tail[query...].firstIndex(of: "#") ?? tail.endIndex
+            let parameters = tail[tail.index(after: query)..<end].split(separator: "&", omittingEmptySubsequences: false).map { pair in
+                guard let equals = pair.firstIndex(of: "="), isSecret(String(pair[..<equals])) else { return String(pair) }
+                return String(pair[...equals]) + "***"
+            }
+            tail = String(tail[...query]) + parameters.joined(separator: "&") + String(tail[end...])
+        }
+        return scheme + authority + tail
     }
 
     static func jsonText(_ value: LuaValue) -> String {
@@ -172,20 +204,6 @@ extension HookBus {
         case .string(let text): text
         case .array(let items): items.map(jsonObject)
         case .table(let fields): fields.mapValues(jsonObject)
-        }
-    }
-
-    static func luaValue(_ object: Any) -> LuaValue {
-        switch object {
-        case let number as NSNumber:
-            if String(cString: number.objCType) == "c" { return .boolean(number.boolValue) }
-            if let exact = Int64(exactly: number.doubleValue), !String(cString: number.objCType).contains("d") { return .integer(exact) }
-            if number.doubleValue == number.doubleValue.rounded(), let exact = Int64(exactly: number.doubleValue) { return .integer(exact) }
-            return .number(number.doubleValue)
-        case let text as String: return .string(text)
-        case let items as [Any]: return .array(items.map(luaValue))
-        case let fields as [String: Any]: return .table(fields.mapValues(luaValue))
-        default: return .nil
         }
     }
 }

@@ -58,7 +58,7 @@ public final class HookBus: JobObserver, @unchecked Sendable {
     /// Uploads hooks may control, by id; `s.task:pause()` and friends look them up.
     let tasks = TaskRegistry()
     /// The task methods, made once and shared by every snapshot (`s.task:pause()`).
-    private let taskMethods: (pause: LuaValue, resume: LuaValue, cancel: LuaValue)
+    let taskMethods: (pause: LuaValue, resume: LuaValue, cancel: LuaValue)
 
     private static func makeTaskMethods(_ tasks: TaskRegistry) -> (pause: LuaValue, resume: LuaValue, cancel: LuaValue) {
         func method(_ action: @escaping @Sendable (StorageUploadTask) -> Void) -> LuaValue {
@@ -147,22 +147,21 @@ public final class HookBus: JobObserver, @unchecked Sendable {
     }
 
     /// Calls `function` in every script defining it; errors are logged, never thrown.
-    /// - Returns: the last results, and the first error's text (`script:line: message`).
-    @discardableResult
-    private func callAll(_ function: String, _ arguments: [LuaValue]) -> (results: [LuaValue], error: String?) {
-        var last: [LuaValue] = []
-        var failure: String?
-        for script in scripts {
-            currentScript.value = script.name
-            do {
-                if let results = try runtime.call(script, function, arguments) { last = results }
-            } catch {
-                let text = (error as? LuaError)?.description ?? "\(error)"
-                failure = failure ?? text
-                log(HookLogLine(level: .error, script: script.name, message: "\(text) (in \(function))"))
-            }
+    private func callAll(_ function: String, _ arguments: [LuaValue]) {
+        for script in scripts { _ = call(script, function, arguments) }
+    }
+
+    /// Calls `function` in `script`: its results (nil when it defines no such function), or the
+    /// error's text (`script:line: message`), logged.
+    private func call(_ script: LuaScript, _ function: String, _ arguments: [LuaValue]) -> Result<[LuaValue]?, HookError> {
+        currentScript.value = script.name
+        do {
+            return .success(try runtime.call(script, function, arguments))
+        } catch {
+            let text = (error as? LuaError)?.description ?? "\(error)"
+            log(HookLogLine(level: .error, script: script.name, message: "\(text) (in \(function))"))
+            return .failure(HookError(description: text))
         }
-        return (last, failure)
     }
 
     /// `files` and `bytes` are in the table only when counted before the run (a run walks once).
@@ -229,26 +228,45 @@ public final class HookBus: JobObserver, @unchecked Sendable {
         ]))
     }
 
-    /// Asks `before_upload(file)`: nil or true keeps the item, false skips it, a table may set
-    /// `destination` and `metadata` fields. An item the hook does not change keeps everything,
-    /// its `resumeSession` included (the runner checks a changed one against the journal again).
-    /// - Throws: `HookError` when the hook fails (an error, a budget, a stop) or answers with a
+    /// Asks `before_upload(file)` of each script defining it, in order, each seeing the file as
+    /// the scripts before it left it: nil or true keeps the item, false skips it, a table may set
+    /// `destination` and `metadata` fields. A veto is final: no later script is asked, so a later
+    /// script may veto more, never less (`BeforeUploadAttackTests.aLaterHookCannotUndoAVeto`).
+    /// An item the hooks do not change keeps everything, its `resumeSession` included (the
+    /// runner checks a changed one against the journal again).
+    /// - Throws: `HookError` when a hook fails (an error, a budget, a stop) or answers with a
     ///   bad destination or metadata: the file must then fail, never go up unchecked.
     public func beforeUpload(_ item: PlanItem) async throws(HookError) -> PlanItem {
         guard defined.contains("before_upload") else { return item }
-        let file: LuaValue = .table([
+        let answered: Result<PlanItem, HookError> = await withCheckedContinuation { continuation in
+            queue.async { [self] in continuation.resume(returning: askBeforeUpload(item)) }
+        }
+        let changed = try answered.get()
+        if runtime.isCancelled { throw HookError(description: "before_upload failed: stopped: the job is stopping") }
+        return changed
+    }
+
+    /// `beforeUpload`'s work, on the hooks' queue.
+    private func askBeforeUpload(_ item: PlanItem) -> Result<PlanItem, HookError> {
+        var current = item
+        for script in scripts {
+            switch call(script, "before_upload", [Self.fileTable(current)]) {
+            case .failure(let error): return .failure(HookError(description: "before_upload failed: \(error.description)"))
+            case .success(nil): continue
+            case .success(let results?):
+                do { current = try HookTables.apply(results.first ?? .nil, to: current) } catch { return .failure(error) }
+                if current.decision == Self.vetoed { return .success(current) }
+            }
+        }
+        return .success(current)
+    }
+
+    /// What `before_upload` is given.
+    private static func fileTable(_ item: PlanItem) -> LuaValue {
+        .table([
             "path": .string(item.file.path), "relpath": .string(item.file.relativePath), "size": .integer(item.file.size),
             "mtime": .integer(Int64(item.file.modified.timeIntervalSince1970)), "destination": .string(item.destination),
             "metadata": HookTables.metadata(item.attributes),
         ])
-        let (answer, failure): (LuaValue, String?) = await withCheckedContinuation { continuation in
-            queue.async { [self] in
-                let (results, failure) = callAll("before_upload", [file])
-                continuation.resume(returning: (results.first ?? .nil, failure))
-            }
-        }
-        if let failure { throw HookError(description: "before_upload failed: \(failure)") }
-        if runtime.isCancelled { throw HookError(description: "before_upload failed: stopped: the job is stopping") }
-        return try HookTables.apply(answer, to: item)
     }
 }
