@@ -11,10 +11,10 @@ enum JSONLine {
     static func encode(_ fields: [String: any Sendable]) -> String {
         let data = (try? JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
         let text = String(decoding: data, as: UTF8.self)
-        guard text.unicodeScalars.contains(where: needsEscape) else { return text }
+        guard text.unicodeScalars.contains(where: reordersOrControlsTerminal) else { return text }
         var escaped = String.UnicodeScalarView()
         for scalar in text.unicodeScalars {
-            if needsEscape(scalar) {
+            if reordersOrControlsTerminal(scalar) {
                 escaped.append(contentsOf: String(format: "\\u%04X", scalar.value).unicodeScalars)
             } else {
                 escaped.append(scalar)
@@ -23,12 +23,6 @@ enum JSONLine {
         return String(escaped)
     }
 
-    private static func needsEscape(_ scalar: Unicode.Scalar) -> Bool {
-        switch scalar.value {
-        case 0x7F...0x9F, 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069, 0x2028, 0x2029: return true
-        default: return false
-        }
-    }
 
 }
 

@@ -11,14 +11,18 @@ extension ObjectResource {
 }
 
 extension ObjectResource {
+    /// A character no header value may hold (it could end the header and start another): the
+    /// C0 controls but tab, and DEL.
+    public static func isHeaderControlCharacter(_ scalar: Unicode.Scalar) -> Bool {
+        (scalar.value < 0x20 && scalar != "\t") || scalar.value == 0x7f
+    }
+
     /// The first field sent as an HTTP header or stored as a header value (content type, cache
     /// control, disposition, encoding, language, custom metadata) holding a control character,
     /// by name; nil when none does. Metadata read back from elsewhere (a session descriptor in a
     /// bucket's folder) is checked with it before it is stored.
     public var headerFieldWithControlCharacter: String? {
-        func bad(_ value: String?) -> Bool {
-            value?.unicodeScalars.contains { ($0.value < 0x20 && $0 != "\t") || $0.value == 0x7f } ?? false
-        }
+        func bad(_ value: String?) -> Bool { value?.unicodeScalars.contains(where: Self.isHeaderControlCharacter) ?? false }
         let fields = [("contentType", contentType), ("cacheControl", cacheControl), ("contentDisposition", contentDisposition),
                       ("contentEncoding", contentEncoding), ("contentLanguage", contentLanguage)]
         if let (name, _) = fields.first(where: { bad($0.1) }) { return name }
