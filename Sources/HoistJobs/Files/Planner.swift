@@ -40,7 +40,7 @@ public struct PlanError: Error, CustomStringConvertible, Sendable {
 
 /// Turns a job's file sets into plan items, streamed: files are walked, filtered, named and
 /// given metadata one at a time.
-public struct Planner: Sequence {
+public struct Planner: Sequence, Sendable {
     let job: Job
     let now: Date
     /// What earlier runs did: unchanged files are skipped, unfinished ones resumed.

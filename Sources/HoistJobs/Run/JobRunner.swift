@@ -117,6 +117,7 @@ public final class JobRunner: Sendable {
             var deferred: [PlanItem] = []
             let planner = Planner(job: job, journal: journal, force: force)
             var iterator = planner.makeIterator()
+            let countAhead = CountAhead(planner: planner, observers: observers)
             // A worker that joined a planned shared run does not walk: its files come from claims.
             var exhausted = shared.map { !$0.plans } ?? false
             // A shared run's worker: files claimed and not yet started, no claim before
@@ -303,7 +304,7 @@ public final class JobRunner: Sendable {
                             }
                             if iterator.error != nil { sharedFinished = true }
                         } else if totals == nil, iterator.error == nil {
-                            for observer in observers { observer.planCounted(files: iterator.uploadCount, bytes: iterator.uploadBytes) }
+                            countAhead.walkEnded(files: iterator.uploadCount, bytes: iterator.uploadBytes)
                         }
                         continue
                     }
@@ -319,6 +320,10 @@ public final class JobRunner: Sendable {
                         continue
                     }
                     if await prepare(&item) == .upload { startOrDefer(item) }
+                }
+                if !exhausted, shared == nil, totals == nil, running >= concurrency {
+                    // The walk waits behind the uploads: the totals are counted ahead of it.
+                    countAhead.walkWaits()
                 }
                 if running == 0 {
                     // A worker with nothing in flight waits for files others hold (one may die).
