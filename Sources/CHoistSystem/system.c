@@ -8,11 +8,12 @@
 #include <linux/openat2.h>
 #include "hoist_system.h"
 
-#ifndef HOIST_VERSION
-#define HOIST_VERSION "0.1.0-dev"
-#endif
+/* Defined by the object scripts/build-release links in (the repository's version): a weak
+** reference, absent from a plain `swift build`. Given at link time, so a new version relinks
+** the binary and recompiles nothing. */
+extern const char *hoist_build_version(void) __attribute__((weak));
 
-const char *hoist_version(void) { return HOIST_VERSION; }
+const char *hoist_version(void) { return hoist_build_version ? hoist_build_version() : "0.1.0-dev"; }
 
 int hoist_syncfs(int fd) { return syncfs(fd); }
 

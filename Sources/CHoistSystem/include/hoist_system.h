@@ -2,8 +2,8 @@
 #ifndef HOIST_SYSTEM_H
 #define HOIST_SYSTEM_H
 
-/// The version this binary was built as: HOIST_VERSION, which scripts/install and
-/// scripts/package define from the repository (scripts/version: a tag, else the commit); a
+/// The version this binary was built as: what scripts/build-release (for scripts/install and
+/// scripts/package) links in from the repository (scripts/version: a tag, else the commit); a
 /// plain `swift build` says "0.1.0-dev".
 const char *hoist_version(void);
 
