@@ -40,6 +40,22 @@ import Testing
         #expect(stored.filter { !$0.hasPrefix(".hoist") }.isEmpty, "\(stored)")
     }
 
+    /// run, plan and cp share their output flags (`OutputOptions`): with `--dry-run`, `-v` adds
+    /// each object's metadata to its line and `-q` prints nothing, as `hoist plan -v`/`-q` do.
+    @Test func dryRunHonoursTheSharedOutputFlags() throws {
+        let directory = try TemporaryDirectory()
+        let file = try directory.write("a.txt", Data("a".utf8))
+        let arguments = ["cp", "--dry-run", "--cache-control", "no-cache", "--metadata", "k=v", "--storage", storage(directory), file.path, "d/"]
+        let verbose = try runProcess(hoist, arguments + ["-v"])
+        #expect(verbose.status == 0)
+        #expect(verbose.stdout == "upload  a.txt -> d/a.txt (1 B) [cacheControl=no-cache, customMetadata.k=v]\n"
+            + "cp: 1 to upload (1 B), 0 to skip; nothing was uploaded (--dry-run)\n", "\(verbose.stdout)")
+        let quiet = try runProcess(hoist, arguments + ["-q"])
+        #expect(quiet.status == 0 && quiet.stdout.isEmpty, "\(quiet.stdout)")
+        let both = try runProcess(hoist, arguments + ["-q", "-v"])
+        #expect(both.status == 2 && both.stderr.contains("--quiet and --verbose say opposite things"), "\(both.stderr)")
+    }
+
     /// A bad value cp checks once it runs printed the root command's usage (`Usage: hoist
     /// <subcommand>`): it prints cp's.
     @Test(arguments: [["--bandwidth", "fast"], ["--storage", "nope://b"]])

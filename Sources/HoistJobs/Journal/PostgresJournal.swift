@@ -586,3 +586,14 @@ extension JournalError {
         return text.count > 200 ? String(text.prefix(200)) + "…" : text
     }
 }
+
+extension PostgresJournal {
+    /// Its reads and claims are queries to a server.
+    public var waitsOnTheNetwork: Bool { true }
+    /// Workers on many machines share runs through the server (`SharedRun`).
+    public var supportsSharedRuns: Bool { true }
+
+    public func joinSharedRun(wait: Bool, lease: Double, fingerprint: String) throws -> SharedRun {
+        try SharedRun(journal: self, wait: wait, lease: lease, fingerprint: fingerprint)
+    }
+}

@@ -250,6 +250,11 @@ public struct JournalError: Error, CustomStringConvertible, Sendable {
 
     public init(message: String) { self.message = message }
 
+    /// A shared run asked of the journal at `location`, which does not support them.
+    static func noSharedRuns(location: String) -> JournalError {
+        JournalError(message: "the journal \(location) cannot share a run between workers: that takes a PostgreSQL journal (postgres://...)")
+    }
+
     init(opening path: String, _ error: any Error) {
         let folder = (path as NSString).deletingLastPathComponent
         switch (error as? DatabaseError)?.resultCode.primaryResultCode {
