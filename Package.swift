@@ -39,7 +39,10 @@ let package = Package(
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
 
         .target(name: "CHoistChecksum"),
-        // syncfs(2), a GNU extension the Glibc module leaves out: the local bucket's batched durability.
+        // System calls the Glibc module leaves out (GNU extensions, Linux-only flags): syncfs(2)
+        // for the local bucket's batched durability, getrandom(2), O_TMPFILE files linked into
+        // place, and O_PATH / openat2(2) to locate a file, check it and open that very file
+        // (hoist_system.h).
         .target(name: "CHoistSystem"),
         // The HTTP engine (libcurl's multi interface), for the storage backends and Lua's http.post.
         .target(name: "HoistHTTP", dependencies: ["CCurl"]),
@@ -92,6 +95,7 @@ let package = Package(
             name: "HoistStorageTests",
             dependencies: ["HoistStorage", "HoistHTTP", "HoistTestSupport", .product(name: "Crypto", package: "swift-crypto")]
         ),
+        .testTarget(name: "HoistHTTPTests", dependencies: ["HoistHTTP", "HoistTestSupport"]),
         .testTarget(name: "HoistYAMLTests", dependencies: ["HoistYAML"]),
         .testTarget(name: "HoistLuaTests", dependencies: ["HoistLua"]),
         .testTarget(name: "HoistJobsTests", dependencies: ["HoistJobs", "HoistYAML", "HoistStorage", "HoistLua", "HoistTestSupport"]),
