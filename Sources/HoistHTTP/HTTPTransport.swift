@@ -34,6 +34,15 @@ extension CurlEngine: HTTPTransport {
 /// The composition of defaults: the transport everything uses unless it is handed another.
 /// The one place that names `CurlEngine.shared`.
 public enum HTTPTransports {
-    /// The process's engine: one thread driving every transfer.
-    public static var standard: any HTTPTransport { CurlEngine.shared }
+    /// The process's engine: one thread driving every transfer. Handing it out starts nothing:
+    /// the engine (libcurl, its thread) starts at the first request or executor asked for, so a
+    /// run that never speaks HTTP (a local bucket, no `http.post`) never starts it.
+    public static let standard: any HTTPTransport = Standard()
+
+    private struct Standard: HTTPTransport {
+        func perform(_ request: HTTPRequest, hooks: TransferHooks) async throws -> HTTPResponse {
+            try await CurlEngine.shared.perform(request, hooks: hooks)
+        }
+        var preferredExecutor: (any TaskExecutor)? { CurlEngine.shared }
+    }
 }

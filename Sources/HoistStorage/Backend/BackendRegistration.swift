@@ -27,18 +27,20 @@ public struct BackendRegistration: Sendable {
     public let copyForm: String
     /// The `storage:` keys it reads beside `url`, decoded from the same mapping.
     public let options: any BackendOptions.Type
-    /// What every backend of this family can do.
-    public let capabilities: BackendCapabilities
+    /// What every backend of this family can do (worked out when asked: the GCS family's
+    /// executor is the HTTP engine, which starts when named).
+    public var capabilities: BackendCapabilities { makeCapabilities() }
+    private let makeCapabilities: @Sendable () -> BackendCapabilities
     public let factory: Factory
 
     public init(scheme: String, urlForm: StorageURLForm, forms: [String], copyForm: String, options: any BackendOptions.Type,
-                capabilities: BackendCapabilities, factory: @escaping Factory) {
+                capabilities: @autoclosure @escaping @Sendable () -> BackendCapabilities, factory: @escaping Factory) {
         self.scheme = scheme.lowercased()
         self.urlForm = urlForm
         self.forms = forms
         self.copyForm = copyForm
         self.options = options
-        self.capabilities = capabilities
+        makeCapabilities = capabilities
         self.factory = factory
     }
 
