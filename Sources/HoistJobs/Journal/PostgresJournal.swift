@@ -241,10 +241,14 @@ public final class PostgresJournal: JournalStore {
     var runLockName: String { shard.map { "hoist run \(job) shard \($0)" } ?? jobLockName }
     var jobLockName: String { "hoist run " + job }
 
-    /// The two ways of splitting a job over processes, which do not mix.
+    /// The two ways of splitting a job over processes, which do not mix. The raw values are
+    /// part of the advisory lock names every version takes: never change them.
     enum Split: String {
         case shards = "--shard"
         case workers = "--worker"
+
+        /// Its processes, as messages name them.
+        var processes: String { self == .shards ? "shard" : "worker" }
     }
 
     /// Keeps shards and workers of one job apart (both hold the job's lock shared). A process of
@@ -263,8 +267,8 @@ public final class PostgresJournal: JournalStore {
             SELECT coalesce(a.application_name, 'unknown') FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
             WHERE \(unescaped: grantedAdvisoryKey) = hashtextextended(\(theirs), 0) LIMIT 1
             """, logger: logger).wait().first?.decode(String.self) else { return }
-        throw JournalError(message: "\(other.rawValue) processes of job \(job) are running (pid \(holder.components(separatedBy: " pid ").last ?? holder)): "
-            + "--shard and --worker split a job two ways that do not mix; run all of its processes one way")
+        throw JournalError(message: "\(other.processes) processes of job \(job) are running (pid \(holder.components(separatedBy: " pid ").last ?? holder)): "
+            + "shards and workers of a shared run split a job two ways that do not mix; run all of its processes one way")
     }
 
     /// Takes the job's advisory lock on a connection of its own, then marks this job's runs
