@@ -39,8 +39,10 @@ let package = Package(
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
 
         .target(name: "CHoistChecksum"),
-        // System calls the Glibc module leaves out (syncfs, getrandom, O_TMPFILE, openat2's
-        // RESOLVE_BENEATH) and the version the install scripts build in.
+        // System calls the Glibc module leaves out (GNU extensions, Linux-only flags): syncfs(2)
+        // for the local bucket's batched durability, getrandom(2), O_TMPFILE files linked into
+        // place, and O_PATH / openat2(2) to locate a file, check it and open that very file
+        // (hoist_system.h), and the version build-release links in.
         .target(name: "CHoistSystem"),
         // The HTTP engine (libcurl's multi interface), for the storage backends and Lua's http.post.
         .target(name: "HoistHTTP", dependencies: ["CCurl"]),
@@ -95,6 +97,7 @@ let package = Package(
             name: "HoistStorageTests",
             dependencies: ["HoistStorage", "HoistHTTP", "HoistTestSupport", .product(name: "Crypto", package: "swift-crypto")]
         ),
+        .testTarget(name: "HoistHTTPTests", dependencies: ["HoistHTTP", "HoistTestSupport"]),
         .testTarget(name: "HoistYAMLTests", dependencies: ["HoistYAML"]),
         .testTarget(name: "HoistLuaTests", dependencies: ["HoistLua"]),
         .testTarget(name: "HoistJobsTests", dependencies: ["HoistJobs", "HoistYAML", "HoistStorage", "HoistLua", "HoistTestSupport"]),

@@ -55,14 +55,7 @@ extension Hoist {
         @Option(name: .long, help: "Custom metadata KEY=VALUE; repeat for more.")
         var metadata: [String] = []
 
-        @Flag(name: .long, help: "Print one JSON line per event (the events of hoist run --json; docs/events.md).")
-        var json = false
-
-        @Flag(name: .shortAndLong, help: "Print nothing but errors (no progress, no summary line).")
-        var quiet = false
-
-        @Flag(name: .shortAndLong, help: "Print a line per file.")
-        var verbose = false
+        @OptionGroup var outputOptions: OutputOptions
 
         @Flag(name: .long, help: "Upload nothing: print each file and the object it would become.")
         var dryRun = false
@@ -75,11 +68,10 @@ extension Hoist {
         func validate() throws {
             guard paths.count >= 2 else { throw ValidationError("Give at least one file and a destination.") }
             guard (1...256).contains(concurrency) else { throw ValidationError("--concurrency must be 1 to 256.") }
-            if quiet && verbose { throw ValidationError("--quiet and --verbose say opposite things: choose one.") }
             for pair in metadata where !pair.contains("=") || pair.hasPrefix("=") {
                 throw ValidationError("--metadata takes KEY=VALUE with a KEY, not '\(pair)'.")
             }
-            if storage != nil, let dest = paths.last, dest.hasPrefix("gs://") || dest.hasPrefix("file:") {
+            if storage != nil, let dest = paths.last, Destination.registration(of: dest) != nil {
                 throw ValidationError("--storage names a bucket, and so does '\(dest)': give one of them.")
             }
         }
@@ -87,20 +79,20 @@ extension Hoist {
         func run() async throws {
             let job = try makeJob()
             if dryRun {
-                try await printPlan(job, journal: nil, json: json, totalsOnly: false, suffix: "; nothing was uploaded (--dry-run)")
+                try await printPlan(job, journal: nil, output: outputOptions, totalsOnly: false, suffix: "; nothing was uploaded (--dry-run)")
                 return
             }
-            let output = RunOutput(json: json, quiet: quiet, verbose: verbose)
+            let output = RunOutput(outputOptions)
             var options = JobSession.Options()
             options.journal = false
             options.caBundle = trustOptions.caBundlePath
-            options.log = { output.say($0, isError: true) }
-            options.quiet = quiet
+            options.log = { output.say($0.commandLineText, isError: true) }
+            options.quiet = outputOptions.quiet
             let session: JobSession
-            let events = json ? JSONEventLog(sink: .standardOutput) : nil
+            let events = outputOptions.json ? JSONEventLog(sink: .standardOutput) : nil
             do { session = try await JobSession.open(job, options: options) } catch {
-                FileHandle.standardError.write(Data((printable("hoist: \(error.description)", keepingNewlines: true) + "\n").utf8))
-                events?.startFailed(job: job.manifest.name, reason: error.description)
+                FileHandle.standardError.write(Data((printable("hoist: \(error.commandLineText)", keepingNewlines: true) + "\n").utf8))
+                events?.startFailed(job: job.manifest.name, reason: error.commandLineText)
                 throw ExitCode(2)
             }
             let observers: [any JobObserver] = events.map { [$0] } ?? []
@@ -154,9 +146,11 @@ extension Hoist {
                     sets.append(FileSet(root: root, destination: Template(literal: object), metadata: settings, hidden: true))
                 }
             }
-            let location: StorageLocation
-            do { location = try StorageLocation(parsing: target.storageURL) } catch { throw ValidationError(describe(error)) }
-            let manifest = JobManifest(name: "cp", storage: StorageSettings(location: location), files: sets, upload: upload)
+            let storageSettings: StorageSettings
+            do { storageSettings = try StorageSettings(location: StorageLocation(parsing: target.storageURL)) } catch {
+                throw ValidationError(describe(error))
+            }
+            let manifest = JobManifest(name: "cp", storage: storageSettings, files: sets, upload: upload)
             return Job(manifest: manifest, file: "hoist cp", directory: here)
         }
 
@@ -185,33 +179,34 @@ struct Destination {
     let path: String
     var isPrefix: Bool { path.isEmpty || path.hasSuffix("/") }
 
+    /// `text` as a URL of a registered backend (`SCHEME://...`, or `SCHEME:...` for a folder
+    /// form such as `file:`) split by its registration; else a path in `storage`'s bucket
+    /// (`--storage`, `$HOIST_STORAGE_URL`, else `file:.hoist/bucket`).
     init(_ text: String, storage: String?) throws {
-        if text.hasPrefix("gs://") {
-            let rest = text.dropFirst("gs://".count)
-            let bucket = rest.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
-            guard !bucket.isEmpty else { throw ValidationError("'\(text)' names no bucket: use gs://BUCKET/PATH.") }
-            storageURL = "gs://\(bucket)"
-            path = String(rest.dropFirst(bucket.count).drop { $0 == "/" })
-        } else if text.hasPrefix("file:") {
-            // A local bucket's directory: objects go at its root.
-            storageURL = text
-            path = ""
+        if let registration = Self.registration(of: text) {
+            do { (storageURL, path) = try registration.splitCopyDestination(text) } catch { throw ValidationError(describe(error)) }
         } else if let scheme = Self.urlScheme(text) {
             // `s3://b/x` is not an object named `s3:/b/x` in the default bucket.
-            throw ValidationError("'\(text)' is a \(scheme):// URL, and Hoist stores to gs://BUCKET/PATH or file: folders: "
+            throw ValidationError("'\(text)' is a \(scheme):// URL, and Hoist stores to \(BackendRegistry.copyForms): "
                 + "name one of those, or a path in --storage's bucket.")
         } else {
             let url = storage ?? ProcessInfo.processInfo.environment["HOIST_STORAGE_URL"] ?? "file:.hoist/bucket"
-            if url.hasPrefix("gs://") {
-                let bucket = url.dropFirst("gs://".count)
-                guard !bucket.isEmpty, !bucket.hasPrefix("/") else { throw ValidationError("--storage '\(url)' names no bucket: use gs://BUCKET.") }
-                guard !bucket.contains("/") else { throw ValidationError("--storage '\(url)' names a path: use gs://BUCKET, and put the path in DEST.") }
-            } else if !url.hasPrefix("file:") {
-                throw ValidationError("--storage '\(url)': use gs://BUCKET, file:///ABS/DIR or file:REL/DIR.")
+            guard let registration = Self.registration(of: url) else {
+                throw ValidationError("--storage '\(url)': use \(BackendRegistry.forms).")
             }
+            if let problem = registration.problemAsCopyStorage(url) { throw ValidationError("--storage '\(url)' \(problem)") }
             storageURL = url
             path = text.hasPrefix("/") ? String(text.drop { $0 == "/" }) : text
         }
+    }
+
+    /// The registration serving `text` as a storage URL: `SCHEME://...`, or `SCHEME:...` of a
+    /// folder form (`file:REL/DIR`); nil for a plain path or a scheme no backend serves.
+    static func registration(of text: String) -> BackendRegistration? {
+        guard let colon = text.firstIndex(of: ":"), let registration = BackendRegistry.registration(for: String(text[..<colon])) else {
+            return nil
+        }
+        return registration.urlForm == .folder || text[colon...].hasPrefix("://") ? registration : nil
     }
 
     /// The scheme of text that starts like a URL (`NAME://`, NAME a letter then letters,

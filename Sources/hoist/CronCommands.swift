@@ -87,7 +87,7 @@ extension Hoist {
             let counts = (try? journal.fileCounts()) ?? [:]
             show("files: \(counts[.done] ?? 0) uploaded, \((counts[.uploading] ?? 0) + (counts[.pending] ?? 0)) pending, "
                   + "\(counts[.failed] ?? 0) failed")
-            if let shared = try? (journal as? PostgresJournal)?.sharedRunStatus() {
+            if let shared = try? journal.sharedRunStatus() {
                 printWorkers(shared)
             }
             show("last runs:")

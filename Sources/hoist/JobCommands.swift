@@ -44,17 +44,10 @@ extension Hoist {
         @Argument(help: "The job manifest (YAML).", completion: .file(extensions: ["yaml", "yml"]))
         var job: String
 
-        @Flag(name: .long, help: "Print one JSON line per event instead of the progress display.")
-        var json = false
+        @OptionGroup var outputOptions: OutputOptions
 
         @Option(name: .long, help: "Also append every event as a JSON line to this file.")
         var logFile: String?
-
-        @Flag(name: .shortAndLong, help: "Print nothing but errors (no progress, no summary line).")
-        var quiet = false
-
-        @Flag(name: .shortAndLong, help: "Print a line per file: uploaded, failed, or skipped and why.")
-        var verbose = false
 
         @Flag(name: .long, help: "Upload nothing: print what a run would do (as hoist plan).")
         var dryRun = false
@@ -87,7 +80,6 @@ extension Hoist {
         var metricsFile: String?
 
         func validate() throws {
-            if quiet && verbose { throw ValidationError("--quiet and --verbose say opposite things: choose one.") }
             if !(lease >= 1 && lease <= 3600) { throw ValidationError("--lease takes 1 to 3600 seconds.") }
             if lease != 30 && !worker { throw ValidationError("--lease is a worker's (--worker): without it, nothing holds a lease.") }
         }
@@ -95,7 +87,7 @@ extension Hoist {
         func run() async throws {
             if dryRun {
                 let plan = try Plan.parse([job] + (journalOptions.journal.map { ["--journal", $0] } ?? [])
-                    + shardOptions.arguments + (force ? ["--force"] : []) + (json ? ["--json"] : []))
+                    + shardOptions.arguments + (force ? ["--force"] : []) + outputOptions.arguments)
                 try await plan.run()
                 return
             }
@@ -105,7 +97,7 @@ extension Hoist {
                 // A manifest that does not load: the metrics and --json say so too, under the name it gives.
                 let name = Self.nameInManifest(self.job)
                 if let metricsFile, let name { try? Metrics.writeFailure(job: name, to: metricsFile) }
-                if json {
+                if outputOptions.json {
                     JSONEventLog(sink: .standardOutput).startFailed(job: name ?? URL(fileURLWithPath: self.job).deletingPathExtension().lastPathComponent,
                                                                     reason: redactingURLPasswords(error.summary).text)
                 }
@@ -113,7 +105,7 @@ extension Hoist {
             }
             job.shard = try shardOptions.resolve()
             var observers: [any JobObserver] = []
-            let events = json ? JSONEventLog(sink: .standardOutput) : nil
+            let events = outputOptions.json ? JSONEventLog(sink: .standardOutput) : nil
             if let events { observers.append(events) }
             if let logFile {
                 guard let log = JSONEventLog(appendingTo: logFile) else {
@@ -122,7 +114,7 @@ extension Hoist {
                 }
                 observers.append(log)
             }
-            let output = RunOutput(json: json, quiet: quiet, verbose: verbose)
+            let output = RunOutput(outputOptions)
             var options = JobSession.Options()
             options.journalOverride = journalOptions.journal
             options.wait = wait
@@ -132,12 +124,12 @@ extension Hoist {
             options.remoteCheck = remoteCheck
             options.caBundle = trustOptions.caBundlePath
             options.metricsFile = metricsFile
-            options.log = { output.say($0, isError: true) }
-            options.quiet = quiet
+            options.log = { output.say($0.commandLineText, isError: true) }
+            options.quiet = outputOptions.quiet
             let session: JobSession
             do { session = try await JobSession.open(job, options: options) } catch {
-                FileHandle.standardError.write(Data((printable("hoist: \(error.description)", keepingNewlines: true) + "\n").utf8))
-                events?.startFailed(job: job.manifest.name, reason: error.description)
+                FileHandle.standardError.write(Data((printable("hoist: \(error.commandLineText)", keepingNewlines: true) + "\n").utf8))
+                events?.startFailed(job: job.manifest.name, reason: error.commandLineText)
                 throw ExitCode(2)
             }
             let summary = await output.run(session.makeRunner(observers: observers + output.observers))
@@ -229,8 +221,7 @@ extension Hoist {
         @Argument(help: "The job manifest (YAML).", completion: .file(extensions: ["yaml", "yml"]))
         var job: String
 
-        @Flag(name: .long, help: "One JSON line per file.")
-        var json = false
+        @OptionGroup var outputOptions: OutputOptions
 
         @Flag(name: .long, help: "Print only the totals.")
         var summary = false
@@ -277,7 +268,7 @@ extension Hoist {
                     throw ExitCode(2)
                 }
             }
-            try await printPlan(job, journal: journal, force: force, hooks: bus, json: json, totalsOnly: summary)
+            try await printPlan(job, journal: journal, force: force, hooks: bus, output: outputOptions, totalsOnly: summary)
         }
     }
 }
@@ -285,8 +276,9 @@ extension Hoist {
 /// Prints what a run of `job` would do, file by file (unless `totalsOnly`), then the totals:
 /// `hoist plan`, `hoist run --dry-run` and `hoist cp --dry-run`. With `hooks`, each file to upload
 /// goes through `before_upload` first. Exits 2 on a plan error.
-func printPlan(_ job: Job, journal: (any JournalStore)?, force: Bool = false, hooks bus: HookBus? = nil, json: Bool,
-               totalsOnly summary: Bool, suffix: String = "") async throws {
+func printPlan(_ job: Job, journal: (any JournalStore)?, force: Bool = false, hooks bus: HookBus? = nil, output options: OutputOptions,
+               totalsOnly: Bool, suffix: String = "") async throws {
+    let json = options.json, summary = totalsOnly || options.quiet
     let planner = Planner(job: job, journal: journal, force: force)
     var iterator = planner.makeIterator()
     var uploads = 0, skips = 0, failures = 0
@@ -318,7 +310,7 @@ func printPlan(_ job: Job, journal: (any JournalStore)?, force: Bool = false, ho
             output.write(json
                 ? JSONLine.encode(["action": "upload", "file": item.file.path, "object": item.destination, "size": item.file.size])
                 : printable("upload  \(item.file.relativePath) -> \(item.destination) (\(ByteFormatter.string(item.file.size)))"
-                + (item.resumeSession != nil ? " (resume)" : "")))
+                + (item.resumeSession != nil ? " (resume)" : "") + (options.verbose ? planned(item.attributes) : "")))
         case .skip(let reason):
             skips += 1
             if summary { continue }
@@ -338,7 +330,14 @@ func printPlan(_ job: Job, journal: (any JournalStore)?, force: Bool = false, ho
         + (job.manifest.upload.noClobber && uploads > 0 ? ", each upload unless its object exists (noClobber)" : "") + suffix
     var fields: [String: any Sendable] = ["action": "total", "upload": uploads, "skip": skips, "bytes": bytes]
     if failures > 0 { fields["fail"] = failures }
-    print(json ? JSONLine.encode(fields) : total)
+    if !options.quiet { print(json ? JSONLine.encode(fields) : total) }
+}
+
+/// With `--verbose`, what an upload's object gets besides its bytes: " [contentType=image/png, ...]".
+private func planned(_ attributes: ObjectResource) -> String {
+    var fields = ObjectResource.headerFields.compactMap { field in attributes[keyPath: field.keyPath].map { "\(field.name)=\($0)" } }
+    fields += (attributes.metadata ?? [:]).sorted { $0.key < $1.key }.map { "customMetadata.\($0.key)=\($0.value)" }
+    return fields.isEmpty ? "" : " [" + fields.joined(separator: ", ") + "]"
 }
 
 /// `--journal`, shared by the commands that read a job's journal.

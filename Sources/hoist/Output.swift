@@ -37,6 +37,25 @@ func peakResidentBytes() -> Int64 {
     return kib * 1024
 }
 
+/// `--json`, `--quiet`, `--verbose`: how `hoist run`, `hoist plan` and `hoist cp` print.
+struct OutputOptions: ParsableArguments {
+    @Flag(name: .long, help: "Print one JSON line per event or planned file (docs/events.md) instead of text.")
+    var json = false
+
+    @Flag(name: .shortAndLong, help: "Print nothing but errors (no progress, no file lines, no summary line).")
+    var quiet = false
+
+    @Flag(name: .shortAndLong, help: "Print a line per file: uploaded, failed, or skipped and why; a plan adds each object's metadata.")
+    var verbose = false
+
+    func validate() throws {
+        if quiet && verbose { throw ValidationError("--quiet and --verbose say opposite things: choose one.") }
+    }
+
+    /// The flags again, for a command that hands its arguments on (`run --dry-run` to `plan`).
+    var arguments: [String] { (json ? ["--json"] : []) + (quiet ? ["--quiet"] : []) + (verbose ? ["--verbose"] : []) }
+}
+
 /// What `hoist run` and `hoist cp` show while a run goes and when it ends: the progress display
 /// on a terminal, a line per file with `-v`, failures, the summary line; and the exit status.
 struct RunOutput: Sendable {
@@ -48,10 +67,10 @@ struct RunOutput: Sendable {
     let liveFailures: Bool
     let observers: [any JobObserver]
 
-    init(json: Bool, quiet: Bool, verbose: Bool) {
-        self.json = json
-        self.quiet = quiet
-        self.verbose = verbose
+    init(_ options: OutputOptions) {
+        json = options.json
+        quiet = options.quiet
+        verbose = options.verbose
         display = !json && !quiet && isatty(STDERR_FILENO) != 0 ? ProgressDisplay() : nil
         liveFailures = !json && (display != nil || verbose)
         var observers: [any JobObserver] = display.map { [$0] } ?? []

@@ -40,6 +40,55 @@ import Testing
         #expect(stored.filter { !$0.hasPrefix(".hoist") }.isEmpty, "\(stored)")
     }
 
+    /// run, plan and cp share their output flags (`OutputOptions`): with `--dry-run`, `-v` adds
+    /// each object's metadata to its line and `-q` prints nothing, as `hoist plan -v`/`-q` do.
+    @Test func dryRunHonoursTheSharedOutputFlags() throws {
+        let directory = try TemporaryDirectory()
+        let file = try directory.write("a.txt", Data("a".utf8))
+        let arguments = ["cp", "--dry-run", "--cache-control", "no-cache", "--metadata", "k=v", "--storage", storage(directory), file.path, "d/"]
+        let verbose = try runProcess(hoist, arguments + ["-v"])
+        #expect(verbose.status == 0)
+        #expect(verbose.stdout == "upload  a.txt -> d/a.txt (1 B) [cacheControl=no-cache, customMetadata.k=v]\n"
+            + "cp: 1 to upload (1 B), 0 to skip; nothing was uploaded (--dry-run)\n", "\(verbose.stdout)")
+        let quiet = try runProcess(hoist, arguments + ["-q"])
+        #expect(quiet.status == 0 && quiet.stdout.isEmpty, "\(quiet.stdout)")
+        let both = try runProcess(hoist, arguments + ["-q", "-v"])
+        #expect(both.status == 2 && both.stderr.contains("--quiet and --verbose say opposite things"), "\(both.stderr)")
+    }
+
+    /// The HTTP engine starts only when something speaks HTTP: a copy to a local bucket never
+    /// starts its thread (`hoist.curl`), though the GCS family is registered beside it; a copy
+    /// to fake-gcs-server does (the same sampling sees it there, so it would see it here).
+    @Test func theHTTPEngineStartsOnlyForHTTP() async throws {
+        let directory = try TemporaryDirectory()
+        let file = try directory.write("slow.bin", Data(repeating: 7, count: 192 << 10))
+        func threadNames(_ arguments: [String], environment: [String: String]? = nil) throws -> Set<String> {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: hoist)
+            process.arguments = ["cp", "-q", "--bandwidth", "96KiB/s"] + arguments
+            if let environment { process.environment = environment }
+            try process.run()
+            var names = Set<String>()
+            while process.isRunning {
+                let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(process.processIdentifier)/task")) ?? []
+                for task in tasks {
+                    let comm = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/task/\(task)/comm", encoding: .utf8)
+                    if let comm { names.insert(comm.trimmingCharacters(in: .whitespacesAndNewlines)) }
+                }
+                usleep(20_000)
+            }
+            #expect(process.terminationStatus == 0)
+            return names
+        }
+        let local = try threadNames(["--storage", storage(directory), file.path, "x/"])
+        #expect(!local.isEmpty && !local.contains("hoist.curl"), "\(local)")
+        let bucket = try await FakeGCS.makeBucket()
+        var environment = ProcessInfo.processInfo.environment
+        environment["STORAGE_EMULATOR_HOST"] = "127.0.0.1:\(try FakeGCS.port())"
+        let remote = try threadNames([file.path, "gs://\(bucket)/x/"], environment: environment)
+        #expect(remote.contains("hoist.curl"), "\(remote)")
+    }
+
     /// A bad value cp checks once it runs printed the root command's usage (`Usage: hoist
     /// <subcommand>`): it prints cp's.
     @Test(arguments: [["--bandwidth", "fast"], ["--storage", "nope://b"]])

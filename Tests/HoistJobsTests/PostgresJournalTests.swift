@@ -70,14 +70,14 @@ import Testing
         }
         let held = try shard.claimRun(wait: false)
         let toWorker = refusal { try SharedRun(journal: try PostgresJournal(url: url, job: "mixed"), wait: true) }
-        #expect(toWorker.contains("--shard processes of job mixed are running (pid \(getpid()) on "), "\(toWorker)")
+        #expect(toWorker.contains("shard processes of job mixed are running (pid \(getpid()) on "), "\(toWorker)")
         #expect(toWorker.contains("split a job two ways that do not mix"), "\(toWorker)")
         try otherShard.claimRun(wait: false).release()
         held.release()
         let worker = try SharedRun(journal: try PostgresJournal(url: url, job: "mixed"), wait: false)
         for wait in [false, true] {
             let toShard = refusal { try shard.claimRun(wait: wait) }
-            #expect(toShard.contains("--worker processes of job mixed are running"), "\(toShard)")
+            #expect(toShard.contains("worker processes of job mixed are running"), "\(toShard)")
         }
         worker.release()
         try shard.claimRun(wait: false).release()

@@ -55,8 +55,8 @@ import Testing
         let start = Date(timeIntervalSince1970: 1_767_225_600)   // 2026-01-01 00:00 UTC, a Thursday
         let expected = cronTimes(schedule, from: start, count: 12)
         #expect(expected.count == 12)
-        #expect(try systemdTimes(SystemdUnits.onCalendar(schedule), from: start, count: 12) == expected,
-                "\(text) -> \(SystemdUnits.onCalendar(schedule))")
+        #expect(try systemdTimes(schedule.systemdCalendars, from: start, count: 12) == expected,
+                "\(text) -> \(schedule.systemdCalendars)")
     }
 
     @Test func theUnitsRunTheJobReadOnlyButForWhatItWrites() throws {

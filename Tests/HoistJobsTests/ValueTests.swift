@@ -1,5 +1,6 @@
 import Foundation
 import HoistJobs
+import HoistStorage
 import HoistYAML
 import Testing
 

@@ -15,10 +15,10 @@ public struct Shard: Sendable, Equatable, CustomStringConvertible {
 
     public init(index: Int, count: Int) throws {
         guard count >= 1, count <= 1_000_000 else {
-            throw ShardError(description: "a shard count must be 1 to 1000000, not \(count).")
+            throw ShardError.countOutOfRange(count)
         }
         guard index >= 0, index < count else {
-            throw ShardError(description: "shard \(index) of \(count) does not exist: the index goes from 0 to \(count - 1).")
+            throw ShardError.noSuchShard(index: index, count: count)
         }
         self.index = index
         self.count = count
@@ -32,7 +32,7 @@ public struct Shard: Sendable, Equatable, CustomStringConvertible {
         if text == "auto" {
             if let id = environment["SLURM_ARRAY_TASK_ID"].flatMap(Int.init) {
                 guard let count = environment["SLURM_ARRAY_TASK_COUNT"].flatMap(Int.init) else {
-                    throw ShardError(description: "--shard auto: SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not.")
+                    throw ShardError.slurmCountMissing
                 }
                 let first = environment["SLURM_ARRAY_TASK_MIN"].flatMap(Int.init) ?? 0
                 try self.init(index: id - first, count: count)
@@ -40,17 +40,16 @@ public struct Shard: Sendable, Equatable, CustomStringConvertible {
             }
             if let index = environment["JOB_COMPLETION_INDEX"].flatMap(Int.init) {
                 guard let count = environment["HOIST_SHARD_COUNT"].flatMap(Int.init) else {
-                    throw ShardError(description: "--shard auto: JOB_COMPLETION_INDEX is set; set HOIST_SHARD_COUNT to the Job's completions too.")
+                    throw ShardError.kubernetesCountMissing
                 }
                 try self.init(index: index, count: count)
                 return
             }
-            throw ShardError(description: "--shard auto needs SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT (a Slurm array), "
-                + "or JOB_COMPLETION_INDEX and HOIST_SHARD_COUNT (a Kubernetes Indexed Job).")
+            throw ShardError.noIndexInTheEnvironment
         }
         let parts = text.split(separator: "/", omittingEmptySubsequences: false)
         guard parts.count == 2, let index = Int(parts[0]), let count = Int(parts[1]) else {
-            throw ShardError(description: "--shard takes K/N (shard K of N, K from 0 to N-1) or auto, not '\(text)'.")
+            throw ShardError.malformed(text)
         }
         try self.init(index: index, count: count)
     }
@@ -71,6 +70,30 @@ public struct Shard: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-public struct ShardError: Error, CustomStringConvertible, Sendable {
-    public let description: String
+/// Why a shard cannot be had, as a value: the caller words it (`description` names no flag).
+public enum ShardError: Error, CustomStringConvertible, Sendable, Equatable {
+    /// A count outside 1...1000000.
+    case countOutOfRange(Int)
+    /// An index outside 0..<count.
+    case noSuchShard(index: Int, count: Int)
+    /// `auto` in a Slurm array without `SLURM_ARRAY_TASK_COUNT`.
+    case slurmCountMissing
+    /// `auto` in a Kubernetes Indexed Job without `HOIST_SHARD_COUNT`.
+    case kubernetesCountMissing
+    /// `auto` with neither a Slurm array's nor a Kubernetes Indexed Job's variables.
+    case noIndexInTheEnvironment
+    /// Text that is neither `K/N` nor `auto`.
+    case malformed(String)
+
+    public var description: String {
+        switch self {
+        case .countOutOfRange(let count): "a shard count must be 1 to 1000000, not \(count)."
+        case .noSuchShard(let index, let count): "shard \(index) of \(count) does not exist: the index goes from 0 to \(count - 1)."
+        case .slurmCountMissing: "SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not."
+        case .kubernetesCountMissing: "JOB_COMPLETION_INDEX is set; set HOIST_SHARD_COUNT to the Job's completions too."
+        case .noIndexInTheEnvironment: "an automatic shard needs SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT (a Slurm array), "
+            + "or JOB_COMPLETION_INDEX and HOIST_SHARD_COUNT (a Kubernetes Indexed Job)."
+        case .malformed(let text): "a shard is K/N (shard K of N, K from 0 to N-1) or auto, not '\(text)'."
+        }
+    }
 }

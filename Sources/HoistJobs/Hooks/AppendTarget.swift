@@ -75,10 +75,8 @@ struct AppendTarget: Sendable {
         if let envFile = job.envFile { reads.append((real(envFile), "the envFile", false)) }
         for hook in job.manifest.hooks { if case .file(let path) = hook { reads.append((real(job.resolve(path)), "a hook script", false)) } }
         for folder in PluginCatalog.directories(for: job, environment: job.environment) { reads.append((real(folder), "a plugin folder", true)) }
-        let settings = job.manifest.storage
-        if let bundle = settings.caBundle { reads.append((real(job.resolve(bundle)), "the CA bundle", true)) }
-        if let credentials = settings.credentials { reads.append((real(job.resolve(credentials)), "the credentials file", false)) }
-        for name in ["CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR", "GOOGLE_APPLICATION_CREDENTIALS"] {
+        for read in job.manifest.storage.options.reads(in: job.backendContext()) { reads.append((real(read.path), read.what, read.isTree)) }
+        for name in ["CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR"] {
             if let path = job.environment[name], !path.isEmpty { reads.append((real(URL(fileURLWithPath: path).path), "$\(name)", true)) }
         }
         let journal = job.journalPath()

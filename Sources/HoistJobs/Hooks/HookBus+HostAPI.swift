@@ -54,11 +54,33 @@ extension HookBus {
             }),
         ]))
 
-        let requests = self.requests
+        installHTTP()
+
+        let output = appendTarget
+        let controls = self.controls
+        runtime.setGlobal("hoist", .table([
+            "job": .table(["name": .string(job.manifest.name), "run_id": .string(runID),
+                           "started": .integer(Int64(started.timeIntervalSince1970))]),
+            "pause_job": .function(LuaFunction { _ in controls.pause(); return [] }),
+            "resume_job": .function(LuaFunction { _ in controls.resume(); return [] }),
+            "append_file": .function(LuaFunction { arguments in
+                guard arguments.count >= 2, let path = arguments[0].string, let text = arguments[1].string else {
+                    throw HostError("hoist.append_file(path, text) needs a path and a text")
+                }
+                try output.append(Data(text.utf8), to: path)
+                return []
+            }),
+        ]))
+    }
+
+    /// `http.post(url, body, headers)`: a POST over http(s) through the job's transport,
+    /// bounded in time and size, trusting the CA bundle the storage trusts.
+    private func installHTTP() {
+        let runtime = self.runtime
+        let requests = self.requests, transport = self.transport
         // The CA bundle the job trusts for storage (`--ca-bundle`, `storage.caBundle`, the
         // environment) also serves notifications: a re-signing proxy signs every host.
-        let caBundle = (storage.backend as? GCSBackend)?.configuration.caBundle
-            ?? job.manifest.storage.caBundle.map(job.resolve) ?? HTTPRequest.caBundle(fromEnvironment: environment)
+        let caBundle = storage.backend.capabilities.caBundle ?? HTTPRequest.caBundle(fromEnvironment: job.environment)
         runtime.setGlobal("http", .table([
             "post": .function(LuaFunction { [unowned runtime] arguments in
                 guard let url = arguments.first?.string else { throw HostError("http.post needs a URL") }
@@ -87,7 +109,7 @@ extension HookBus {
                 request.stallTimeout = 10
                 let prepared = request
                 let outcome: Result<HTTPResponse, any Error>? = requests.wait {
-                    do { return .success(try await CurlEngine.shared.perform(prepared)) } catch { return .failure(error) }
+                    do { return .success(try await transport.perform(prepared)) } catch { return .failure(error) }
                 }
                 switch outcome {
                 case .success(let response)?:
@@ -97,22 +119,6 @@ extension HookBus {
                 case nil:
                     return [.nil, .string("stopped: the job is stopping")]
                 }
-            }),
-        ]))
-
-        let output = appendTarget
-        let controls = self.controls
-        runtime.setGlobal("hoist", .table([
-            "job": .table(["name": .string(job.manifest.name), "run_id": .string(runID),
-                           "started": .integer(Int64(started.timeIntervalSince1970))]),
-            "pause_job": .function(LuaFunction { _ in controls.pause(); return [] }),
-            "resume_job": .function(LuaFunction { _ in controls.resume(); return [] }),
-            "append_file": .function(LuaFunction { arguments in
-                guard arguments.count >= 2, let path = arguments[0].string, let text = arguments[1].string else {
-                    throw HostError("hoist.append_file(path, text) needs a path and a text")
-                }
-                try output.append(Data(text.utf8), to: path)
-                return []
             }),
         ]))
     }

@@ -1,4 +1,5 @@
 import Foundation
+import HoistHTTP
 import HoistYAML
 import HoistLua
 import HoistStorage
@@ -44,6 +45,8 @@ public final class HookBus: JobObserver, @unchecked Sendable {
     private let queue = DispatchQueue(label: "hoist.hooks")
     let job: Job
     let storage: Storage
+    /// What sends hooks' `http.post` requests.
+    let transport: any HTTPTransport
     let log: @Sendable (HookLogLine) -> Void
     let settings: LuaSettings
     let runID: String
@@ -85,10 +88,11 @@ public final class HookBus: JobObserver, @unchecked Sendable {
     ///   `--ca-bundle`), which the hooks' output folder may not hold.
     /// - Throws: `YAMLError` at `lua.output` for an output folder holding what the run reads.
     public init(job: Job, storage: Storage, runID: String = UUID().uuidString.lowercased(), alsoReads: [String] = [],
-                log: @escaping @Sendable (HookLogLine) -> Void) throws {
+                transport: any HTTPTransport = HTTPTransports.standard, log: @escaping @Sendable (HookLogLine) -> Void) throws {
         appendTarget = try AppendTarget(job: job, alsoReads: alsoReads)
         self.job = job
         self.storage = storage
+        self.transport = transport
         self.log = log
         self.runID = runID
         settings = job.manifest.lua

@@ -36,7 +36,7 @@ public final class JobLock: JobRunLock {
                 throw Unavailable(description: "the lock file \(path) is a symbolic link or not a file: Hoist writes it only where it is. Remove it.")
             }
             throw Unavailable(description: "cannot open the lock file \(path): \(String(cString: strerror(errno))). "
-                + "Give this user write access to \(folder), or name another journal with --journal.")
+                + "Give this user write access to \(folder), or name another journal (journal: in the manifest).")
         }
         while flock(descriptor, LOCK_EX | (wait ? 0 : LOCK_NB)) != 0 {
             let reason = errno

@@ -42,6 +42,26 @@ public protocol JournalStore: Sendable {
     func fileCounts() throws -> [Journal.FileState: Int]
     /// The most recently updated files in `state`.
     func files(state: Journal.FileState, limit: Int) throws -> [Journal.FileRecord]
+
+    /// Its reads and claims wait on the network (a database server), so a run keeps the global
+    /// executor rather than a transport's thread, where they would stall uploads. Default false.
+    var waitsOnTheNetwork: Bool { get }
+    /// Workers on many machines can share runs of a job through it (`joinSharedRun`). Default false.
+    var supportsSharedRuns: Bool { get }
+    /// Joins the job's shared run as a worker (planning it when first), as `SharedRun.init` says.
+    /// - Throws: `JournalError.noSharedRuns` for a journal that does not support them (the default).
+    func joinSharedRun(wait: Bool, lease: Double, fingerprint: String) throws -> SharedRun
+    /// The job's newest shared run with its workers, or nil when it has none (the default).
+    func sharedRunStatus() throws -> Journal.SharedRunStatus?
+}
+
+extension JournalStore {
+    public var waitsOnTheNetwork: Bool { false }
+    public var supportsSharedRuns: Bool { false }
+    public func joinSharedRun(wait: Bool, lease: Double, fingerprint: String) throws -> SharedRun {
+        throw JournalError.noSharedRuns(location: location)
+    }
+    public func sharedRunStatus() throws -> Journal.SharedRunStatus? { nil }
 }
 
 /// A run's hold on its job; released when the run ends (or its process does).

@@ -241,10 +241,14 @@ public final class PostgresJournal: JournalStore {
     var runLockName: String { shard.map { "hoist run \(job) shard \($0)" } ?? jobLockName }
     var jobLockName: String { "hoist run " + job }
 
-    /// The two ways of splitting a job over processes, which do not mix.
+    /// The two ways of splitting a job over processes, which do not mix. The raw values are
+    /// part of the advisory lock names every version takes: never change them.
     enum Split: String {
         case shards = "--shard"
         case workers = "--worker"
+
+        /// Its processes, as messages name them.
+        var processes: String { self == .shards ? "shard" : "worker" }
     }
 
     /// Keeps shards and workers of one job apart (both hold the job's lock shared). A process of
@@ -263,8 +267,8 @@ public final class PostgresJournal: JournalStore {
             SELECT coalesce(a.application_name, 'unknown') FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
             WHERE \(unescaped: grantedAdvisoryKey) = hashtextextended(\(theirs), 0) LIMIT 1
             """, logger: logger).wait().first?.decode(String.self) else { return }
-        throw JournalError(message: "\(other.rawValue) processes of job \(job) are running (pid \(holder.components(separatedBy: " pid ").last ?? holder)): "
-            + "--shard and --worker split a job two ways that do not mix; run all of its processes one way")
+        throw JournalError(message: "\(other.processes) processes of job \(job) are running (pid \(holder.components(separatedBy: " pid ").last ?? holder)): "
+            + "shards and workers of a shared run split a job two ways that do not mix; run all of its processes one way")
     }
 
     /// Takes the job's advisory lock on a connection of its own, then marks this job's runs
@@ -584,5 +588,16 @@ extension JournalError {
         if text.lowercased().contains("timed out") || text.contains("connectTimeout") { return "connection timed out" }
         if let error = error as? IOError { return error.description }
         return text.count > 200 ? String(text.prefix(200)) + "…" : text
+    }
+}
+
+extension PostgresJournal {
+    /// Its reads and claims are queries to a server.
+    public var waitsOnTheNetwork: Bool { true }
+    /// Workers on many machines share runs through the server (`SharedRun`).
+    public var supportsSharedRuns: Bool { true }
+
+    public func joinSharedRun(wait: Bool, lease: Double, fingerprint: String) throws -> SharedRun {
+        try SharedRun(journal: self, wait: wait, lease: lease, fingerprint: fingerprint)
     }
 }

@@ -17,7 +17,7 @@ enum PrivateFiles {
             var info = stat()
             if lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFLNK {
                 throw JournalError(message: "\(path) is a symbolic link: Hoist opens its journal files only where they are. "
-                    + "Remove the link, or name the real file with --journal.")
+                    + "Remove the link, or name the real file as the journal (the manifest's journal:).")
             }
         }
     }
@@ -30,11 +30,11 @@ enum PrivateFiles {
             guard lstat(path, &info) == 0 else { continue }
             if info.st_uid != geteuid() {
                 throw JournalError(message: "\(path) belongs to another user (uid \(info.st_uid)): Hoist uses only journal files its own user made. "
-                    + "Remove it, or name another journal with --journal.")
+                    + "Remove it, or name another journal (the manifest's journal:).")
             }
             if info.st_mode & 0o022 != 0 {
                 throw JournalError(message: "\(path) may be written by other users (mode \(String(info.st_mode & 0o777, radix: 8))): "
-                    + "Hoist uses only journal files no one else can change. chmod go-w it, or name another journal with --journal.")
+                    + "Hoist uses only journal files no one else can change. chmod go-w it, or name another journal (the manifest's journal:).")
             }
         }
     }

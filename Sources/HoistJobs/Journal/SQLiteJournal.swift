@@ -23,7 +23,7 @@ public final class SQLiteJournal: JournalStore {
             try PrivateFiles.makeFolder(folder)
         } catch {
             throw JournalError(message: "cannot create the journal's folder \(folder): \(error.localizedDescription.trimmingCharacters(in: CharacterSet(charactersIn: "."))). "
-                + "Create it with write access for this user, or name another journal with --journal.")
+                + "Create it with write access for this user, or name another journal (the manifest's journal:).")
         }
         try PrivateFiles.refuseLinks([path, path + "-wal", path + "-shm", path + "-journal"])
         try PrivateFiles.refuseForeign([path, path + "-wal", path + "-journal"])
@@ -250,6 +250,11 @@ public struct JournalError: Error, CustomStringConvertible, Sendable {
 
     public init(message: String) { self.message = message }
 
+    /// A shared run asked of the journal at `location`, which does not support them.
+    static func noSharedRuns(location: String) -> JournalError {
+        JournalError(message: "the journal \(location) cannot share a run between workers: that takes a PostgreSQL journal (postgres://...)")
+    }
+
     init(opening path: String, _ error: any Error) {
         let folder = (path as NSString).deletingLastPathComponent
         switch (error as? DatabaseError)?.resultCode.primaryResultCode {
@@ -258,9 +263,9 @@ public struct JournalError: Error, CustomStringConvertible, Sendable {
                 + "(mv \(path) \(path).bad): the next run uploads again every file it cannot prove unchanged."
         case .SQLITE_READONLY?, .SQLITE_CANTOPEN?, .SQLITE_PERM?, .SQLITE_AUTH?:
             message = "the journal \(path) cannot be opened for writing (\(SQLiteJournal.reason(error))). "
-                + "Give this user write access to \(folder) and the journal, or name another with --journal."
+                + "Give this user write access to \(folder) and the journal, or name another (the manifest's journal:)."
         case .SQLITE_FULL?:
-            message = "the disk holding the journal \(path) is full: free space there, or name another journal with --journal."
+            message = "the disk holding the journal \(path) is full: free space there, or name another journal (the manifest's journal:)."
         default:
             message = "\(path) is not a usable Hoist journal (\(SQLiteJournal.reason(error))). "
                 + "To start over, move it aside (mv \(path) \(path).bad): the next run uploads again every file it cannot prove unchanged."

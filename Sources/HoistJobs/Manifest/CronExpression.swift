@@ -1,4 +1,5 @@
 import Foundation
+import HoistStorage
 
 /// A crontab schedule: five fields (minute hour day-of-month month day-of-week) with `*`, lists,
 /// ranges, steps and names (`jan`, `mon`), or one of `@hourly`, `@daily`, `@weekly`, `@monthly`,

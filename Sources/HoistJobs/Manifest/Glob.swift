@@ -1,3 +1,5 @@
+import HoistStorage
+
 /// A file pattern: `*` (any run of characters but `/`), `?` (one character but `/`), `**` (any
 /// run of folders), `[a-z]` and `[!a-z]` (one character of a class), `{a,b}` (alternatives).
 /// A pattern without `/` matches a file's name in any folder; one with `/` matches the whole

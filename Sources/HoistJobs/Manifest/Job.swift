@@ -148,10 +148,11 @@ public struct Job: Sendable {
 
     /// Checks that every file set's root is a folder Hoist can read, so that a mount that went
     /// away, a typo or a permission change stops the job instead of uploading nothing "successfully";
-    /// and that the `storage.credentials` key file (for `gs://`) can be read.
+    /// and what the backend's options can check before it is made (`BackendOptions.check`: the
+    /// GCS backend's `credentials` key file can be read).
     /// - Returns: notes for optional file sets whose root is missing (they are skipped).
     /// - Throws: `YAMLError` at the `root:` of the first file set whose root is missing (and not
-    ///   `optional: true`) or not a readable folder; at `credentials:` for a key file that cannot be read.
+    ///   `optional: true`) or not a readable folder; at the `storage:` key a backend's check names.
     @discardableResult
     public func checkRoots() throws -> [String] {
         var notes: [String] = []
@@ -179,13 +180,8 @@ public struct Job: Sendable {
             }
             throw locatedError(problem, at: ["files", index, "root"])
         }
-        if let credentials = manifest.storage.credentials, manifest.storage.location.scheme == "gs" {
-            let path = resolve(credentials)
-            if access(path, R_OK) != 0 {
-                let reason = String(cString: strerror(errno))
-                throw locatedError("credentials file \(path) cannot be read (\(reason)): fix the path "
-                    + "(relative to the manifest's folder), or leave credentials out to use the environment's", at: ["storage", "credentials"])
-            }
+        do { try manifest.storage.options.check(in: backendContext()) } catch let error as BackendOptionError {
+            throw locatedError(error.message, at: ["storage", error.key])
         }
         _ = try AppendTarget(job: self)
         return notes
@@ -226,10 +222,11 @@ public struct Job: Sendable {
         return directory.appendingPathComponent(path).standardizedFileURL.path
     }
 
-    /// The folder of a `file:` storage, absolute (nil for `gs://`).
+    /// The folder of a storage whose objects are files of this machine (`file:`), absolute;
+    /// nil for a bucket on a server.
     public var localBucketFolder: String? {
         let location = manifest.storage.location
-        return location.scheme == "file" ? location.directory(relativeTo: directory.path) : nil
+        return manifest.storage.registration.urlForm == .folder ? location.directory(relativeTo: directory.path) : nil
     }
 
     /// Folders a followed link in a root may not lead into (links resolved): the local bucket
@@ -246,34 +243,26 @@ public struct Job: Sendable {
         return Journal.defaultPath(job: manifest.name, environment: environment)
     }
 
+    /// What the storage's backend is made from: the location and options of `storage:`, the
+    /// job's environment, its folder for relative paths.
+    func backendContext(caBundle: String? = nil) -> BackendContext {
+        BackendContext(location: manifest.storage.location, options: manifest.storage.options, environment: environment,
+                       directory: directory.path, caBundle: caBundle)
+    }
+
     /// The storage the job uploads to, configured from `storage:` and `upload:`.
-    /// - Parameter caBundle: a CA bundle that wins over `storage.caBundle` and the environment
-    ///   (`hoist run --ca-bundle`).
-    /// - Throws: `YAMLError` at `storage.caBundle` when that file cannot be read.
+    /// - Parameter caBundle: a CA bundle that wins over the backend's options and the
+    ///   environment (`hoist run --ca-bundle`).
+    /// - Throws: `YAMLError` at the `storage:` key of an option that cannot be used (a file it
+    ///   names cannot be read); the backend's `StorageFailure`.
     public func makeStorage(caBundle: String? = nil) throws -> Storage {
-        let settings = manifest.storage
         let backend: any StorageBackend
-        if let folder = localBucketFolder {
-            backend = LocalBucket(directory: folder)
-        } else {
-            let bucket = settings.location.bucket
-            var environment = self.environment
-            if let credentials = settings.credentials { environment["GOOGLE_APPLICATION_CREDENTIALS"] = resolve(credentials) }
-            var bundle = caBundle
-            if bundle == nil, let named = settings.caBundle {
-                let path = resolve(named)
-                guard FileManager.default.isReadableFile(atPath: path) else {
-                    throw locatedError("CA bundle \(path) cannot be read: name a PEM file of CA certificates, or a folder of them hashed by `openssl rehash`", at: ["storage", "caBundle"])
-                }
-                bundle = path
-            }
-            var configuration = try GCSBackend.Configuration.fromEnvironment(bucket: bucket, environment, caBundle: bundle)
-            if let threshold = settings.multipartThreshold { configuration.multipartThreshold = threshold.bytes }
-            if let tokens = settings.downloadTokens { configuration.setsDownloadTokens = tokens }
-            if let insecure = settings.insecureSkipTLSVerify { configuration.insecureSkipTLSVerify = insecure }
-            backend = GCSBackend(configuration)
+        do {
+            backend = try manifest.storage.registration.factory(backendContext(caBundle: caBundle))
+        } catch let error as BackendOptionError {
+            throw locatedError(error.message, at: ["storage", error.key])
         }
-        let storage = Storage(url: settings.url, backend: backend)
+        let storage = Storage(url: manifest.storage.url, backend: backend)
         storage.maxUploadRetryTime = manifest.upload.retryTime.seconds
         storage.maxUploadRetries = manifest.upload.retries
         if let rate = manifest.upload.bandwidth { storage.bandwidthLimiter = BandwidthLimiter(bytesPerSecond: rate.bytesPerSecond) }

@@ -1,7 +1,6 @@
 import Foundation
 import HoistStorage
 import HoistYAML
-import HoistStorage
 
 /// A job: what to upload, where, and how. See docs/manifest.md for every key.
 public struct JobManifest: Decodable, Sendable {
@@ -28,7 +27,7 @@ public struct JobManifest: Decodable, Sendable {
     /// under `env:` (which wins) and over the process's own. See `Job.init`.
     public var envFile: String?
 
-    enum CodingKeys: String, CodingKey { case version, name, storage, files, upload, hooks, lua, schedule, description, journal, env, envFile }
+    enum CodingKeys: String, CodingKey, CaseIterable { case version, name, storage, files, upload, hooks, lua, schedule, description, journal, env, envFile }
 
     /// A job made in code rather than read from YAML (`hoist cp`): no hooks, no schedule.
     public init(name: String, storage: StorageSettings, files: [FileSet], upload: UploadSettings = UploadSettings()) {
@@ -74,55 +73,58 @@ public struct JobManifest: Decodable, Sendable {
     }
 }
 
-/// `storage:` where the objects go.
+/// `storage:` where the objects go: `url`, and the keys of the backend serving its scheme
+/// (`BackendRegistration.options`, decoded from this same mapping: the GCS backend's
+/// `credentials`, `caBundle`, ... sit flat beside `url`).
 public struct StorageSettings: Decodable, Sendable {
-    /// `gs://BUCKET`, `file:///ABS/DIR` or `file:REL/DIR` (relative to the manifest's folder).
+    /// A URL of a registered backend: `gs://BUCKET`, `file:///ABS/DIR` or `file:REL/DIR`
+    /// (relative to the manifest's folder).
     public var url: String
     /// `url`, parsed.
     public var location: StorageLocation
-    /// A service-account key file for `gs://` (default: the environment, as Google's tools read it).
-    public var credentials: String?
-    /// Objects up to this size go up in one request; larger ones through a resumable session.
-    public var multipartThreshold: ByteSize?
-    /// Set a Firebase download token on each object (default true).
-    public var downloadTokens: Bool?
-    /// Skip TLS certificate checks. Never do this outside a test network.
-    public var insecureSkipTLSVerify: Bool?
-    /// A PEM file of CA certificates to trust for `gs://` instead of the system store (relative to
-    /// the manifest's folder): a private CA, or a proxy's that re-signs TLS.
-    public var caBundle: String?
+    /// The backend's own keys.
+    public var options: any BackendOptions
+    /// The backend serving `url`.
+    public var registration: BackendRegistration
 
-    enum CodingKeys: String, CodingKey { case url, credentials, multipartThreshold, downloadTokens, insecureSkipTLSVerify, caBundle }
+    enum CodingKeys: String, CodingKey, CaseIterable { case url }
 
     /// What a manifest whose `storage` has a mistake is read on with, to find the mistakes after it.
-    static var placeholder: StorageSettings { StorageSettings(location: try! StorageLocation(parsing: "file:.")) }
+    static var placeholder: StorageSettings { try! StorageSettings(location: StorageLocation(parsing: "file:.")) }
 
-    /// Storage made in code (`hoist cp`).
-    public init(location: StorageLocation) {
+    /// Storage made in code (`hoist cp`), with its backend's default options.
+    /// - Throws: `StorageFailure` for a scheme no backend serves.
+    public init(location: StorageLocation) throws {
+        guard let registration = BackendRegistry.registration(for: location.scheme) else {
+            throw StorageFailure(.invalidArgument, "No storage backend for \(location.url): use \(BackendRegistry.forms)")
+        }
         url = location.url
         self.location = location
+        self.registration = registration
+        options = registration.options.init()
     }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         url = try c.decode(String.self, forKey: .url)
-        if url == "gs://" {
-            throw DecodingError.dataCorruptedError(forKey: .url, in: c, debugDescription: "bad storage url '\(url)': no bucket name")
-        }
-        guard let location = try? StorageLocation(parsing: url), ["gs", "file"].contains(location.scheme) else {
+        guard let location = try? StorageLocation(parsing: url), let registration = BackendRegistry.registration(for: location.scheme) else {
+            let noBucket = url.hasSuffix("://") && BackendRegistry.registration(for: String(url.dropLast(3))) != nil
             throw DecodingError.dataCorruptedError(forKey: .url, in: c,
-                debugDescription: "bad storage url '\(url)': use \(StorageLocation.forms)")
+                debugDescription: "bad storage url '\(url)': " + (noBucket ? "no bucket name" : "use \(BackendRegistry.forms)"))
         }
-        guard location.scheme != "gs" || (location.path.isEmpty && !url.dropFirst(5).contains("/")) else {
+        if registration.urlForm == .bucket, !location.path.isEmpty || url.dropFirst(registration.scheme.count + 3).contains("/") {
             throw DecodingError.dataCorruptedError(forKey: .url, in: c,
-                debugDescription: "bad storage url '\(url)': a gs:// url names only a bucket (put paths in destination)")
+                debugDescription: "bad storage url '\(url)': a \(registration.scheme):// url names only a bucket (put paths in destination)")
         }
         self.location = location
-        credentials = try c.decodeIfPresent(String.self, forKey: .credentials).flatMap { $0.isEmpty ? nil : $0 }
-        multipartThreshold = try c.decodeIfPresent(ByteSize.self, forKey: .multipartThreshold)
-        downloadTokens = try c.decodeIfPresent(Bool.self, forKey: .downloadTokens)
-        insecureSkipTLSVerify = try c.decodeIfPresent(Bool.self, forKey: .insecureSkipTLSVerify)
-        caBundle = try c.decodeIfPresent(String.self, forKey: .caBundle).flatMap { $0.isEmpty ? nil : $0 }
+        self.registration = registration
+        do {
+            options = try registration.options.init(from: decoder)
+        } catch let error as DecodingError {
+            // As for any other key's bad value: said, and the decoding goes on to find more.
+            try decoder.report(error)
+            options = registration.options.init()
+        }
     }
 }
 
@@ -154,7 +156,7 @@ public struct FileSet: Decodable, Sendable {
     /// false: `*.jpg` does not match `SCAN.JPG`).
     public var ignoreCase: Bool
 
-    enum CodingKeys: String, CodingKey {
+    enum CodingKeys: String, CodingKey, CaseIterable {
         case root, include, exclude, destination, metadata, rules, hidden, followSymlinks, minSize, maxSize, minAge, optional, ignoreCase
     }
 
@@ -236,6 +238,10 @@ public struct MetadataSettings: Decodable, Sendable {
     public var contentLanguage: Template?
     public var customMetadata: [String: Template]?
 
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case contentType, cacheControl, contentDisposition, contentEncoding, contentLanguage, customMetadata
+    }
+
     /// Each header field's template and the object field it fills, in `ObjectResource.headerFields`' order.
     static let fields: [(name: String, template: KeyPath<MetadataSettings, Template?> & Sendable,
                          keyPath: WritableKeyPath<ObjectResource, String?> & Sendable)] = [
@@ -258,7 +264,7 @@ public struct MetadataRule: Decodable, Sendable {
     public var match: [Glob]
     public var metadata: MetadataSettings
 
-    enum CodingKeys: String, CodingKey { case match, metadata }
+    enum CodingKeys: String, CodingKey, CaseIterable { case match, metadata }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -292,7 +298,7 @@ public struct UploadSettings: Decodable, Sendable {
 
     public init() {}
 
-    enum CodingKeys: String, CodingKey { case concurrency, retries, retryTime, bandwidth, skipUnchanged, remoteCheck, maxErrors, failFast, noClobber }
+    enum CodingKeys: String, CodingKey, CaseIterable { case concurrency, retries, retryTime, bandwidth, skipUnchanged, remoteCheck, maxErrors, failFast, noClobber }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -327,7 +333,7 @@ public enum HookSource: Decodable, Sendable, Equatable {
     case inline(String)
     case plugin(String, settings: [String: PluginSetting])
 
-    enum CodingKeys: String, CodingKey { case inline, plugin, with }
+    enum CodingKeys: String, CodingKey, CaseIterable { case inline, plugin, with }
 
     public init(from decoder: any Decoder) throws {
         if let path = try? decoder.singleValueContainer().decode(String.self) {
@@ -383,7 +389,7 @@ public struct LuaSettings: Decodable, Sendable {
 
     public init() {}
 
-    enum CodingKeys: String, CodingKey { case allow, instructionLimit, memoryLimit, progressInterval, queueLimit, timeLimit, secrets, output }
+    enum CodingKeys: String, CodingKey, CaseIterable { case allow, instructionLimit, memoryLimit, progressInterval, queueLimit, timeLimit, secrets, output }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)

@@ -1,4 +1,5 @@
 import Foundation
+import HoistStorage
 
 /// A text with placeholders filled per file: `{relpath}`, `{dir}`, `{name}`, `{stem}`, `{ext}`,
 /// `{job}`, `{hostname}`, `{env:VAR}`, `{mtime:FORMAT}`, `{now:FORMAT}` (strftime formats, such

@@ -99,8 +99,8 @@ public final class JobRunner: Sendable {
     /// hashed off it. A run with a PostgreSQL journal keeps the global executor: its journal's
     /// reads and claims wait on the network, behind the other threads' batch transactions.
     public func run(totals: (files: Int, bytes: Int64)? = nil) async -> JobSummary {
-        guard storage.backend is GCSBackend, !(journal is PostgresJournal) else { return await runHere(totals: totals) }
-        return await withTaskExecutorPreference(CurlEngine.shared) { await runHere(totals: totals) }
+        guard let executor = storage.backend.capabilities.preferredExecutor, journal?.waitsOnTheNetwork != true else { return await runHere(totals: totals) }
+        return await withTaskExecutorPreference(executor) { await runHere(totals: totals) }
     }
 
     private func runHere(totals: (files: Int, bytes: Int64)?) async -> JobSummary {

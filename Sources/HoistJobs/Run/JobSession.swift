@@ -27,19 +27,57 @@ public final class JobSession: Sendable {
         public var caBundle: String?
         /// Prometheus metrics written here at the end (and on a failed start).
         public var metricsFile: String?
-        /// Where hooks' log lines and notes (an optional root skipped) go.
-        public var log: @Sendable (String) -> Void = { _ in }
-        /// `--quiet`: errors only. Notes and hooks' `log.debug`/`log.info`/`print` are not passed
-        /// to `log`; hooks' `log.warn`/`log.error` and Hoist's warnings are.
+        /// Where hooks' log lines, notes (an optional root skipped), warnings and problems go,
+        /// for the caller to word and show.
+        public var log: @Sendable (Message) -> Void = { _ in }
+        /// Errors only: notes and hooks' `log.debug`/`log.info`/`print` are not passed to `log`;
+        /// hooks' `log.warn`/`log.error`, warnings and problems are.
         public var quiet = false
 
         public init() {}
     }
 
-    /// Why a run could not start: one sentence. `busy` when another run holds the job.
+    /// What a session tells its caller while it opens and ends; the caller words and shows it.
+    public enum Message: Sendable {
+        /// Something worth knowing that changes nothing (an optional root skipped).
+        case note(String)
+        /// A risk every run runs (TLS checks off, from the backend's options).
+        case warning(String)
+        /// A hook's log line.
+        case hook(HookLogLine)
+        /// A problem that does not stop the run (the failure could not be written to the metrics file).
+        case problem(String)
+    }
+
+    /// Why a run could not start, as a value: the caller words it (`description` is one
+    /// sentence that names no command-line flag).
     public struct StartError: Error, CustomStringConvertible, Sendable {
-        public let description: String
-        public let busy: Bool
+        public enum Reason: Sendable, Equatable {
+            /// Another run holds the job: the process holding it, as it wrote itself.
+            case busy(holder: String)
+            /// A worker of a shared run was asked for on a journal without shared runs.
+            case sharedRunsUnsupported(journal: String)
+            /// A worker of a shared run was asked for on one shard of the job: the two split it two ways.
+            case workerOfAShard
+            /// Anything else, said in a sentence (a missing root, no credentials, a journal that cannot be opened).
+            case failed(String)
+        }
+
+        /// The job's name.
+        public let job: String
+        public let reason: Reason
+
+        /// Another run holds the job.
+        public var busy: Bool { if case .busy = reason { true } else { false } }
+
+        public var description: String {
+            switch reason {
+            case .busy(let holder): "\(job) is already running (pid \(holder))"
+            case .sharedRunsUnsupported(let journal): "a shared run needs a PostgreSQL journal, and \(journal) is a file"
+            case .workerOfAShard: "a worker of a shared run and a shard split a job two ways: workers share one plan; choose one"
+            case .failed(let message): message
+            }
+        }
     }
 
     public let job: Job
@@ -71,15 +109,15 @@ public final class JobSession: Sendable {
         var lock: (any JobRunLock)?
         var shared: SharedRun?
         func fail(_ error: any Error) -> StartError {
-            let message = describe(error)
+            let failure = error as? StartError ?? StartError(job: job.manifest.name, reason: .failed(describe(error)))
             if let metricsFile = options.metricsFile {
                 do { try Metrics.writeFailure(job: job.manifest.name, to: metricsFile) } catch {
-                    options.log("hoist: \(error)")
+                    options.log(.problem("\(error)"))
                 }
             }
-            try? journal?.recordFailedStart(job: job.manifest.name, reason: message)
+            try? journal?.recordFailedStart(job: job.manifest.name, reason: failure.description)
             lock?.release()
-            return StartError(description: message, busy: false)
+            return failure
         }
         if options.journal {
             do {
@@ -87,22 +125,18 @@ public final class JobSession: Sendable {
                 let store = try Journal.open(job.journalPath(override: options.journalOverride), job: job.manifest.name, shard: job.shard)
                 journal = store
                 if options.worker {
-                    guard let store = store as? PostgresJournal else {
-                        throw JournalError(message: "--worker shares a run through a PostgreSQL journal, and \(store.location) is a file: "
-                            + "name one with journal: postgres://... or --journal")
+                    guard store.supportsSharedRuns else {
+                        throw StartError(job: job.manifest.name, reason: .sharedRunsUnsupported(journal: store.location))
                     }
-                    guard job.shard == nil else {
-                        throw JournalError(message: "--worker and --shard split a job two ways: workers share one plan; choose one")
-                    }
-                    shared = try SharedRun(journal: store, wait: options.wait, lease: options.lease, fingerprint: job.fingerprint)
+                    guard job.shard == nil else { throw StartError(job: job.manifest.name, reason: .workerOfAShard) }
+                    shared = try store.joinSharedRun(wait: options.wait, lease: options.lease, fingerprint: job.fingerprint)
                     shared?.exitWhenStuckAfterLoss = options.lease
                     lock = shared
                 } else {
                     lock = try store.claimRun(wait: options.wait)
                 }
             } catch let error as JobLock.Busy {
-                throw StartError(description: "\(job.manifest.name) is already running (pid \(error.holder)); use --wait to wait for it",
-                                 busy: true)
+                throw StartError(job: job.manifest.name, reason: .busy(holder: error.holder))
             } catch {
                 // A journal that could not be claimed is not written to.
                 journal = nil
@@ -113,17 +147,15 @@ public final class JobSession: Sendable {
         let runID = shared?.runID ?? UUID().uuidString.lowercased()
         var hooks: HookBus?
         do {
-            for note in try job.checkRoots() where !options.quiet { options.log("hoist: note: \(note)") }
+            for note in try job.checkRoots() where !options.quiet { options.log(.note(note)) }
             storage = try job.makeStorage(caBundle: options.caBundle)
-            if job.manifest.storage.insecureSkipTLSVerify == true, job.manifest.storage.url.hasPrefix("gs://") {
-                options.log(insecureTLSWarning)
-            }
+            for warning in job.manifest.storage.options.warnings { options.log(.warning(warning)) }
             try await storage.backend.checkAccess()
             if !job.manifest.hooks.isEmpty {
                 let alsoReads = [options.caBundle, options.journalOverride].compactMap { $0 }.filter { !PostgresLocation.isPostgres($0) }
                 hooks = try HookBus(job: job, storage: storage, runID: runID, alsoReads: alsoReads) { line in
                     if options.quiet, line.level == .debug || line.level == .info { return }
-                    options.log("hoist: [\(line.script)] \(line.level.rawValue): \(line.message)")
+                    options.log(.hook(line))
                 }
             }
         } catch {
@@ -152,10 +184,6 @@ public final class JobSession: Sendable {
         return problem
     }
 }
-
-/// The warning every run prints while TLS checks are off.
-public let insecureTLSWarning = "hoist: warning: TLS certificate checks are off (storage.insecureSkipTLSVerify): anyone on the network "
-    + "path can read and change these uploads. Use it only against an emulator; for a private CA or proxy, use caBundle."
 
 /// An error as a person reads it: the message of a storage error (never an `NSError` dump),
 /// the description of Hoist's own errors.

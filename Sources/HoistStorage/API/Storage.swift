@@ -216,13 +216,7 @@ public final class Storage: NSObject, Sendable {
                 fatalError("Cannot connect to emulator after Storage SDK initialization. "
                     + "Call useEmulator(host:port:) before creating a Storage reference or trying to load data.")
             }
-            if let gcs = settings.backend as? GCSBackend {
-                var configuration = gcs.configuration
-                configuration.endpoint = "http://\(host):\(port)"
-                configuration.downloadEndpoint = configuration.endpoint
-                configuration.credentials = NoCredentials()
-                settings.backend = GCSBackend(configuration)
-            }
+            if let pointed = settings.backend.pointedAtEmulator(host: host, port: port) { settings.backend = pointed }
         }
     }
 

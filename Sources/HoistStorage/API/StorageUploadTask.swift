@@ -247,7 +247,7 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
 
     /// Custom metadata as a user set it (without the download token an upload adds).
     private static func customMetadata(_ resource: ObjectResource) -> [String: String] {
-        (resource.metadata ?? [:]).filter { $0.key != GCSBackend.downloadTokensKey }
+        (resource.metadata ?? [:]).filter { $0.key != ObjectResource.downloadTokensKey }
     }
 
     /// The bytes, the object path and the metadata to send.

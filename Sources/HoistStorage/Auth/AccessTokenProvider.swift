@@ -1,4 +1,5 @@
 import Foundation
+import HoistHTTP
 
 /// Where a backend gets the bearer token for its requests. Tokens never appear in logs, error
 /// messages or snapshots.
@@ -25,14 +26,15 @@ public struct StaticToken: AccessTokenProvider {
 /// else the service-account key file named by `GOOGLE_APPLICATION_CREDENTIALS`; else none.
 /// `caBundle` is the CA bundle a service account trusts at its token endpoint.
 public func credentialsFromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment,
-                                      caBundle: String? = nil) throws -> any AccessTokenProvider
+                                      caBundle: String? = nil, transport: any HTTPTransport = HTTPTransports.standard) throws
+    -> any AccessTokenProvider
 {
     if let host = environment["STORAGE_EMULATOR_HOST"], !host.isEmpty { return NoCredentials() }
     for name in ["HOIST_ACCESS_TOKEN", "GOOGLE_OAUTH_ACCESS_TOKEN"] {
         if let token = environment[name], !token.isEmpty { return StaticToken(token) }
     }
     if let keyFile = environment["GOOGLE_APPLICATION_CREDENTIALS"], !keyFile.isEmpty {
-        return try ServiceAccountCredentials(keyFile: keyFile, caBundle: caBundle)
+        return try ServiceAccountCredentials(keyFile: keyFile, caBundle: caBundle, transport: transport)
     }
     return NoCredentials()
 }

@@ -23,20 +23,23 @@ public final class ServiceAccountCredentials: AccessTokenProvider {
     public let scope: String
     /// The CA bundle to trust at the token endpoint (nil: the system store).
     public let caBundle: String?
+    /// What sends the token requests.
+    private let transport: any HTTPTransport
     private let cached = Mutex<(token: String, expires: Date)?>(nil)
 
     /// Reads a key file. - Throws: `unauthenticated` naming the file and what is wrong (never the key).
     public convenience init(keyFile: String, scope: String = "https://www.googleapis.com/auth/devstorage.read_write",
-                            caBundle: String? = nil) throws {
+                            caBundle: String? = nil, transport: any HTTPTransport = HTTPTransports.standard) throws {
         guard let data = FileManager.default.contents(atPath: keyFile) else {
             throw StorageFailure(.unauthenticated, "Cannot read the credentials file \(keyFile).")
         }
-        try self.init(keyJSON: data, source: keyFile, scope: scope, caBundle: caBundle)
+        try self.init(keyJSON: data, source: keyFile, scope: scope, caBundle: caBundle, transport: transport)
     }
 
     /// Reads a key file's contents; `source` names it in errors.
     public init(keyJSON: Data, source: String = "service account key",
-                scope: String = "https://www.googleapis.com/auth/devstorage.read_write", caBundle: String? = nil) throws {
+                scope: String = "https://www.googleapis.com/auth/devstorage.read_write", caBundle: String? = nil,
+                transport: any HTTPTransport = HTTPTransports.standard) throws {
         let key: Key
         do {
             key = try JSONDecoder().decode(Key.self, from: keyJSON)
@@ -56,6 +59,7 @@ public final class ServiceAccountCredentials: AccessTokenProvider {
         tokenURI = key.token_uri ?? "https://oauth2.googleapis.com/token"
         self.scope = scope
         self.caBundle = caBundle
+        self.transport = transport
     }
 
     public func accessToken() async throws -> String? {
@@ -69,7 +73,7 @@ public final class ServiceAccountCredentials: AccessTokenProvider {
             request.body = [.data(Data(form.utf8))]
             request.stallTimeout = 30
             request.caBundle = caBundle
-            response = try await CurlEngine.shared.perform(request)
+            response = try await transport.perform(request)
         } catch let error as HTTPTransportError {
             throw StorageFailure(.unauthenticated, "Cannot reach the token endpoint \(tokenURI): \(error.message)",
                                  retryable: error.isTransient, noAnswer: true)

@@ -1,6 +1,10 @@
 /// The metadata fields a writer sets, each a header of the upload: one list, so every place
 /// that copies, checks or shows them (StorageMetadata's dictionary, plans, hooks) names them all.
 extension ObjectResource {
+    /// The custom metadata key that holds Firebase download tokens (comma-separated), which
+    /// Firebase's download URLs carry; not metadata a user set.
+    public static let downloadTokensKey = "firebaseStorageDownloadTokens"
+
     public static let headerFields: [(name: String, keyPath: WritableKeyPath<ObjectResource, String?> & Sendable)] = [
         ("contentType", \.contentType),
         ("cacheControl", \.cacheControl),

@@ -53,6 +53,13 @@ public protocol StorageBackend: Sendable {
     /// The download URL of an object just stored, from its metadata where the backend can
     /// (no request); by default the same as `downloadURL(for:)`.
     func downloadURL(for path: String, stored: ObjectResource) async throws -> URL
+
+    /// What this backend can do (its executor, checksums, resume across processes); by default nothing special.
+    var capabilities: BackendCapabilities { get }
+
+    /// The same backend with its requests sent to an emulator at `host:port` over `http`,
+    /// without credentials (`Storage.useEmulator`); nil for a backend with no server (the default).
+    func pointedAtEmulator(host: String, port: Int) -> (any StorageBackend)?
 }
 
 extension StorageBackend {
@@ -83,6 +90,10 @@ extension StorageBackend {
     public func downloadURL(for path: String, stored: ObjectResource) async throws -> URL {
         try await downloadURL(for: path)
     }
+
+    public var capabilities: BackendCapabilities { BackendCapabilities() }
+
+    public func pointedAtEmulator(host: String, port: Int) -> (any StorageBackend)? { nil }
 }
 
 /// One object being written. Its `id` survives a restart of the process.

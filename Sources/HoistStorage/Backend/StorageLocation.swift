@@ -15,8 +15,10 @@ public struct StorageLocation: Sendable, Hashable, CustomStringConvertible {
     public let bucket: String
     public let path: String
 
-    /// - Throws: `StorageFailure` (`invalidArgument`) for text with no scheme, a `gs:` URL
-    ///   without `//BUCKET`, and a `file:` URL without a folder.
+    /// The rest of the URL is read in the form its backend's registration gives
+    /// (`StorageURLForm`); a scheme no backend serves is read as `SCHEME://BUCKET[/PATH]`.
+    /// - Throws: `StorageFailure` (`invalidArgument`) for text with no scheme, a bucket URL
+    ///   without `//BUCKET`, and a folder URL without a folder.
     public init(parsing url: String) throws {
         self.url = url
         guard let colon = url.firstIndex(of: ":"), colon > url.startIndex,
@@ -26,8 +28,9 @@ public struct StorageLocation: Sendable, Hashable, CustomStringConvertible {
         }
         scheme = url[..<colon].lowercased()
         var rest = String(url[url.index(after: colon)...])
-        switch scheme {
-        case "file":
+        let form = BackendRegistry.registration(for: scheme)?.urlForm
+        switch form {
+        case .folder:
             if rest.hasPrefix("//") { rest = String(rest.dropFirst(2)) }
             rest = rest.removingPercentEncoding ?? rest
             let folder = rest.count > 1 && rest.hasSuffix("/") ? String(rest.dropLast()) : rest
@@ -42,16 +45,16 @@ public struct StorageLocation: Sendable, Hashable, CustomStringConvertible {
             let parts = rest.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: true)
             bucket = parts.first.map(String.init) ?? ""
             path = parts.count > 1 ? StoragePath.normalize(String(parts[1])) : ""
-            if scheme == "gs", bucket.isEmpty || !authority {
+            if form != nil, bucket.isEmpty || !authority {
                 throw StorageFailure(.invalidArgument, "Storage URL '\(url)' names no bucket: use \(Self.forms).", details: ["url": url])
             }
         }
     }
 
-    /// The URL forms the built-in backends serve, for messages.
-    public static let forms = "gs://BUCKET, file:///ABS/DIR or file:REL/DIR"
+    /// The URL forms the registered backends serve, for messages.
+    public static var forms: String { BackendRegistry.forms }
 
-    /// For a `file:` location, the folder as an absolute path: a relative one is taken from
+    /// For a folder location (`file:`), the folder as an absolute path: a relative one is taken from
     /// `base` (the current directory when nil).
     public func directory(relativeTo base: String? = nil) -> String {
         if path.hasPrefix("/") { return URL(fileURLWithPath: path).standardizedFileURL.path }

@@ -27,6 +27,8 @@ public final class GCSBackend: StorageBackend {
         public var caBundle: String?
         /// Seconds without a byte moving before a request is given up and retried.
         public var stallTimeout: Double = 60
+        /// What sends the requests: the process's HTTP engine, or a test's answers.
+        public var transport: any HTTPTransport = HTTPTransports.standard
 
         public init(bucket: String, endpoint: String = "https://storage.googleapis.com",
                     downloadEndpoint: String = "https://firebasestorage.googleapis.com:443",
@@ -42,10 +44,11 @@ public final class GCSBackend: StorageBackend {
         /// bundle is `caBundle` when given, else the one `CURL_CA_BUNDLE`, `SSL_CERT_FILE` or `SSL_CERT_DIR` names
         /// (`HTTPRequest.caBundle(fromEnvironment:)`), else the system store.
         public static func fromEnvironment(bucket: String, _ environment: [String: String] = ProcessInfo.processInfo.environment,
-                                           caBundle: String? = nil) throws -> Configuration
+                                           caBundle: String? = nil, transport: any HTTPTransport = HTTPTransports.standard) throws
+            -> Configuration
         {
             let bundle = caBundle ?? HTTPRequest.caBundle(fromEnvironment: environment)
-            let credentials = try credentialsFromEnvironment(environment, caBundle: bundle)
+            let credentials = try credentialsFromEnvironment(environment, caBundle: bundle, transport: transport)
             var configuration: Configuration
             if let host = environment["STORAGE_EMULATOR_HOST"], !host.isEmpty {
                 let base = host.contains("://") ? host : "http://\(host)"
@@ -54,6 +57,7 @@ public final class GCSBackend: StorageBackend {
                 configuration = Configuration(bucket: bucket, credentials: credentials)
             }
             configuration.caBundle = bundle
+            configuration.transport = transport
             return configuration
         }
     }
@@ -229,7 +233,7 @@ public final class GCSBackend: StorageBackend {
     }
 
     /// The custom metadata key that holds Firebase download tokens.
-    public static let downloadTokensKey = "firebaseStorageDownloadTokens"
+    public static let downloadTokensKey = ObjectResource.downloadTokensKey
 
     // MARK: - Requests
 
@@ -251,7 +255,7 @@ public final class GCSBackend: StorageBackend {
         // The shorter of the request's (the access check's 8 s) and the configuration's.
         request.stallTimeout = min(request.stallTimeout, configuration.stallTimeout)
         do {
-            return try await CurlEngine.shared.perform(request, hooks: hooks)
+            return try await configuration.transport.perform(request, hooks: hooks)
         } catch let error as HTTPTransportError where error.isCertificateProblem {
             // Not retryable, and not "unreachable": the fix is trust, so say which.
             throw StorageFailure(.unknown, certificateAdvice(error, url: request.url), details: ["bucket": bucket])

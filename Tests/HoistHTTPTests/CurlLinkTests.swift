@@ -2,7 +2,6 @@ import Foundation
 import HoistHTTP
 import HoistTestSupport
 import Testing
-@testable import HoistStorage
 
 @Suite struct CurlLinkTests {
     /// Every request speaks http(s) only, unless its caller widens `allowedProtocols` on

@@ -1,0 +1,112 @@
+import Foundation
+import HoistHTTP
+
+/// The `storage:` keys of a `gs://` job, beside `url` (docs/manifest.md, "storage").
+public struct GCSOptions: BackendOptions {
+    /// A service-account key file (relative to the manifest's folder); default: the
+    /// environment, as Google's tools read it.
+    public var credentials: String?
+    /// Objects up to this many bytes go up in one request; larger ones through a resumable session.
+    public var multipartThreshold: Int64?
+    /// Set a Firebase download token on each object (default true).
+    public var downloadTokens: Bool?
+    /// Skip TLS certificate checks. Never outside a test network: every run warns.
+    public var insecureSkipTLSVerify: Bool?
+    /// A PEM file of CA certificates (or a folder hashed by `openssl rehash`) to trust instead
+    /// of the system store, relative to the manifest's folder.
+    public var caBundle: String?
+
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case credentials, multipartThreshold, downloadTokens, insecureSkipTLSVerify, caBundle
+    }
+
+    public static var keys: [String] { CodingKeys.allCases.map(\.stringValue) }
+
+    public init() {}
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        credentials = try c.decodeIfPresent(String.self, forKey: .credentials).flatMap { $0.isEmpty ? nil : $0 }
+        multipartThreshold = try c.decodeIfPresent(ByteSize.self, forKey: .multipartThreshold)?.bytes
+        downloadTokens = try c.decodeIfPresent(Bool.self, forKey: .downloadTokens)
+        insecureSkipTLSVerify = try c.decodeIfPresent(Bool.self, forKey: .insecureSkipTLSVerify)
+        caBundle = try c.decodeIfPresent(String.self, forKey: .caBundle).flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    /// The key file named by `credentials` can be read.
+    public func check(in context: BackendContext) throws {
+        guard let credentials else { return }
+        let path = context.resolve(credentials)
+        if access(path, R_OK) != 0 {
+            let reason = String(cString: strerror(errno))
+            throw BackendOptionError(key: CodingKeys.credentials.stringValue, "credentials file \(path) cannot be read (\(reason)): fix the path "
+                + "(relative to the manifest's folder), or leave credentials out to use the environment's")
+        }
+    }
+
+    public var warnings: [String] { insecureSkipTLSVerify == true ? [GCSBackend.insecureTLSWarning] : [] }
+
+    /// The CA bundle and key file the options name, and the key file of the environment.
+    public func reads(in context: BackendContext) -> [BackendRead] {
+        var reads: [BackendRead] = []
+        if let caBundle { reads.append(BackendRead(path: context.resolve(caBundle), what: "the CA bundle", isTree: true)) }
+        if let credentials { reads.append(BackendRead(path: context.resolve(credentials), what: "the credentials file", isTree: false)) }
+        if let path = context.environment["GOOGLE_APPLICATION_CREDENTIALS"], !path.isEmpty {
+            reads.append(BackendRead(path: URL(fileURLWithPath: path).path, what: "$GOOGLE_APPLICATION_CREDENTIALS", isTree: true))
+        }
+        return reads
+    }
+}
+
+extension GCSBackend {
+    /// `gs://BUCKET`: Cloud Storage's JSON API (or an emulator's, `STORAGE_EMULATOR_HOST`).
+    static let registration = BackendRegistration(
+        scheme: "gs", urlForm: .bucket, forms: ["gs://BUCKET"], copyForm: "gs://BUCKET/PATH", options: GCSOptions.self,
+        capabilities: capabilities(HTTPTransports.standard, caBundle: nil), factory: { context in try GCSBackend(context) })
+
+    /// What a GCS backend can do: its uploads run best where its transport answers (the HTTP
+    /// engine's thread); objects carry MD5 and CRC32C; a resumable session's URL is continued
+    /// by any process.
+    static func capabilities(_ transport: any HTTPTransport, caBundle: String?) -> BackendCapabilities {
+        BackendCapabilities(preferredExecutor: transport.preferredExecutor, checksums: [.md5, .crc32c], resumesAcrossProcesses: true,
+                            caBundle: caBundle)
+    }
+
+    public var capabilities: BackendCapabilities { Self.capabilities(configuration.transport, caBundle: configuration.caBundle) }
+
+    /// A backend for a job's `gs://` storage: `credentials` over `GOOGLE_APPLICATION_CREDENTIALS`,
+    /// the context's CA bundle over `caBundle` over the environment's.
+    /// - Throws: `BackendOptionError` at `caBundle` or `credentials` for a file that cannot be read.
+    convenience init(_ context: BackendContext) throws {
+        let options = context.options(as: GCSOptions.self)
+        try options.check(in: context)
+        var environment = context.environment
+        if let credentials = options.credentials { environment["GOOGLE_APPLICATION_CREDENTIALS"] = context.resolve(credentials) }
+        var bundle = context.caBundle
+        if bundle == nil, let named = options.caBundle {
+            let path = context.resolve(named)
+            guard FileManager.default.isReadableFile(atPath: path) else {
+                throw BackendOptionError(key: GCSOptions.CodingKeys.caBundle.stringValue, "CA bundle \(path) cannot be read: name a PEM "
+                    + "file of CA certificates, or a folder of them hashed by `openssl rehash`")
+            }
+            bundle = path
+        }
+        var configuration = try Configuration.fromEnvironment(bucket: context.location.bucket, environment, caBundle: bundle)
+        if let threshold = options.multipartThreshold { configuration.multipartThreshold = threshold }
+        if let tokens = options.downloadTokens { configuration.setsDownloadTokens = tokens }
+        if let insecure = options.insecureSkipTLSVerify { configuration.insecureSkipTLSVerify = insecure }
+        self.init(configuration)
+    }
+
+    public func pointedAtEmulator(host: String, port: Int) -> (any StorageBackend)? {
+        var configuration = configuration
+        configuration.endpoint = "http://\(host):\(port)"
+        configuration.downloadEndpoint = configuration.endpoint
+        configuration.credentials = NoCredentials()
+        return GCSBackend(configuration)
+    }
+
+    /// The warning every run prints while TLS checks are off.
+    static let insecureTLSWarning = "TLS certificate checks are off (storage.insecureSkipTLSVerify): anyone on the network "
+        + "path can read and change these uploads. Use it only against an emulator; for a private CA or proxy, use caBundle."
+}

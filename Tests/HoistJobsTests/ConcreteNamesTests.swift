@@ -1,0 +1,35 @@
+import Foundation
+import HoistTestSupport
+import Testing
+
+/// A backend family is a folder plus a registration line: above their own folders, only the
+/// compositions of defaults name a concrete backend or journal (`BackendRegistry.builtIn`,
+/// `Journal.open`). Everything else asks a registration, `capabilities` or the journal's
+/// `supportsSharedRuns`/`waitsOnTheNetwork`.
+@Suite struct ConcreteNamesTests {
+    /// Each name, and the files (paths below Sources/, by prefix) where it may appear.
+    static let homes: [(name: String, homes: [String])] = [
+        ("GCSBackend", ["HoistStorage/GCS/", "HoistStorage/Backend/BackendRegistry.swift"]),
+        ("LocalBucket", ["HoistStorage/Local/", "HoistStorage/Backend/BackendRegistry.swift"]),
+        // SharedRun is the PostgreSQL journal's shared run, in its folder.
+        ("PostgresJournal", ["HoistJobs/Journal/PostgresJournal.swift", "HoistJobs/Journal/SharedRun.swift",
+                             "HoistJobs/Journal/JournalStore.swift"]),
+    ]
+
+    @Test func concreteBackendsAndJournalsAreNamedOnlyInTheirFoldersAndCompositions() throws {
+        let root = packageRoot.appendingPathComponent("Sources")
+        let files = try FileManager.default.subpathsOfDirectory(atPath: root.path).filter { $0.hasSuffix(".swift") }
+        #expect(files.count > 50)
+        var found: [String] = []
+        for file in files {
+            let text = try String(contentsOf: root.appendingPathComponent(file), encoding: .utf8)
+            for (name, homes) in Self.homes where !homes.contains(where: file.hasPrefix) {
+                for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated()
+                where line.contains(name) && !line.trimmingCharacters(in: .whitespaces).hasPrefix("//") {
+                    found.append("\(file):\(number + 1): \(line.trimmingCharacters(in: .whitespaces))")
+                }
+            }
+        }
+        #expect(found.isEmpty, "\(found.joined(separator: "\n"))")
+    }
+}
