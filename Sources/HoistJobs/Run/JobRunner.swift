@@ -222,8 +222,10 @@ public final class JobRunner: Sendable {
         do {
             _ = try await storage.reference(withPath: object).getMetadata()
             return true
+        } catch StorageError.objectNotFound {
+            return false
         } catch {
-            return StorageErrorCode(of: error as NSError) != .objectNotFound
+            return true
         }
     }
 
