@@ -18,6 +18,9 @@ final class RunPass {
     /// The walk; nil for a worker that joined a planned shared run (its files come from claims).
     private var walk: WalkSource?
     private var claims: ClaimSource?
+    /// Files a file set's filters left out and another set's root holds: told once the walk
+    /// ends, unless another set took them (`LeftOut`).
+    private var leftOut: LeftOut
 
     init(runner: JobRunner, observers: [any JobObserver], totalsKnown: Bool) {
         let job = runner.job
@@ -30,6 +33,7 @@ final class RunPass {
         let planner = Planner(job: job, journal: runner.journal, force: runner.force)
         if runner.shared?.plans ?? true { walk = WalkSource(planner: planner) }
         claims = runner.shared.map { ClaimSource(shared: $0, job: job, concurrency: settings.concurrency) }
+        leftOut = LeftOut(roots: job.manifest.files.map { job.root(of: $0) })
         let hooks = runner.hooks
         admission = Admission(noClobber: settings.noClobber, objectExists: { await runner.exists($0) },
                               beforeUpload: hooks.map { hooks in { try await hooks.beforeUpload($0) } },
@@ -50,6 +54,8 @@ final class RunPass {
                 ended(finished)
             }
         }
+        // Large files still waiting for a slot when the run was interrupted were cancelled.
+        for _ in slots.deferred { tally.notStarted(interrupted: runner.isInterrupted) }
         if let walk {
             // Files and folders inside a root that the walk could not read are failures, not skips.
             for problem in walk.problems where problem.isFailure { tally.walkFailed(path: problem.path, message: problem.message) }
@@ -100,6 +106,11 @@ final class RunPass {
             walkEnded()
             return .handled
         }
+        if case .skip(let reason) = item.decision, reason.isFilter {
+            if !leftOut.hold(item, reason) { skipped(item, reason) }
+            return .handled
+        }
+        leftOut.taken(item)
         if runner.remoteCheck, item.decision == .skip(.unchanged), await !runner.storedAsJournaled(item) {
             item.decision = .upload
         }
@@ -121,6 +132,7 @@ final class RunPass {
     /// now); else observers hear the totals.
     private func walkEnded() {
         guard let walk else { return }
+        for (item, reason) in leftOut.notTaken() { skipped(item, reason) }
         if let shared = runner.shared {
             do {
                 if let error = walk.error {
