@@ -97,7 +97,9 @@ final class RunPass {
     }
 
     private func takeWork() async -> Taken {
-        if let walk, !walk.ended { return await takeFromWalk() }
+        // (No copy of the walk held meanwhile: its iterator's sets stay uniquely referenced, so
+        // the walk adds to them in place rather than copying them per file.)
+        if walk?.ended == false { return await takeFromWalk() }
         return await takeClaimed()
     }
 
