@@ -39,7 +39,8 @@ let package = Package(
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
 
         .target(name: "CHoistChecksum"),
-        // syncfs(2), a GNU extension the Glibc module leaves out: the local bucket's batched durability.
+        // System calls the Glibc module leaves out (syncfs, getrandom, O_TMPFILE, openat2's
+        // RESOLVE_BENEATH) and the version the install scripts build in.
         .target(name: "CHoistSystem"),
         // The HTTP engine (libcurl's multi interface), for the storage backends and Lua's http.post.
         .target(name: "HoistHTTP", dependencies: ["CCurl"]),
@@ -75,6 +76,8 @@ let package = Package(
                 "HoistJobs",
                 // YAMLError (a manifest's located error) and libyaml's version for --version.
                 "HoistYAML",
+                // The version scripts/package and scripts/install build in (hoist_version).
+                "CHoistSystem",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -8,6 +8,12 @@
 #include <linux/openat2.h>
 #include "hoist_system.h"
 
+#ifndef HOIST_VERSION
+#define HOIST_VERSION "0.1.0-dev"
+#endif
+
+const char *hoist_version(void) { return HOIST_VERSION; }
+
 int hoist_syncfs(int fd) { return syncfs(fd); }
 
 long hoist_getrandom(void *buffer, unsigned long length) { return (long)getrandom(buffer, length, 0); }

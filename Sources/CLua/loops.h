@@ -7,9 +7,15 @@
 **                 doubling what is written, one unit per copy and per 64 bytes copied;
 **   table.concat  one unit per element (each read may call an __index written in C);
 **   table.unpack  one unit per element (a million reads per call, per instruction);
-**   table.sort    a heapsort (n log n whatever the order function says), one unit per
-**                 comparison and per element moved (Lua's quicksort scanned 2^31 elements of a
-**                 table whose __len said so, with a C order function, in C).
+**   table.insert, table.remove, table.move   one unit per element shifted or copied (#t of a
+**                 sparse table can be 2^50);
+**   table.sort    a quicksort (median of three, a random pivot on long ranges), one unit per
+**                 comparison and per element moved (Lua's own scanned 2^31 elements of a
+**                 table whose __len said so, with a C order function, in C); an order function
+**                 that is not a strict order is found as Lua finds it, when a scan runs past its
+**                 range ("invalid order function for sorting").
+** Each checks its arguments and reports as Lua 5.4's does, with the same messages: a hook
+** writer's script behaves as under plain Lua, only within its budget.
 ** The library's other functions in C loop at most over their arguments (at most the stack's
 ** million values: utf8.char, string.char, string.byte, select; string.format's widths have at
 ** most 2 digits) or over a string's bytes (utf8.len, utf8.offset, string.upper, string.packsize,
@@ -20,6 +26,7 @@
 #define HOIST_CLUA_LOOPS_H
 #include <limits.h>
 #include <string.h>
+#include <time.h>
 #include <lua.h>
 #include <lauxlib.h>
 
@@ -37,7 +44,8 @@ static inline int hoist_loops_rep(lua_State *L) {
     lua_pushliteral(L, "");
     return 1;
   }
-  if (length + separatorLength < length || length + separatorLength > (size_t)LUA_MAXINTEGER / (lua_Unsigned)count)
+  /* Lua 5.4 makes no string longer than INT_MAX bytes this way (MAXSIZE in lstrlib.c). */
+  if (length + separatorLength < length || length + separatorLength > (size_t)INT_MAX / (lua_Unsigned)count)
     return luaL_error(L, "resulting string too large");
   size_t total = (size_t)count * length + (size_t)(count - 1) * separatorLength;
   luaL_Buffer buffer;
@@ -68,16 +76,31 @@ static inline int hoist_loops_hasfield(lua_State *L, const char *field) {
   return found;
 }
 
-/* Argument 1 must be a table, or have the metamethods the function uses (reads, lengths, writes). */
-static inline void hoist_loops_checktable(lua_State *L, int writes) {
-  if (lua_type(L, 1) == LUA_TTABLE) return;
+/* What a value used as a table must support when it is not one: reads, writes, its length. */
+#define HOIST_TAB_R 1
+#define HOIST_TAB_W 2
+#define HOIST_TAB_L 4
+#define HOIST_TAB_RW (HOIST_TAB_R | HOIST_TAB_W)
+
+/* Argument `arg` must be a table, or have a metatable with the metamethods `what` names (read
+** raw, as Lua's table library does); else "bad argument #arg to 'f' (table expected, got T)". */
+static inline void hoist_loops_checktab(lua_State *L, int arg, int what) {
+  if (lua_type(L, arg) == LUA_TTABLE) return;
   int usable = 0;
-  if (lua_getmetatable(L, 1)) {
-    usable = hoist_loops_hasfield(L, "__index") && hoist_loops_hasfield(L, "__len") &&
-             (!writes || hoist_loops_hasfield(L, "__newindex"));
+  if (lua_getmetatable(L, arg)) {
+    usable = (!(what & HOIST_TAB_R) || hoist_loops_hasfield(L, "__index")) &&
+             (!(what & HOIST_TAB_W) || hoist_loops_hasfield(L, "__newindex")) &&
+             (!(what & HOIST_TAB_L) || hoist_loops_hasfield(L, "__len"));
     lua_pop(L, 1);
   }
-  if (!usable) luaL_checktype(L, 1, LUA_TTABLE);
+  if (!usable) luaL_checktype(L, arg, LUA_TTABLE);
+}
+
+/* The length of argument 1, checked as usable with `what` and its length ("object length is
+** not an integer" from luaL_len when __len says otherwise). */
+static inline lua_Integer hoist_loops_length(lua_State *L, int what) {
+  hoist_loops_checktab(L, 1, what | HOIST_TAB_L);
+  return luaL_len(L, 1);
 }
 
 static inline void hoist_loops_addfield(lua_State *L, luaL_Buffer *buffer, lua_Integer index) {
@@ -88,8 +111,7 @@ static inline void hoist_loops_addfield(lua_State *L, luaL_Buffer *buffer, lua_I
 }
 
 static inline int hoist_loops_concat(lua_State *L) {
-  hoist_loops_checktable(L, 0);
-  lua_Integer last = luaL_len(L, 1);
+  lua_Integer last = hoist_loops_length(L, HOIST_TAB_R);
   size_t separatorLength;
   const char *separator = luaL_optlstring(L, 2, "", &separatorLength);
   lua_Integer index = luaL_optinteger(L, 3, 1);
@@ -125,6 +147,67 @@ static inline int hoist_loops_unpack(lua_State *L) {
   return (int)count;
 }
 
+/* t[i] = t[j] read fresh: moves one element, charged. */
+static inline void hoist_loops_copy(lua_State *L, int table, lua_Integer from, lua_Integer to) {
+  lua_geti(L, 1, from);
+  lua_seti(L, table, to);
+  hoist_lua_work(L, 1);
+}
+
+static inline int hoist_loops_insert(lua_State *L) {
+  lua_Integer end = hoist_loops_length(L, HOIST_TAB_RW);
+  end = (lua_Integer)((lua_Unsigned)end + 1u);   /* the first free index (wraps as Lua's does) */
+  lua_Integer position;
+  switch (lua_gettop(L)) {
+    case 2:
+      position = end;
+      break;
+    case 3:
+      position = luaL_checkinteger(L, 2);
+      /* 1 <= position <= end, in unsigned arithmetic as Lua checks it */
+      luaL_argcheck(L, (lua_Unsigned)position - 1u < (lua_Unsigned)end, 2, "position out of bounds");
+      for (lua_Integer index = end; index > position; index--) hoist_loops_copy(L, 1, index - 1, index);
+      break;
+    default:
+      return luaL_error(L, "wrong number of arguments to 'insert'");
+  }
+  lua_seti(L, 1, position);
+  return 0;
+}
+
+static inline int hoist_loops_remove(lua_State *L) {
+  lua_Integer size = hoist_loops_length(L, HOIST_TAB_RW);
+  lua_Integer position = luaL_optinteger(L, 2, size);
+  if (position != size)   /* a position given: 1 <= position <= size + 1 */
+    luaL_argcheck(L, (lua_Unsigned)position - 1u <= (lua_Unsigned)size, 2, "position out of bounds");
+  lua_geti(L, 1, position);
+  for (; position < size; position++) hoist_loops_copy(L, 1, position + 1, position);
+  lua_pushnil(L);
+  lua_seti(L, 1, position);
+  return 1;
+}
+
+static inline int hoist_loops_move(lua_State *L) {
+  lua_Integer first = luaL_checkinteger(L, 2);
+  lua_Integer last = luaL_checkinteger(L, 3);
+  lua_Integer to = luaL_checkinteger(L, 4);
+  int target = lua_isnoneornil(L, 5) ? 1 : 5;
+  hoist_loops_checktab(L, 1, HOIST_TAB_R);
+  hoist_loops_checktab(L, target, HOIST_TAB_W);
+  if (last >= first) {
+    luaL_argcheck(L, first > 0 || last < LUA_MAXINTEGER + first, 3, "too many elements to move");
+    lua_Integer count = last - first + 1;
+    luaL_argcheck(L, to <= LUA_MAXINTEGER - count + 1, 4, "destination wrap around");
+    if (to > last || to <= first || (target != 1 && !lua_compare(L, 1, target, LUA_OPEQ))) {
+      for (lua_Integer index = 0; index < count; index++) hoist_loops_copy(L, target, first + index, to + index);
+    } else {
+      for (lua_Integer index = count - 1; index >= 0; index--) hoist_loops_copy(L, target, first + index, to + index);
+    }
+  }
+  lua_pushvalue(L, target);
+  return 1;
+}
+
 /* Whether the value at stack index `a` sorts before the one at `b` (absolute indices), by the
 ** order function at index 2 or by `<`. */
 static inline int hoist_loops_less(lua_State *L, int a, int b) {
@@ -139,49 +222,88 @@ static inline int hoist_loops_less(lua_State *L, int a, int b) {
   return less;
 }
 
-/* Moves t[root] down the heap t[1..end] to where it belongs. */
-static inline void hoist_loops_siftdown(lua_State *L, lua_Integer root, lua_Integer end) {
-  lua_geti(L, 1, root);
-  int moving = lua_gettop(L);
-  for (;;) {
-    lua_Integer child = 2 * root;
-    if (child > end) break;
-    lua_geti(L, 1, child);
-    if (child < end) {
-      lua_geti(L, 1, child + 1);
-      if (hoist_loops_less(L, lua_gettop(L) - 1, lua_gettop(L))) {
-        lua_remove(L, -2);
-        child++;
-      } else {
+/* Whether t[i] sorts before t[j]. */
+static inline int hoist_loops_less_at(lua_State *L, lua_Integer i, lua_Integer j) {
+  lua_geti(L, 1, i);
+  lua_geti(L, 1, j);
+  int less = hoist_loops_less(L, lua_gettop(L) - 1, lua_gettop(L));
+  lua_pop(L, 2);
+  return less;
+}
+
+/* Swaps t[i] and t[j]. */
+static inline void hoist_loops_swap(lua_State *L, lua_Integer i, lua_Integer j) {
+  lua_geti(L, 1, i);
+  lua_geti(L, 1, j);
+  lua_seti(L, 1, i);
+  lua_seti(L, 1, j);
+  hoist_lua_work(L, 2);
+}
+
+/* Ranges longer than this take a random pivot (from the clock), so no order of the input makes
+** every partition lopsided; shorter ones the middle element. */
+#define HOIST_SORT_RANDOM_PIVOT 100
+
+/* Sorts t[low..high] (low < high): t[low], t[middle] and t[high] in order, the pivot (the
+** median) kept at high - 1, then two scans towards each other. A scan that finds the pivot
+** sorting before itself, or an element below the up-scan's stop sorting after the pivot, means
+** the order function is not a strict order: Lua's "invalid order function for sorting". Recurses into the shorter part, loops on the longer. */
+static inline void hoist_loops_quicksort(lua_State *L, lua_Integer low, lua_Integer high, unsigned seed) {
+  while (low < high) {
+    if (hoist_loops_less_at(L, high, low)) hoist_loops_swap(L, low, high);
+    if (high - low == 1) return;
+    lua_Integer middle = low + (high - low) / 2;
+    if (high - low >= HOIST_SORT_RANDOM_PIVOT) {
+      seed = seed * 1103515245u + 12345u;
+      middle = low + 1 + (lua_Integer)((lua_Unsigned)seed % (lua_Unsigned)(high - low - 1));
+    }
+    if (hoist_loops_less_at(L, middle, low)) {
+      hoist_loops_swap(L, middle, low);
+    } else if (hoist_loops_less_at(L, high, middle)) {
+      hoist_loops_swap(L, middle, high);
+    }
+    if (high - low == 2) return;
+    hoist_loops_swap(L, middle, high - 1);
+    lua_geti(L, 1, high - 1);   /* the pivot, at the top while the scans run */
+    int pivot = lua_gettop(L);
+    lua_Integer i = low, j = high - 1;
+    for (;;) {
+      for (;;) {   /* up while t[i] < pivot */
+        lua_geti(L, 1, ++i);
+        int less = hoist_loops_less(L, lua_gettop(L), pivot);
         lua_pop(L, 1);
+        if (!less) break;
+        if (i == high - 1) luaL_error(L, "invalid order function for sorting");   /* pivot < pivot */
       }
+      for (;;) {   /* down while pivot < t[j] */
+        lua_geti(L, 1, --j);
+        int less = hoist_loops_less(L, pivot, lua_gettop(L));
+        lua_pop(L, 1);
+        if (!less) break;
+        if (j < i) luaL_error(L, "invalid order function for sorting");   /* below i all sort before the pivot */
+      }
+      if (j < i) break;
+      hoist_loops_swap(L, i, j);
     }
-    if (!hoist_loops_less(L, moving, lua_gettop(L))) {
-      lua_pop(L, 1);
-      break;
+    lua_pop(L, 1);
+    hoist_loops_swap(L, high - 1, i);   /* the pivot between the two parts */
+    if (i - low < high - i) {
+      hoist_loops_quicksort(L, low, i - 1, seed);
+      low = i + 1;
+    } else {
+      hoist_loops_quicksort(L, i + 1, high, seed);
+      high = i - 1;
     }
-    lua_seti(L, 1, root);   /* t[root] = t[child] */
-    hoist_lua_work(L, 1);
-    root = child;
   }
-  lua_seti(L, 1, root);
 }
 
 static inline int hoist_loops_sort(lua_State *L) {
-  hoist_loops_checktable(L, 1);
-  lua_Integer count = luaL_len(L, 1);
+  lua_Integer count = hoist_loops_length(L, HOIST_TAB_RW);
   if (count > 1) {
     luaL_argcheck(L, count < INT_MAX, 1, "array too big");
     if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TFUNCTION);
     lua_settop(L, 2);
-    for (lua_Integer root = count / 2; root >= 1; root--) hoist_loops_siftdown(L, root, count);
-    for (lua_Integer end = count; end > 1; end--) {
-      lua_geti(L, 1, 1);
-      lua_geti(L, 1, end);
-      lua_seti(L, 1, 1);      /* t[1] = t[end] */
-      lua_seti(L, 1, end);    /* t[end] = the largest */
-      hoist_loops_siftdown(L, 1, end - 1);
-    }
+    hoist_loops_quicksort(L, 1, count, (unsigned)clock() ^ (unsigned)time(NULL));
   }
   return 0;
 }
@@ -236,5 +358,8 @@ static inline void hoist_loops_install(lua_State *L) {
   lua_pushcfunction(L, hoist_loops_concat); lua_setfield(L, -2, "concat");
   lua_pushcfunction(L, hoist_loops_unpack); lua_setfield(L, -2, "unpack");
   lua_pushcfunction(L, hoist_loops_sort); lua_setfield(L, -2, "sort");
+  lua_pushcfunction(L, hoist_loops_insert); lua_setfield(L, -2, "insert");
+  lua_pushcfunction(L, hoist_loops_remove); lua_setfield(L, -2, "remove");
+  lua_pushcfunction(L, hoist_loops_move); lua_setfield(L, -2, "move");
 }
 #endif

@@ -119,65 +119,17 @@ public final class LuaRuntime: @unchecked Sendable {
 
     private func buildSandbox(allow: Set<String>) {
         let L = state
-        // The library's loops in C over a size the script chooses, which pay for their work, and
-        // its other functions, which check the clock when given a long string (loops.h); pattern
-        // matching that pays for its work (patterns.h). For every string, methods included.
+        // The library's loops in C over a size the script chooses (table.move, insert, remove,
+        // sort, concat, unpack, string.rep), which pay for their work with Lua's own checks and
+        // messages, and its other functions, which check the clock when given a long string
+        // (loops.h); pattern matching that pays for its work (patterns.h). For every string,
+        // methods included.
         _ = hoist_lua_getglobal(L, "string")
         _ = hoist_lua_getglobal(L, "table")
         hoist_loops_install(L)
         hoist_lua_pop(L, 1)
         hoist_pm_install(L)
         hoist_lua_pop(L, 1)
-        // table.move loops in C without allocating (`table.move({}, 1, 1e15, 2)` ran for days):
-        // the same in Lua, where the instruction budget counts each element.
-        _ = hoist_lua_dohost(L, """
-            local type, error, tointeger, tonumber = type, error, math.tointeger, tonumber
-            table.move = function(a1, f, e, t, a2)
-              if a2 == nil then a2 = a1 end
-              if type(a1) ~= "table" then error("bad argument #1 to 'move' (table expected, got " .. type(a1) .. ")", 2) end
-              if type(a2) ~= "table" then error("bad argument #5 to 'move' (table expected, got " .. type(a2) .. ")", 2) end
-              f, e, t = tointeger(tonumber(f)), tointeger(tonumber(e)), tointeger(tonumber(t))
-              if f == nil or e == nil or t == nil then
-                error("bad argument to 'move' (number has no integer representation)", 2)
-              end
-              if e >= f then
-                if t > e or t <= f or a1 ~= a2 then
-                  for i = 0, e - f do a2[t + i] = a1[f + i] end
-                else
-                  for i = e - f, 0, -1 do a2[t + i] = a1[f + i] end
-                end
-              end
-              return a2
-            end
-            -- insert and remove shift #t elements in C, and #t of a sparse table can be 2^50.
-            local select = select
-            table.insert = function(t, ...)
-              if type(t) ~= "table" then error("bad argument #1 to 'insert' (table expected, got " .. type(t) .. ")", 2) end
-              local e = #t + 1
-              local n = select("#", ...)
-              if n == 1 then t[e] = ...; return end
-              if n ~= 2 then error("wrong number of arguments to 'insert'", 2) end
-              local pos, value = ...
-              pos = tointeger(tonumber(pos))
-              if pos == nil then error("bad argument #2 to 'insert' (number has no integer representation)", 2) end
-              if pos < 1 or pos > e then error("bad argument #2 to 'insert' (position out of bounds)", 2) end
-              for i = e, pos + 1, -1 do t[i] = t[i - 1] end
-              t[pos] = value
-            end
-            table.remove = function(t, pos)
-              if type(t) ~= "table" then error("bad argument #1 to 'remove' (table expected, got " .. type(t) .. ")", 2) end
-              local size = #t
-              if pos == nil then pos = size else
-                pos = tointeger(tonumber(pos))
-                if pos == nil then error("bad argument #2 to 'remove' (number has no integer representation)", 2) end
-              end
-              if pos ~= size and (pos < 1 or pos > size + 1) then error("bad argument #2 to 'remove' (position out of bounds)", 2) end
-              local value = t[pos]
-              while pos < size do t[pos] = t[pos + 1]; pos = pos + 1 end
-              t[pos] = nil
-              return value
-            end
-            """)
         lua_createtable(L, 0, 32)
         let base = ["assert", "error", "ipairs", "next", "pairs", "pcall", "rawequal", "rawget", "rawlen", "rawset",
                     "select", "setmetatable", "getmetatable", "tonumber", "tostring", "type", "xpcall", "_VERSION", "print"]
@@ -301,6 +253,12 @@ public final class LuaRuntime: @unchecked Sendable {
     /// Checks a script's syntax without running it.
     /// - Throws: `LuaError` with the line of the first syntax error.
     public static func checkSyntax(_ source: String, name: String) throws {
+        try checkSyntax(Array(source.utf8), name: name)
+    }
+
+    /// Compiles `source`, Lua source as bytes (a string literal may hold any byte: Latin-1
+    /// scripts are Lua too), without running it.
+    public static func checkSyntax(_ source: [UInt8], name: String) throws {
         let runtime = try LuaRuntime()
         let L = runtime.state
         let status = runtime.loadChunk(source, name: name)
@@ -313,6 +271,12 @@ public final class LuaRuntime: @unchecked Sendable {
     /// `globals` are set in the script's environment before its top level runs (a plugin's
     /// `settings`).
     public func load(_ source: String, name: String, globals: [String: LuaValue] = [:]) throws -> LuaScript {
+        try load(Array(source.utf8), name: name, globals: globals)
+    }
+
+    /// `load(_:name:globals:)` of Lua source as bytes, as read from a file: Lua source need not
+    /// be UTF-8 (a string literal may hold Latin-1 bytes).
+    public func load(_ source: [UInt8], name: String, globals: [String: LuaValue] = [:]) throws -> LuaScript {
         let L = state
         let top = lua_gettop(L)
         defer { lua_settop(L, top) }
@@ -383,8 +347,8 @@ public final class LuaRuntime: @unchecked Sendable {
         return lua_rawget(L, -2) == LUA_TFUNCTION
     }
 
-    private func loadChunk(_ source: String, name: String) -> Int32 {
-        var bytes = Array(source.utf8)
+    private func loadChunk(_ source: [UInt8], name: String) -> Int32 {
+        var bytes = source
         return bytes.withUnsafeMutableBufferPointer { buffer in
             buffer.baseAddress.map { base in
                 base.withMemoryRebound(to: CChar.self, capacity: buffer.count) {

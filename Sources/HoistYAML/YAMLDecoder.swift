@@ -76,6 +76,28 @@ extension Decoder {
     }
 }
 
+extension KeyedDecodingContainer {
+    /// The required value at `key`. When it is missing or bad, a `YAMLDecoder` (`decoder`, the
+    /// one this container came from) records the mistake and goes on with `placeholder` (never
+    /// seen: the decoding throws at its end), so the mistakes after it are found in the same
+    /// pass; any other decoder throws it at once.
+    public func decode<T: Decodable>(_ type: T.Type, forKey key: Key, in decoder: any Decoder,
+                                     placeholder: @autoclosure () -> T) throws -> T {
+        do {
+            return try decode(type, forKey: key)
+        } catch {
+            guard let decoder = decoder as? NodeDecoder else { throw error }
+            decoder.context.issues.append(try decoder.context.located(error))
+            // The value was not all read: its keys are not checked.
+            if case .mapping(let pairs) = decoder.node.kind,
+               let child = pairs.first(where: { $0.key.scalar == key.stringValue })?.value {
+                decoder.context.failed.insert(ObjectIdentifier(child))
+            }
+            return placeholder()
+        }
+    }
+}
+
 /// What the containers learn while decoding: which keys each mapping was asked for.
 final class DecodingContext {
     let source: YAMLSource
@@ -278,6 +300,28 @@ private struct KeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
             try context.recordFailure(error, at: child)
             return nil
         }
+    }
+
+    // The protocol's own `decodeIfPresent` for the standard types calls `decode`, which throws:
+    // a bad `concurrency: eight` would stop the decoding of its whole section and hide the
+    // mistakes after it. These send them to the collecting one above.
+    func decodeIfPresent(_ type: Bool.Type, forKey key: Key) throws -> Bool? { try collecting(type, key) }
+    func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? { try collecting(type, key) }
+    func decodeIfPresent(_ type: Double.Type, forKey key: Key) throws -> Double? { try collecting(type, key) }
+    func decodeIfPresent(_ type: Float.Type, forKey key: Key) throws -> Float? { try collecting(type, key) }
+    func decodeIfPresent(_ type: Int.Type, forKey key: Key) throws -> Int? { try collecting(type, key) }
+    func decodeIfPresent(_ type: Int8.Type, forKey key: Key) throws -> Int8? { try collecting(type, key) }
+    func decodeIfPresent(_ type: Int16.Type, forKey key: Key) throws -> Int16? { try collecting(type, key) }
+    func decodeIfPresent(_ type: Int32.Type, forKey key: Key) throws -> Int32? { try collecting(type, key) }
+    func decodeIfPresent(_ type: Int64.Type, forKey key: Key) throws -> Int64? { try collecting(type, key) }
+    func decodeIfPresent(_ type: UInt.Type, forKey key: Key) throws -> UInt? { try collecting(type, key) }
+    func decodeIfPresent(_ type: UInt8.Type, forKey key: Key) throws -> UInt8? { try collecting(type, key) }
+    func decodeIfPresent(_ type: UInt16.Type, forKey key: Key) throws -> UInt16? { try collecting(type, key) }
+    func decodeIfPresent(_ type: UInt32.Type, forKey key: Key) throws -> UInt32? { try collecting(type, key) }
+    func decodeIfPresent(_ type: UInt64.Type, forKey key: Key) throws -> UInt64? { try collecting(type, key) }
+
+    private func collecting<T: Decodable>(_ type: T.Type, _ key: Key) throws -> T? {
+        try decodeIfPresent(type, forKey: key) as T?
     }
 
     func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws

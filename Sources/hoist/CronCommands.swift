@@ -25,16 +25,9 @@ extension Hoist {
         }
 
         func run() throws {
-            let hoist = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL.path
-            let resolvedHoist = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? hoist
+            let resolvedHoist = scheduledBinary(for: "cron")
             var invalid = false
             var printed = 0
-            // `swift run hoist cron` names a binary that `swift package clean` (or the next
-            // build) removes: the crontab would run nothing.
-            if resolvedHoist.split(separator: "/").contains(where: { $0.hasPrefix(".build") }) {
-                FileHandle.standardError.write(Data(("hoist: warning: \(printable(resolvedHoist)) is inside a build folder, which a clean or "
-                    + "rebuild removes: install hoist (scripts/install) and run its hoist cron\n").utf8))
-            }
             for path in jobs {
                 let job: Job
                 do { job = try loadJob(path) } catch {
@@ -114,6 +107,19 @@ extension Hoist {
             }
         }
     }
+}
+
+/// The `hoist` a scheduler should run: this very binary, links resolved. `swift run hoist cron`
+/// names a binary that `swift package clean` (or the next build) removes, so the schedule would
+/// run nothing: a warning says so.
+func scheduledBinary(for command: String) -> String {
+    let hoist = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL.path
+    let resolved = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? hoist
+    if resolved.split(separator: "/").contains(where: { $0.hasPrefix(".build") }) {
+        FileHandle.standardError.write(Data(("hoist: warning: \(printable(resolved)) is inside a build folder, which a clean or "
+            + "rebuild removes: install hoist (scripts/install, or the package) and run its hoist \(command)\n").utf8))
+    }
+    return resolved
 }
 
 /// The workers of a job's newest shared run: each one's state, files, bytes and rate.

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CHoistSystem
 import Foundation
 import HoistHTTP
 import HoistLua
@@ -11,8 +12,8 @@ struct Hoist: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "hoist",
         abstract: "Upload files to Cloud Storage, from the command line or from YAML jobs.",
-        version: "0.1.0 (libcurl \(CurlEngine.libraryVersion), Lua \(LuaRuntime.libraryVersion), libyaml \(YAMLParser.libraryVersion))",
-        subcommands: [Run.self, Validate.self, Plan.self, Status.self, Cron.self, Copy.self, Plugins.self]
+        version: "\(String(cString: hoist_version())) (libcurl \(CurlEngine.libraryVersion), Lua \(LuaRuntime.libraryVersion), libyaml \(YAMLParser.libraryVersion))",
+        subcommands: [Run.self, Validate.self, Plan.self, Status.self, Cron.self, Systemd.self, Copy.self, Plugins.self]
     )
 
     /// Exit statuses: 0 all done, 1 some files failed, 2 could not start (usage, setup).

@@ -318,3 +318,41 @@ let recordEverything = """
         #expect(logs.contains { $0.contains("byte budget of 800 reached (800 sent): job paused") })
     }
 }
+
+/// #35: Lua source is bytes. Older scripts (and Lua's own test files) hold Latin-1 in string
+/// literals; such a hook file loads and its strings keep their bytes. A file that cannot be a
+/// hook is refused with the reason.
+@Suite struct HookFileBytesTests {
+    let hoist = productsDirectory.appendingPathComponent("hoist").path
+
+    @Test func aLatin1HookFileLoadsWithItsBytes() async throws {
+        let hooks = try HookFixture()
+        try hooks.fixture.file("a.txt", 10)
+        // 'isto \xe9 assim' written as Latin-1: one byte 0xE9, not UTF-8.
+        var script = Array("function on_success(s)\n  local text = 'isto ".utf8)
+        script.append(0xE9)
+        script += Array(" assim'\n  hoist.append_file('seen.txt', #text .. ' ' .. text:byte(6))\nend\n".utf8)
+        try hooks.fixture.directory.write("latin1.lua", Data(script))
+        let summary = try await hooks.run("", files: ["latin1.lua"])
+        #expect(summary.uploaded == 1)
+        #expect(try String(contentsOf: hooks.output.appendingPathComponent("seen.txt"), encoding: .utf8) == "12 233")
+        #expect(hooks.log.all.isEmpty, "\(hooks.log.all)")
+    }
+
+    @Test func aHookThatIsNotARegularFileIsRefusedWithTheReason() throws {
+        let fixture = try JobFixture()
+        try fixture.file("a.txt")
+        try FileManager.default.createDirectory(at: fixture.directory.url.appendingPathComponent("folder.lua"), withIntermediateDirectories: true)
+        #expect(mkfifo(fixture.directory.url.appendingPathComponent("pipe.lua").path, 0o600) == 0)
+        for (name, reason) in [("folder.lua", "it is a folder, not a file"), ("pipe.lua", "it is not a regular file"),
+                               ("gone.lua", "there is no such file")] {
+            let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+            try "version: 1\nname: refused\nstorage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nhooks:\n  - \(name)\n"
+                .write(toFile: manifest, atomically: true, encoding: .utf8)
+            let validated = try runProcess(hoist, ["validate", manifest])
+            #expect(validated.status == 2)
+            #expect(validated.stderr.contains("job.yaml:6:5: cannot read hook \(name)") && validated.stderr.contains(reason),
+                    "\(validated.stderr)")
+        }
+    }
+}

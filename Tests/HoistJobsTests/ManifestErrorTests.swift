@@ -24,8 +24,11 @@ import Testing
         } throws: { error in
             guard let error = error as? YAMLError else { return false }
             #expect(error.summary == expected)
+            // One mistake, one error: nothing made up by reading on past it. An empty document
+            // lacks each of the four required keys.
+            #expect(error.all.count == (file == "40-empty-document.yaml" ? 4 : 1), "\(error.all.map(\.summary))")
             // The description quotes the line and puts a caret under the column.
-            let lines = error.description.split(separator: "\n", omittingEmptySubsequences: false)
+            let lines = error.all[0].description.split(separator: "\n", omittingEmptySubsequences: false)
             let sourceLines = text.split(separator: "\n", omittingEmptySubsequences: false)
             if error.mark.line <= sourceLines.count {
                 #expect(lines.count == 3)
@@ -67,6 +70,38 @@ import Testing
             "jobs/dups.yaml:7:5: duplicate key 'include' (first at line 6)",
             "jobs/dups.yaml:10:3: duplicate key 'concurrency' (first at line 9)",
             "jobs/dups.yaml:11:1: duplicate key 'name' (first at line 2)",
+        ])
+    }
+
+    /// #29: `concurrency: eight` used to stop the reading of `upload:`, hiding the range error
+    /// after it and the unknown key before it; a bad required value (`storage`'s url, a file
+    /// set's root) stopped the whole manifest. Every mistake comes in one run, in file order.
+    @Test func everyMistakeIsReportedInOnePass() {
+        let text = """
+            version: 1
+            name: a
+            storage: { url: "s3:/nope" }
+            files:
+              - root: [x]
+                destination: "../../etc/{name}"
+              - root: y
+                hidden: maybe
+            upload:
+              maxSize: huge
+              concurrency: eight
+              retries: -1
+            lua: { memoryLimit: lots }
+
+            """
+        #expect(mistakes(text, file: "jobs/all.yaml") == [
+            "jobs/all.yaml:3:17: bad storage url 's3:/nope': use gs://BUCKET, file:///ABS/DIR or file:REL/DIR",
+            "jobs/all.yaml:5:11: expected a string in files[0].root, found a list",
+            "jobs/all.yaml:6:18: destination '../../etc/{name}' has a '..' segment: object names stay below the bucket's root, and '..' cannot be normalized away",
+            "jobs/all.yaml:8:13: expected true or false in files[1].hidden, got 'maybe'",
+            "jobs/all.yaml:10:3: unknown key 'maxSize'",
+            "jobs/all.yaml:11:16: expected an integer in upload.concurrency, got 'eight'",
+            "jobs/all.yaml:12:12: retries -1 is out of range 0-100",
+            "jobs/all.yaml:13:21: bad size 'lots': write a number with an optional unit: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB",
         ])
     }
 

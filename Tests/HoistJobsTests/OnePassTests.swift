@@ -31,6 +31,25 @@ import Testing
         #expect(end["uploaded"] as? Int == 30)
     }
 
+    /// #29: 40 files of 1 MB at 8 MB/s showed no total for most of the run, since the walk moves
+    /// only as slots free up. The totals are counted ahead while the walk waits: they come before
+    /// the first upload ends (at 8 MB/s, four slots: half a second), and once.
+    @Test func totalsArriveEarlyWhenUploadsHoldTheWalkBack() throws {
+        let fixture = try JobFixture()
+        for index in 0..<40 { try fixture.file("f\(index).bin", 1_000_000) }
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { concurrency: 4, bandwidth: 8MB/s }\n")
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        let run = try runProcess(hoist, ["run", "--json", manifest])
+        #expect(run.status == 0, "\(run.stderr)")
+        let all = events(run.stdout).compactMap { $0["event"] as? String == "plan_counted" || $0["event"] as? String == "success" ? $0 : nil }
+        let counted = all.filter { $0["event"] as? String == "plan_counted" }
+        #expect(counted.count == 1)
+        #expect(counted.first?["files"] as? Int == 40)
+        #expect(counted.first?["bytes"] as? Int == 40_000_000)
+        #expect(all.first?["event"] as? String == "plan_counted", "the totals came after \(all.firstIndex { $0["event"] as? String == "plan_counted" } ?? -1) uploads")
+        #expect(all.count == 41)
+    }
+
     @Test func twoFilesForOneDestinationStopTheRunWhereFound() throws {
         let fixture = try JobFixture()
         try fixture.file("a/pic.jpg", 10)

@@ -21,6 +21,7 @@ public struct TestCertificates: Sendable {
             if let state { return state }
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("hoist-tls-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            TemporaryFolders.removeAtExit(directory)
             try Data("""
                 subjectAltName=IP:127.0.0.1,DNS:localhost
                 basicConstraints=CA:FALSE

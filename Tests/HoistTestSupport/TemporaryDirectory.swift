@@ -1,6 +1,8 @@
 import Foundation
+import Synchronization
 
-/// A fresh directory under the system's temporary folder, removed when the value goes away.
+/// A fresh directory under the system's temporary folder, removed when the value goes away, or
+/// when the test process exits for one a static keeps (a server's data, the test CA).
 public final class TemporaryDirectory: Sendable {
     public let url: URL
     public var path: String { url.path }
@@ -8,9 +10,10 @@ public final class TemporaryDirectory: Sendable {
     public init() throws {
         url = FileManager.default.temporaryDirectory.appendingPathComponent("hoist-test-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        TemporaryFolders.removeAtExit(url)
     }
 
-    deinit { try? FileManager.default.removeItem(at: url) }
+    deinit { TemporaryFolders.remove(url) }
 
     /// Writes `data` to `name` (folders made as needed) and returns its URL.
     @discardableResult
@@ -19,5 +22,36 @@ public final class TemporaryDirectory: Sendable {
         try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
         try data.write(to: file)
         return file
+    }
+}
+
+/// Temporary folders the tests made, removed at the latest when the process exits.
+public enum TemporaryFolders {
+    private static let pending: Mutex<Set<URL>> = {
+        atexit { TemporaryFolders.removeAll() }
+        return Mutex([])
+    }()
+
+    /// `url` is removed when the process exits, if nothing removed it before.
+    public static func removeAtExit(_ url: URL) {
+        _ = pending.withLock { $0.insert(url) }
+    }
+
+    /// Removes `url` and all it holds now, even folders a test made unreadable or unwritable.
+    public static func remove(_ url: URL) {
+        _ = pending.withLock { $0.remove(url) }
+        if (try? FileManager.default.removeItem(at: url)) != nil { return }
+        // A test took away permissions (chmod 000, a read-only folder): give them back first.
+        try? FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: url.path)
+        if let inside = FileManager.default.enumerator(atPath: url.path) {
+            for case let path as String in inside {
+                try? FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: url.appendingPathComponent(path).path)
+            }
+        }
+        try? FileManager.default.removeItem(at: url)
+    }
+
+    private static func removeAll() {
+        for url in pending.withLock({ Array($0) }) { remove(url) }
     }
 }

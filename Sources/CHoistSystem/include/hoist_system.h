@@ -2,6 +2,11 @@
 #ifndef HOIST_SYSTEM_H
 #define HOIST_SYSTEM_H
 
+/// The version this binary was built as: HOIST_VERSION, which scripts/install and
+/// scripts/package define from the repository (scripts/version: a tag, else the commit); a
+/// plain `swift build` says "0.1.0-dev".
+const char *hoist_version(void);
+
 /// syncfs(2): writes out every dirty page of the file system holding `fd`; 0 or -1 with errno.
 int hoist_syncfs(int fd);
 

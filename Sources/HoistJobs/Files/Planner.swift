@@ -40,7 +40,7 @@ public struct PlanError: Error, CustomStringConvertible, Sendable {
 
 /// Turns a job's file sets into plan items, streamed: files are walked, filtered, named and
 /// given metadata one at a time.
-public struct Planner: Sequence {
+public struct Planner: Sequence, Sendable {
     let job: Job
     let now: Date
     /// What earlier runs did: unchanged files are skipped, unfinished ones resumed.
@@ -111,7 +111,7 @@ public struct Planner: Sequence {
 
         public mutating func next() -> PlanItem? {
             guard let item = nextPlanned() else { return nil }
-            if !item.destination.isEmpty, !destinations.insert(item.destination.hashValue).inserted,
+            if !item.destination.isEmpty, !destinations.insert(Bytewise(item.destination).hashValue).inserted,
                let first = planner.firstSource(for: item.destination, before: item.file.path) {
                 error = PlanError(message: "\(first) and \(item.file.path) both go to '\(item.destination)': change the destination template")
                 return nil
@@ -274,8 +274,8 @@ public struct Planner: Sequence {
     func firstSource(for destination: String, before path: String) -> String? {
         var iterator = Planner(job: job, now: now, journal: nil, force: true).makeIterator()
         while let item = iterator.nextPlanned() {
-            if item.file.path == path { return nil }   // a hash collision, not the same destination
-            if item.destination == destination { return item.file.path }
+            if item.file.path.hasSameBytes(as: path) { return nil }   // a hash collision, not the same destination
+            if item.destination.hasSameBytes(as: destination) { return item.file.path }
         }
         return nil
     }
@@ -323,7 +323,7 @@ struct JournalMerge {
             }
             let row = buffer[index]
             // Mostly the walk's next file is the next row (equal strings compare as bytes, fast).
-            if row.source != source {
+            if !row.source.hasSameBytes(as: source) {
                 if row.source.utf8.lexicographicallyPrecedes(source.utf8) {
                     index += 1
                     continue
@@ -332,8 +332,8 @@ struct JournalMerge {
             }
             // The rows of this source (one per destination) follow each other.
             var probe = index
-            while probe < buffer.count, buffer[probe].source == source {
-                if buffer[probe].destination == destination {
+            while probe < buffer.count, buffer[probe].source.hasSameBytes(as: source) {
+                if buffer[probe].destination.hasSameBytes(as: destination) {
                     // The walk never comes back to this row (one file, one destination per set).
                     index = probe + 1
                     return buffer[probe].known

@@ -9,9 +9,9 @@ public enum HookSources {
     /// gets (a plugin's `settings`).
     /// - Throws: `HookError` for a file that cannot be read; `YAMLError`s (each with its line and
     ///   column) for plugins that are not found or settings they do not take.
-    public static func of(_ job: Job) throws -> [(name: String, source: String, globals: [String: LuaValue])] {
+    public static func of(_ job: Job) throws -> [(name: String, source: [UInt8], globals: [String: LuaValue])] {
         var problems: [YAMLError] = []
-        var result: [(name: String, source: String, globals: [String: LuaValue])] = []
+        var result: [(name: String, source: [UInt8], globals: [String: LuaValue])] = []
         for (index, hook) in job.manifest.hooks.enumerated() {
             switch hook {
             case .inline(let source):
@@ -21,17 +21,17 @@ public enum HookSources {
                 let mark = job.mark(at: ["hooks", index, "inline"])
                 let indicator = job.sourceLine(mark.line).map { Array($0).dropFirst(max(0, mark.column - 1)).first } ?? nil
                 let firstLine = mark.line + (indicator == "|" || indicator == ">" ? 1 : 0)
-                result.append(("\(job.file)#hooks[\(index)]", String(repeating: "\n", count: max(0, firstLine - 1)) + source, [:]))
+                result.append(("\(job.file)#hooks[\(index)]", Array((String(repeating: "\n", count: max(0, firstLine - 1)) + source).utf8), [:]))
             case .file(let path):
                 let resolved = job.resolve(path)
-                guard let source = try? String(contentsOfFile: resolved, encoding: .utf8) else {
-                    let reason = FileManager.default.fileExists(atPath: resolved) ? "it cannot be read as UTF-8 text" : "there is no such file"
-                    throw job.locatedError("cannot read hook \(path) (\(resolved)): \(reason)", at: ["hooks", index])
+                switch readScript(resolved) {
+                case .success(let source): result.append((path, source, [:]))
+                case .failure(let problem):
+                    throw job.locatedError("cannot read hook \(path) (\(resolved)): \(problem.reason)", at: ["hooks", index])
                 }
-                result.append((path, source, [:]))
             case .plugin(let name, let given):
                 guard let plugin = PluginCatalog.find(name, for: job, environment: job.environment),
-                      let source = try? String(contentsOfFile: plugin.path, encoding: .utf8) else {
+                      case .success(let source) = readScript(plugin.path) else {
                     let names = PluginCatalog.all(for: job, environment: job.environment).map(\.name)
                     var message = "no plugin '\(name)'"
                     if let near = names.min(by: { editDistance($0, name) < editDistance($1, name) }), editDistance(near, name) <= 2 {
@@ -50,6 +50,45 @@ public enum HookSources {
         }
         if !problems.isEmpty { throw YAMLError(combining: problems) }
         return result
+    }
+
+    /// The largest hook file read: a script, not data (and never a device that reads forever).
+    static let maxScriptBytes = 16 << 20
+
+    struct ReadProblem: Error { let reason: String }
+
+    /// A Lua script's bytes as they are in the file: Lua source is bytes, and older scripts
+    /// hold Latin-1 in their string literals. Only a regular file of at most `maxScriptBytes`
+    /// is read; any refusal says what is wrong with the file.
+    static func readScript(_ path: String) -> Result<[UInt8], ReadProblem> {
+        // Opened first, then checked: what is read is what was checked. O_NONBLOCK: a FIFO put
+        // there opens at once (and is refused), rather than waiting for a writer.
+        let descriptor = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        guard descriptor >= 0 else { return .failure(ReadProblem(reason: systemReason(errno))) }
+        let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else { return .failure(ReadProblem(reason: systemReason(errno))) }
+        guard (status.st_mode & S_IFMT) == S_IFREG else {
+            return .failure(ReadProblem(reason: (status.st_mode & S_IFMT) == S_IFDIR ? "it is a folder, not a file" : "it is not a regular file"))
+        }
+        do {
+            let data = try handle.read(upToCount: maxScriptBytes + 1) ?? Data()
+            guard data.count <= maxScriptBytes else {
+                return .failure(ReadProblem(reason: "it is larger than \(maxScriptBytes >> 20) MiB, the most a hook file may be"))
+            }
+            return .success(Array(data))
+        } catch {
+            return .failure(ReadProblem(reason: "it cannot be read: \(error.localizedDescription)"))
+        }
+    }
+
+    private static func systemReason(_ code: Int32) -> String {
+        switch code {
+        case ENOENT: return "there is no such file"
+        case EACCES: return "permission denied"
+        case ENOTDIR: return "a folder on its path is a file"
+        default: return String(cString: strerror(code)).lowercased()
+        }
     }
 
     /// Compiles every hook of a job without running it.

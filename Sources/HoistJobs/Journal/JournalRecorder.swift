@@ -28,7 +28,7 @@ final class JournalRecorder: JobObserver {
         var flushScheduled = false
         /// Where in `pending` each file's row is (by `key`): a later row of the file replaces it
         /// there, a progress write updates it.
-        var pendingRows: [String: Int] = [:]
+        var pendingRows: [Bytewise: Int] = [:]
     }
     private let state = Mutex(State())
     /// A file's session and confirmed offset are saved at most once a second.
@@ -51,7 +51,7 @@ final class JournalRecorder: JobObserver {
         let (now, later) = state.withLock { state -> (Bool, Bool) in
             state.pendingDone = state.pendingDone || done
             // The row is pending, so a flush is already on its way.
-            if let key, let index = state.pendingRows[key], case .file(var row) = state.pending[index] {
+            if let key, let index = state.pendingRows[Bytewise(key)], case .file(var row) = state.pending[index] {
                 switch write {
                 case .file:
                     state.pending[index] = write
@@ -64,7 +64,7 @@ final class JournalRecorder: JobObserver {
                     break
                 }
             }
-            if let key, case .file = write { state.pendingRows[key] = state.pending.count }
+            if let key, case .file = write { state.pendingRows[Bytewise(key)] = state.pending.count }
             state.pending.append(write)
             if state.pending.count >= Self.batchSize { return (true, false) }
             if state.flushScheduled { return (false, false) }

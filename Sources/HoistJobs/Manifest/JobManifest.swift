@@ -44,17 +44,17 @@ public struct JobManifest: Decodable, Sendable {
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        version = try c.decode(Int.self, forKey: .version)
+        version = try c.decode(Int.self, forKey: .version, in: decoder, placeholder: 1)
         if version != 1 {
             try decoder.report(.dataCorruptedError(forKey: .version, in: c, debugDescription: "unsupported version \(version): this Hoist reads version 1"))
         }
-        name = try c.decode(String.self, forKey: .name)
+        name = try c.decode(String.self, forKey: .name, in: decoder, placeholder: "placeholder")
         if name.isEmpty || !name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) {
             try decoder.report(.dataCorruptedError(forKey: .name, in: c,
                 debugDescription: "bad job name '\(name)': use letters, digits, '.', '_' and '-'"))
         }
-        storage = try c.decode(StorageSettings.self, forKey: .storage)
-        files = try c.decode([FileSet].self, forKey: .files)
+        storage = try c.decode(StorageSettings.self, forKey: .storage, in: decoder, placeholder: .placeholder)
+        files = try c.decode([FileSet].self, forKey: .files, in: decoder, placeholder: [FileSet(root: ".", destination: .relativePath)])
         if files.isEmpty {
             try decoder.report(.dataCorruptedError(forKey: .files, in: c, debugDescription: "files is empty: list at least one file set"))
         }
@@ -93,6 +93,9 @@ public struct StorageSettings: Decodable, Sendable {
     public var caBundle: String?
 
     enum CodingKeys: String, CodingKey { case url, credentials, multipartThreshold, downloadTokens, insecureSkipTLSVerify, caBundle }
+
+    /// What a manifest whose `storage` has a mistake is read on with, to find the mistakes after it.
+    static var placeholder: StorageSettings { StorageSettings(location: try! StorageLocation(parsing: "file:.")) }
 
     /// Storage made in code (`hoist cp`).
     public init(location: StorageLocation) {
@@ -172,10 +175,10 @@ public struct FileSet: Decodable, Sendable {
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        root = try c.decode(String.self, forKey: .root)
+        root = try c.decode(String.self, forKey: .root, in: decoder, placeholder: ".")
         include = try c.decodeIfPresent(GlobList.self, forKey: .include)?.globs ?? []
         exclude = try c.decodeIfPresent(GlobList.self, forKey: .exclude)?.globs ?? []
-        destination = try c.decodeIfPresent(Template.self, forKey: .destination) ?? (try! Template(parsing: "{relpath}"))
+        destination = try c.decodeIfPresent(Template.self, forKey: .destination) ?? .relativePath
         if destination.hasLiteralParentSegment {
             // The planner refuses such a name for every file; say so where it is written.
             try decoder.report(.dataCorruptedError(forKey: .destination, in: c,

@@ -7,6 +7,9 @@ public struct Template: Decodable, Sendable, Equatable, CustomStringConvertible 
     public let text: String
     let parts: [Part]
 
+    /// `{relpath}`: a file's path below its root, a file set's default destination.
+    public static let relativePath = try! Template(parsing: "{relpath}")
+
     enum Part: Equatable, Sendable {
         case literal(String)
         case relpath, dir, name, stem, ext, job, hostname

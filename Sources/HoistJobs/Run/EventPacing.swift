@@ -7,7 +7,7 @@ import Synchronization
 /// the journal's offsets), keyed by object.
 public final class ProgressPacer: Sendable {
     public let interval: TimeInterval
-    private let last = Mutex<[String: Date]>([:])
+    private let last = Mutex<[Bytewise: Date]>([:])  // two names, two objects: keyed as bytes
 
     public init(interval: TimeInterval) { self.interval = interval }
 
@@ -15,17 +15,17 @@ public final class ProgressPacer: Sendable {
     /// `allowed` false holds back every event but the first and the last (a hook queue that is full).
     public func admit(_ object: String, final: Bool, allowed: Bool = true, now: Date = Date()) -> Bool {
         last.withLock { last in
-            if let previous = last[object], !final, now.timeIntervalSince(previous) < interval || !allowed { return false }
-            last[object] = now
+            if let previous = last[Bytewise(object)], !final, now.timeIntervalSince(previous) < interval || !allowed { return false }
+            last[Bytewise(object)] = now
             return true
         }
     }
 
     /// Whether `object` has had an event admitted since it started.
-    public func started(_ object: String) -> Bool { last.withLock { $0[object] != nil } }
+    public func started(_ object: String) -> Bool { last.withLock { $0[Bytewise(object)] != nil } }
 
     /// Forgets `object` (its upload ended).
-    public func finished(_ object: String) { last.withLock { _ = $0.removeValue(forKey: object) } }
+    public func finished(_ object: String) { last.withLock { _ = $0.removeValue(forKey: Bytewise(object)) } }
 }
 
 extension StorageTaskStatus {

@@ -21,6 +21,8 @@ final class RunPass {
     /// Files a file set's filters left out and another set's root holds: told once the walk
     /// ends, unless another set took them (`LeftOut`).
     private var leftOut: LeftOut
+    /// Counts the totals on a thread of its own once the walk waits behind the uploads.
+    private let countAhead: CountAhead
 
     init(runner: JobRunner, observers: [any JobObserver], totalsKnown: Bool) {
         let job = runner.job
@@ -34,6 +36,7 @@ final class RunPass {
         if runner.shared?.plans ?? true { walk = WalkSource(planner: planner) }
         claims = runner.shared.map { ClaimSource(shared: $0, job: job, concurrency: settings.concurrency) }
         leftOut = LeftOut(roots: job.manifest.files.map { job.root(of: $0) })
+        countAhead = CountAhead(planner: planner, observers: observers)
         let hooks = runner.hooks
         admission = Admission(noClobber: settings.noClobber, objectExists: { await runner.exists($0) },
                               beforeUpload: hooks.map { hooks in { try await hooks.beforeUpload($0) } },
@@ -46,6 +49,10 @@ final class RunPass {
         await withTaskGroup(of: Finished.self) { group in
             while true {
                 await fill(&group)
+                if walk?.ended == false, runner.shared == nil, !totalsKnown, slots.running >= slots.concurrency {
+                    // The walk waits behind the uploads: the totals are counted ahead of it.
+                    countAhead.walkWaits()
+                }
                 if slots.isIdle {
                     guard await waitForClaims() else { break }
                     continue
@@ -148,7 +155,7 @@ final class RunPass {
             }
             if walk.error != nil { claims?.end() }
         } else if !totalsKnown, walk.error == nil {
-            for observer in observers { observer.planCounted(files: walk.uploadCount, bytes: walk.uploadBytes) }
+            countAhead.walkEnded(files: walk.uploadCount, bytes: walk.uploadBytes)
         }
     }
 

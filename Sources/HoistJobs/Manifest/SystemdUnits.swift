@@ -1,0 +1,139 @@
+import Foundation
+
+/// A job's systemd units: a oneshot `.service` that runs it and a `.timer` that starts the
+/// service on the job's `schedule:` (`hoist systemd`).
+public struct SystemdUnits: Sendable {
+    /// `hoist-NAME`: the units' name without the suffix.
+    public let name: String
+    public let service: String
+    public let timer: String
+
+    /// A value a unit file cannot hold (a control character would end its line).
+    public struct Unwritable: Error, CustomStringConvertible {
+        public let value: String
+        public var description: String { "cannot go in a unit file: it holds a control character" }
+    }
+
+    /// - Parameters:
+    ///   - binary: the `hoist` to run, absolute.
+    ///   - manifest: the job's manifest, absolute.
+    ///   - home: `HOME` (and `XDG_STATE_HOME`) as the job should see them, so the run finds the
+    ///     same default journal, plugins and credentials as the user who made the units.
+    public init(job: Job, schedule: CronExpression, binary: String, manifest: String, home: [String: String]) throws(Unwritable) {
+        name = "hoist-\(job.manifest.name)"
+        let writable = Self.writableFolders(of: job)
+        var service = """
+            # \(name).service: made by `hoist systemd` from \(manifest)
+            [Unit]
+            Description=Hoist job \(job.manifest.name)
+            Wants=network-online.target
+            After=network-online.target
+
+            [Service]
+            Type=oneshot
+            ExecStart=\(try Self.quotedCommand([binary, "run", "--quiet", manifest]))
+
+            """
+        // Readable by every user (systemctl show): keep secrets in the manifest's envFile.
+        for (key, value) in home.sorted(by: { $0.key < $1.key }) + job.manifest.env.sorted(by: { $0.key < $1.key }) {
+            service += "Environment=\(try Self.quoted("\(key)=\(value)"))\n"
+        }
+        service += """
+            # Hardening a batch uploader lives with: the whole file system read-only (the roots
+            # included) but for what the job writes, no new privileges, a private /tmp.
+            ProtectSystem=strict
+            ProtectHome=read-only
+            PrivateTmp=yes
+            NoNewPrivileges=yes
+            ProtectKernelTunables=yes
+            ProtectKernelModules=yes
+            ProtectControlGroups=yes
+            RestrictSUIDSGID=yes
+            LockPersonality=yes
+
+            """
+        // '-': a folder not made yet does not stop the unit (the run says what it cannot write).
+        for folder in writable { service += "ReadWritePaths=\(try Self.quoted("-" + folder))\n" }
+        self.service = service
+        var timer = """
+            # \(name).timer: made by `hoist systemd` from \(manifest)
+            [Unit]
+            Description=Run hoist job \(job.manifest.name) on its schedule (\(schedule.text))
+
+            [Timer]
+
+            """
+        for calendar in Self.onCalendar(schedule) { timer += "OnCalendar=\(calendar)\n" }
+        timer += """
+            # A run missed while the machine was off happens at boot.
+            Persistent=true
+
+            [Install]
+            WantedBy=timers.target
+
+            """
+        self.timer = timer
+    }
+
+    /// Folders the job writes: its journal's (a SQLite file, its lock and WAL beside it), the
+    /// local bucket's and the hooks' output folder.
+    static func writableFolders(of job: Job) -> [String] {
+        var folders: [String] = []
+        let journal = job.journalPath()
+        if !PostgresLocation.isPostgres(journal) { folders.append(URL(fileURLWithPath: journal).deletingLastPathComponent().path) }
+        if let bucket = job.localBucketFolder { folders.append(bucket) }
+        if let output = job.manifest.lua.output { folders.append(job.resolve(output)) }
+        var seen = Set<String>()
+        return folders.filter { seen.insert($0).inserted }
+    }
+
+    /// systemd calendar expressions that together fire when cron would. Cron runs a job whose
+    /// day of month and day of week are both restricted (neither starts with `*`) on either
+    /// day; a calendar expression means both: such a schedule gives two.
+    public static func onCalendar(_ schedule: CronExpression) -> [String] {
+        let expanded = CronExpression.shorthands[schedule.text.trimmingCharacters(in: .whitespaces).lowercased()] ?? schedule.text
+        let raw = expanded.split(separator: " ", omittingEmptySubsequences: true)
+        let specs = CronExpression.specs
+        func list(_ index: Int) -> String { values(schedule.fields[index], full: specs[index].range) }
+        let time = "\(list(1)):\(list(0)):00"
+        let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+        let weekdays = schedule.fields[4].count == 7 ? nil : runs(schedule.fields[4].sorted()).map { run in
+            run.count == 1 ? days[run[0]] : "\(days[run.first!])..\(days[run.last!])"
+        }.joined(separator: ",")
+        let dayOfMonthIsStar = raw[2].hasPrefix("*"), dayOfWeekIsStar = raw[4].hasPrefix("*")
+        if dayOfMonthIsStar || dayOfWeekIsStar {
+            return [(weekdays.map { $0 + " " } ?? "") + "*-\(list(3))-\(list(2)) \(time)"]
+        }
+        return ["*-\(list(3))-\(list(2)) \(time)", (weekdays.map { $0 + " " } ?? "") + "*-\(list(3))-* \(time)"]
+    }
+
+    /// `*` for every value of the field, else the values, runs of three or more as `a..b`.
+    private static func values(_ set: Set<Int>, full: ClosedRange<Int>) -> String {
+        if set.count == full.count { return "*" }
+        return runs(set.sorted()).flatMap { run in run.count >= 3 ? ["\(run.first!)..\(run.last!)"] : run.map(String.init) }
+            .joined(separator: ",")
+    }
+
+    /// Sorted values cut into runs of consecutive ones.
+    private static func runs(_ sorted: [Int]) -> [[Int]] {
+        var result: [[Int]] = []
+        for value in sorted {
+            if let last = result.last?.last, last + 1 == value { result[result.count - 1].append(value) } else { result.append([value]) }
+        }
+        return result
+    }
+
+    /// A word of a unit file in double quotes: `\` and `"` escaped, `%` (a specifier) doubled.
+    static func quoted(_ text: String) throws(Unwritable) -> String {
+        guard !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else { throw Unwritable(value: text) }
+        return "\"" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+            .replacingOccurrences(of: "%", with: "%%") + "\""
+    }
+
+    /// A command line for `ExecStart=`: each word quoted, `$` doubled (systemd expands `$VAR`).
+    static func quotedCommand(_ words: [String]) throws(Unwritable) -> String {
+        var line: [String] = []
+        for word in words { line.append(try quoted(word).replacingOccurrences(of: "$", with: "$$")) }
+        return line.joined(separator: " ")
+    }
+}

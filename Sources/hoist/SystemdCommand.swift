@@ -1,0 +1,66 @@
+import ArgumentParser
+import Foundation
+import HoistJobs
+
+extension Hoist {
+    /// `hoist systemd JOB`: a `.service` and `.timer` pair that run the job on its schedule.
+    struct Systemd: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print (or write) a systemd service and timer that run a job on its schedule.",
+            discussion: """
+                The timer fires on the manifest's schedule: (OnCalendar, with Persistent=true so a \
+                run missed while the machine was off happens at boot); the service runs this hoist \
+                with --quiet, with HOME as now (so the run finds the same journal, plugins and \
+                credentials) and the job's env:, read-only everywhere but the journal's folder, the \
+                local bucket and lua.output. Environment= lines are readable by every user: keep \
+                secrets in the manifest's envFile.
+
+                Install: hoist systemd --output /etc/systemd/system JOB.yaml, then \
+                systemctl daemon-reload && systemctl enable --now hoist-NAME.timer.
+
+                Exit status: 0; 2 when the manifest is invalid, has no schedule, or names a path \
+                a unit file cannot hold.
+                """
+        )
+
+        @Argument(help: "The job manifest (YAML).", completion: .file(extensions: ["yaml", "yml"]))
+        var job: String
+
+        @Option(name: .long, help: "Write hoist-NAME.service and hoist-NAME.timer into this folder instead of printing them.",
+                completion: .directory)
+        var output: String?
+
+        func run() throws {
+            let binary = scheduledBinary(for: "systemd")
+            let job = try loadJob(self.job)
+            guard let schedule = job.manifest.schedule else {
+                FileHandle.standardError.write(Data("hoist: \(self.job): no schedule; add one, such as schedule: \"0 3 * * *\"\n".utf8))
+                throw ExitCode(2)
+            }
+            let environment = ProcessInfo.processInfo.environment
+            let home = ["HOME", "XDG_STATE_HOME"].reduce(into: [String: String]()) { $0[$1] = environment[$1].flatMap { $0.isEmpty ? nil : $0 } }
+            let units: SystemdUnits
+            do {
+                units = try SystemdUnits(job: job, schedule: schedule, binary: binary,
+                                         manifest: URL(fileURLWithPath: self.job).standardizedFileURL.path, home: home)
+            } catch {
+                FileHandle.standardError.write(Data("hoist: \(printable(error.value)): \(error)\n".utf8))
+                throw ExitCode(2)
+            }
+            guard let output else {
+                print(units.service)
+                print(units.timer, terminator: "")
+                return
+            }
+            for (suffix, text) in [("service", units.service), ("timer", units.timer)] {
+                let path = URL(fileURLWithPath: output).appendingPathComponent("\(units.name).\(suffix)").path
+                do { try Data(text.utf8).write(to: URL(fileURLWithPath: path), options: .atomic) } catch {
+                    FileHandle.standardError.write(Data("hoist: cannot write \(printable(path)): \(error.localizedDescription)\n".utf8))
+                    throw ExitCode(2)
+                }
+                FileHandle.standardError.write(Data("wrote \(printable(path))\n".utf8))
+            }
+            FileHandle.standardError.write(Data("then: systemctl daemon-reload && systemctl enable --now \(units.name).timer\n".utf8))
+        }
+    }
+}

@@ -1,0 +1,42 @@
+import Foundation
+import HoistJobs
+import HoistTestSupport
+import Testing
+
+/// #36 item 5: names are bytes. "café" with U+00E9 and "café" with "e" + U+0301 are two files,
+/// two rows and two objects, though Swift's String calls them equal.
+@Suite struct NameBytesTests {
+    let hoist = productsDirectory.appendingPathComponent("hoist").path
+
+    @Test func canonicallyEquivalentTwinsAreTwoFilesToTheJournal() throws {
+        let fixture = try JobFixture()
+        let composed = "caf\u{E9}.txt", decomposed = "cafe\u{301}.txt"
+        #expect(composed == decomposed && !composed.hasSameBytes(as: decomposed))   // what the test is about
+        try fixture.directory.write("src/" + composed, Data("composed".utf8))
+        try fixture.directory.write("src/" + decomposed, Data("decomposed!".utf8))
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\n")
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        func end(_ run: (status: Int32, stdout: String, stderr: String)) -> [String: Any] {
+            let lines = run.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            return lines.last { $0["event"] as? String == "job_end" } ?? [:]
+        }
+        let first = try runProcess(hoist, ["run", "--json", manifest])
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(end(first)["uploaded"] as? Int == 2)
+        // Each object holds its own file's bytes.
+        let bucket = try FileManager.default.contentsOfDirectory(atPath: fixture.directory.url.appendingPathComponent("bucket").path)
+            .filter { !$0.hasPrefix(".") }
+        #expect(Set(bucket.map(Bytewise.init)) == [Bytewise(composed), Bytewise(decomposed)], "\(bucket.map { Array($0.utf8) })")
+        for (name, text) in [(composed, "composed"), (decomposed, "decomposed!")] {
+            let object = fixture.directory.url.appendingPathComponent("bucket").appendingPathComponent(name)
+            #expect(try String(contentsOf: object, encoding: .utf8) == text)
+        }
+        // Two rows, both done: the next run sends nothing.
+        let status = try runProcess(hoist, ["status", manifest])
+        #expect(status.stdout.contains("files: 2 uploaded, 0 pending, 0 failed"), "\(status.stdout)")
+        let second = try runProcess(hoist, ["run", "--json", manifest])
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(end(second)["uploaded"] as? Int == 0, "\(second.stdout)")
+        #expect(end(second)["unchanged"] as? Int == 2, "\(second.stdout)")
+    }
+}
