@@ -39,6 +39,8 @@ public final class JobRunner: Sendable {
         var fatal: String?
         /// Ends `run` at once with this summary (once; `stop(fatal:endWithin:)`).
         var abandon: (@Sendable (JobSummary) -> Void)?
+        /// A deadline `stop(fatal:endWithin:)` set before `run` began: armed when it begins.
+        var endBy: (deadline: DispatchTime, summary: JobSummary)?
     }
     private let state = Mutex(State())
     /// The file sets' root folders, open (nil for a root that is a file, or missing).
@@ -95,7 +97,11 @@ public final class JobRunner: Sendable {
         await withCheckedContinuation { (ended: CheckedContinuation<JobSummary, Never>) in
             let once = Mutex<CheckedContinuation<JobSummary, Never>?>(ended)
             let end: @Sendable (JobSummary) -> Void = { summary in once.withLock { $0.take() }?.resume(returning: summary) }
-            state.withLock { $0.abandon = end }
+            let endBy = state.withLock { state in
+                state.abandon = end
+                return state.endBy
+            }
+            if let (deadline, summary) = endBy { DispatchQueue.global().asyncAfter(deadline: deadline) { end(summary) } }
             Task {
                 guard storage.backend is GCSBackend, !(journal is PostgresJournal) else { return end(await runHere(totals: totals)) }
                 end(await withTaskExecutorPreference(CurlEngine.shared) { await runHere(totals: totals) })
@@ -235,18 +241,24 @@ public final class JobRunner: Sendable {
     ///   (its journal cut off, a write that never returns): its summary then gives `message` and
     ///   says the run could not end. Nil: wait for the run to end.
     public func stop(fatal message: String, endWithin grace: Double? = nil) {
-        let abandon = state.withLock {
-            $0.stopping = true
-            if $0.fatal == nil { $0.fatal = message }
-            return $0.abandon
+        var left = JobSummary(job: job.manifest.name)
+        left.fatal = "\(message) The run did not end within \(Int(grace ?? 0)) s of being stopped: what was in flight is left unfinished."
+        let summary = left
+        let deadline = DispatchTime.now() + (grace ?? 0)
+        let abandon = state.withLock { state -> (@Sendable (JobSummary) -> Void)? in
+            state.stopping = true
+            if state.fatal == nil { state.fatal = message }
+            guard grace != nil, state.endBy == nil else { return nil }
+            // Not running yet: `run` arms the deadline when it begins.
+            guard let abandon = state.abandon else {
+                state.endBy = (deadline, summary)
+                return nil
+            }
+            return abandon
         }
         recorder?.runIsStopping()
         cancelInFlight()
-        guard let grace, let abandon else { return }
-        var left = JobSummary(job: job.manifest.name)
-        left.fatal = "\(message) The run could not end within \(Int(grace)) s (its journal did not answer): left unfinished."
-        let summary = left
-        DispatchQueue.global().asyncAfter(deadline: .now() + grace) { abandon(summary) }
+        if let abandon { DispatchQueue.global().asyncAfter(deadline: deadline) { abandon(summary) } }
     }
 
     /// Starts nothing more; uploads in flight go on.
