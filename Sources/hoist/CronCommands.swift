@@ -95,7 +95,8 @@ extension Hoist {
                 let started = Date(timeIntervalSince1970: run.started).formatted(.iso8601)
                 let seconds = run.finished.map { String(format: "%.1f s", $0 - run.started) } ?? "-"
                 show("  \(started)  \(run.status.rawValue.padding(toLength: 11, withPad: " ", startingAt: 0)) \(run.uploaded) uploaded, "
-                      + "\(run.skipped) skipped, \(run.failed) failed, \(ByteFormatter.string(run.bytes)), \(seconds)"
+                      + "\(run.skipped) skipped, \(run.failed) failed, " + (run.cancelled > 0 ? "\(run.cancelled) cancelled, " : "")
+                      + "\(ByteFormatter.string(run.bytes)), \(seconds)"
                       + (run.error.map { ": \($0)" } ?? ""))
             }
             for file in (try? journal.files(state: .uploading, limit: 20)) ?? [] {

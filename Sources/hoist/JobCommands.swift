@@ -315,7 +315,7 @@ func printPlan(_ job: Job, journal: (any JournalStore)?, force: Bool = false, ho
             skips += 1
             if summary { continue }
             output.write(json
-                ? JSONLine.encode(["action": "skip", "file": item.file.path, "reason": reason])
+                ? JSONLine.encode(["action": "skip", "file": item.file.path, "reason": reason.description])
                 : printable("skip    \(item.file.relativePath) (\(reason))"))
         }
     }

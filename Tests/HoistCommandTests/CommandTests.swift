@@ -214,14 +214,7 @@ import Testing
         let bucket = fixture.directory.url.appendingPathComponent("bucket")
         // Wait until bytes are moving into a part file, then interrupt.
         let uploads = bucket.appendingPathComponent(".hoist/uploads")
-        let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline {
-            let parts = (try? FileManager.default.contentsOfDirectory(atPath: uploads.path))?.filter { $0.hasSuffix(".part") } ?? []
-            if let part = parts.first,
-               let size = try? FileManager.default.attributesOfItem(atPath: uploads.appendingPathComponent(part).path)[.size] as? Int,
-               size > 2_000_000 { break }
-            usleep(20_000)
-        }
+        waitForAPart(in: uploads, holdingMoreThan: 2_000_000)
         kill(process.processIdentifier, SIGINT)
         process.waitUntilExit()
         let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)

@@ -72,7 +72,7 @@ import Testing
         })
         let planned = Array(Planner(job: job, journal: journal))
         #expect(planned.filter { $0.decision == .upload }.count == 1000)
-        #expect(planned.filter { $0.decision == Planner.unchanged }.count == 500)
+        #expect(planned.filter { $0.decision == .skip(.unchanged) }.count == 500)
         #expect(journal.lookups.withLock { $0 } == 0)
         #expect(journal.pages.withLock { $0 } <= 3)
     }

@@ -15,18 +15,20 @@ import Testing
     func sharedRunClaims() throws {
         let files = JournalThroughputBench.files
         let url = try PostgresServer.shared().makeDatabase()
-        func item(_ index: Int) -> PlanItem {
+        let attributes = Journal.attributesText(ObjectResource(contentType: "image/x-exr"))
+        func record(_ index: Int, runID: String) -> Journal.FileRecord {
             let relative = String(format: "d%03d/frame-%07d.exr", index % 500, index)
-            return PlanItem(file: WalkedFile(path: "/data/run/" + relative, relativePath: relative, size: Int64(1000 + index),
-                                             modified: Date(timeIntervalSince1970: 1_700_000_000 + Double(index))),
-                            destination: "frames/" + relative, attributes: ObjectResource(contentType: "image/x-exr"),
-                            decision: .upload, fileSetIndex: 0)
+            return Journal.FileRecord(source: "/data/run/" + relative, destination: "frames/" + relative, size: Int64(1000 + index),
+                                      mtime: 1_700_000_000 + Double(index), attributes: attributes, state: .pending, runID: runID)
         }
         for workers in [1, 4] {
             let coordinator = try SharedRun(journal: try PostgresJournal(url: url, job: "bench"), wait: false)
             precondition(coordinator.plans)
             var started = Date()
-            for index in 0..<files { try coordinator.plan(item(index)) }
+            for index in 0..<files {
+                let row = record(index, runID: coordinator.runID)
+                try coordinator.plan(row, fileSet: 0, relativePath: String(row.source.dropFirst("/data/run/".count)))
+            }
             try coordinator.planFinished(skipped: 0, failed: 0)
             let planRate = Double(files) / Date().timeIntervalSince(started)
             let runs = try [coordinator] + (1..<workers).map { _ in try SharedRun(journal: try PostgresJournal(url: url, job: "bench"), wait: false) }
@@ -53,7 +55,7 @@ import Testing
                             break claiming
                         }
                     }
-                    try run.finish(JobSummary(job: "bench"))
+                    try run.finish(SharedRun.WorkerEnd(status: .done, uploaded: 0, failed: 0, bytes: 0))
                 } catch {
                     Issue.record("\(error)")
                 }

@@ -131,7 +131,7 @@ import Testing
         let hashed = Task {
             await withTaskExecutorPreference(CurlEngine.shared) {
                 let started = clock.now
-                let stored = await StorageUploadTask.finishedEarlier(try! ByteSource(filePath: file.path), ObjectResource(),
+                let stored = await UploadDriver.finishedEarlier(try! ByteSource(filePath: file.path), ObjectResource(),
                                                                      at: "big.bin", backend: bucket.storage.backend)
                 return (stored, clock.now - started)
             }

@@ -58,3 +58,16 @@ public func openFiles(of pid: Int32, under folder: String) -> [(path: String, si
         return (path, Int(status.st_size))
     }
 }
+
+/// Waits (at most `seconds`) until a part file in a local bucket's `uploads` folder holds more
+/// than `bytes`: an upload is under way, bytes moving.
+public func waitForAPart(in uploads: URL, holdingMoreThan bytes: Int, seconds: Double = 10) {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        let parts = (try? FileManager.default.contentsOfDirectory(atPath: uploads.path))?.filter { $0.hasSuffix(".part") } ?? []
+        if let part = parts.first,
+           let size = try? FileManager.default.attributesOfItem(atPath: uploads.appendingPathComponent(part).path)[.size] as? Int,
+           size > bytes { return }
+        usleep(20_000)
+    }
+}

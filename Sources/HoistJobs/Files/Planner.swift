@@ -5,7 +5,7 @@ import HoistStorage
 public struct PlanItem: Sendable {
     public enum Decision: Sendable, Equatable {
         case upload
-        case skip(String)
+        case skip(SkipReason)
     }
 
     public internal(set) var file: WalkedFile
@@ -80,14 +80,11 @@ public struct Planner: Sequence, Sendable {
               record.size == item.file.size, abs(record.mtime - item.file.modified.timeIntervalSince1970) < 0.001,
               record.attributes == attributesText ?? Journal.attributesText(item.attributes) else { return }
         if record.state == .done, job.manifest.upload.skipUnchanged {
-            item.decision = Planner.unchanged
+            item.decision = .skip(.unchanged)
         } else if record.state == .uploading || record.state == .pending, let session = record.session {
             item.resumeSession = session
         }
     }
-
-    /// The decision for a file the journal knows unchanged.
-    public static let unchanged = PlanItem.Decision.skip("unchanged since the last upload")
 
     public struct Iterator: IteratorProtocol {
         let planner: Planner
@@ -155,17 +152,17 @@ public struct Planner: Sequence, Sendable {
 
         mutating func plan(_ file: WalkedFile, _ set: FileSet, _ index: Int) -> PlanItem? {
             let path = file.relativePath
-            func skipped(_ reason: String) -> PlanItem {
+            func skipped(_ reason: SkipReason) -> PlanItem {
                 PlanItem(file: file, destination: "", attributes: ObjectResource(), decision: .skip(reason), fileSetIndex: index)
             }
             if !set.include.isEmpty, !set.include.contains(where: { $0.matches(path) }) {
-                return skipped("not included")
+                return skipped(.notIncluded)
             }
-            if let glob = set.exclude.first(where: { $0.matches(path) }) { return skipped("excluded by \(glob)") }
-            if let min = set.minSize, file.size < min.bytes { return skipped("smaller than minSize") }
-            if let max = set.maxSize, file.size > max.bytes { return skipped("larger than maxSize") }
+            if let glob = set.exclude.first(where: { $0.matches(path) }) { return skipped(.excluded("\(glob)")) }
+            if let min = set.minSize, file.size < min.bytes { return skipped(.smallerThanMinSize) }
+            if let max = set.maxSize, file.size > max.bytes { return skipped(.largerThanMaxSize) }
             if let age = set.minAge, planner.now.timeIntervalSince(file.modified) < age.seconds {
-                return skipped("modified less than minAge ago")
+                return skipped(.newerThanMinAge)
             }
             let context = Template.Context(relativePath: path, modified: file.modified, job: planner.job.manifest.name,
                                            now: planner.now, environment: planner.job.environment)

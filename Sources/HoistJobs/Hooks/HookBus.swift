@@ -36,9 +36,6 @@ public struct HookError: Error, CustomStringConvertible, Sendable {
 /// dropped while more than `lua.queueLimit` events wait, so a slow hook never holds up transfers.
 /// A hook error is logged with its script and line; the uploads go on.
 public final class HookBus: JobObserver, @unchecked Sendable {
-    /// The decision for a file `before_upload` answered `false` to.
-    public static let vetoed = PlanItem.Decision.skip("skipped by before_upload")
-
     // `runtime` and `scripts` are touched only on `queue`.
     let runtime: LuaRuntime
     private var scripts: [LuaScript] = []
@@ -259,7 +256,7 @@ public final class HookBus: JobObserver, @unchecked Sendable {
             case .success(nil): continue
             case .success(let results?):
                 do { current = try HookTables.apply(results.first ?? .nil, to: current) } catch { return .failure(error) }
-                if current.decision == Self.vetoed { return .success(current) }
+                if current.decision == .skip(.vetoed) { return .success(current) }
             }
         }
         return .success(current)

@@ -47,7 +47,7 @@ enum HookTables {
         var changed = item
         switch answer {
         case .boolean(false):
-            changed.decision = HookBus.vetoed
+            changed.decision = .skip(.vetoed)
         case .table(let fields):
             var destination = item.destination
             var attributes = item.attributes

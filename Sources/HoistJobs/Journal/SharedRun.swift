@@ -51,14 +51,6 @@ public final class SharedRun: JobRunLock, Sendable {
         var onLost: (@Sendable (String) -> Void)?
         var lost: String?
     }
-    /// Once this worker lost its hold, the process ends (exit 2) if it has not within this many
-    /// seconds: cut off from the journal, its last writes may never return, and its files are
-    /// the others' now. Nil (the default for the library): never. `hoist run --worker` sets it.
-    public var exitWhenStuckAfterLoss: Double? {
-        get { stuckExit.withLock { $0 } }
-        set { stuckExit.withLock { $0 = newValue } }
-    }
-    private let stuckExit = Mutex<Double?>(nil)
     /// Signalled when the run is released: the heartbeat's thread ends.
     private let stopBeating = DispatchSemaphore(value: 0)
 
@@ -93,48 +85,8 @@ public final class SharedRun: JobRunLock, Sendable {
             _ = try lock("SELECT pg_advisory_lock(hashtextextended(\(planKey), 0)) IS NULL")
             let backend = try hold.query("SELECT pg_backend_pid()", logger: PostgresJournal.logger).wait().first?.decode(Int32.self) ?? 0
             // Under the plan lock: join the planned run, or plan a new one.
-            try journal.transaction { run in
-                _ = try run(journal.markDeadRunsInterrupted(except: backend))
-                // A plan that failed while this worker waited for it fails this worker too (one
-                // plan, one error), rather than being made again.
-                if let (error, pid, host) = try run("""
-                    SELECT error, pid, host FROM hoist_run WHERE job = \(journal.job) AND shared AND status = 'failed' AND NOT planned
-                      AND started >= \(waiting - 1) ORDER BY started DESC LIMIT 1
-                    """).first.map({ try $0.decode((String?, Int32, String?).self) }) {
-                    throw JournalError(message: "the shared run's plan (made by pid \(pid) on \(host ?? "?")) failed: \(error ?? "no reason given")")
-                }
-                let found = try run("""
-                    SELECT id, planned, fingerprint, started, pid, host FROM hoist_run
-                    WHERE job = \(journal.job) AND status = 'running' AND shared ORDER BY started DESC LIMIT 1
-                    """).first.map { try $0.decode((String, Bool, String?, Double, Int32, String?).self) }
-                if let (id, planned, theirs, when, pid, host) = found, planned {
-                    guard theirs == fingerprint else {
-                        throw JournalError(message: "this worker's manifest differs from the one the shared run of \(journal.job) was planned "
-                            + "with (by pid \(pid) on \(host ?? "?")), or its roots are elsewhere: run every worker with the same manifest, "
-                            + "with the files at the same paths")
-                    }
-                    runID = id
-                    started = Date(timeIntervalSince1970: when)
-                } else {
-                    if let id = found?.0 {
-                        // Its planner died while planning (this process holds the plan lock now).
-                        _ = try run("UPDATE hoist_run SET status = 'interrupted', finished = \(Date().timeIntervalSince1970) WHERE id = \(id)")
-                    }
-                    plans = true
-                    runID = UUID().uuidString.lowercased()
-                    _ = try run("""
-                        INSERT INTO hoist_run (id, job, started, uploaded, skipped, failed, cancelled, bytes, status, pid, host, lock_key, shared,
-                                               planned, fingerprint)
-                        VALUES (\(runID), \(journal.job), \(started.timeIntervalSince1970), 0, 0, 0, 0, 0, 'running', \(getpid()),
-                                \(ProcessInfo.processInfo.hostName), hashtextextended(\(jobKey), 0), true, false, \(fingerprint))
-                        """)
-                }
-                _ = try run("""
-                    INSERT INTO hoist_worker (run_id, worker, host, pid, started, heartbeat, lease, status)
-                    VALUES (\(runID), \(worker), \(ProcessInfo.processInfo.hostName), \(getpid()), \(Date().timeIntervalSince1970),
-                            extract(epoch from clock_timestamp()), \(lease), 'running')
-                    """)
-            }
+            (runID, plans, started) = try Self.joinOrPlan(journal, backend: backend, waitingSince: waiting, fingerprint: fingerprint,
+                                                          worker: worker, lease: lease)
             if !plans { _ = try lock("SELECT pg_advisory_unlock(hashtextextended(\(planKey), 0))") }
         } catch let error as JobLock.Busy {
             try? hold.close().wait()
@@ -149,7 +101,69 @@ public final class SharedRun: JobRunLock, Sendable {
         self.worker = worker
         self.hold = hold
         journal.holdLost.withLock { $0 = { hold.isClosed } }
+        startHeartbeat()
+    }
+
+    deinit { release() }
+
+    /// Joins the job's planned shared run, or makes a new one for this worker to plan (the
+    /// caller holds the plan lock), and records this worker in it.
+    /// - Returns: the run's id, whether this worker plans it, and when the run started.
+    private static func joinOrPlan(_ journal: PostgresJournal, backend: Int32, waitingSince waiting: Double, fingerprint: String,
+                                   worker: String, lease: Double) throws -> (String, Bool, Date) {
+        var plans = false
+        var runID = ""
+        var started = Date()
+        let jobKey = journal.jobLockName
+        try journal.transaction { run in
+            _ = try run(journal.markDeadRunsInterrupted(except: backend))
+            // A plan that failed while this worker waited for it fails this worker too (one
+            // plan, one error), rather than being made again.
+            if let (error, pid, host) = try run("""
+                SELECT error, pid, host FROM hoist_run WHERE job = \(journal.job) AND shared AND status = 'failed' AND NOT planned
+                  AND started >= \(waiting - 1) ORDER BY started DESC LIMIT 1
+                """).first.map({ try $0.decode((String?, Int32, String?).self) }) {
+                throw JournalError(message: "the shared run's plan (made by pid \(pid) on \(host ?? "?")) failed: \(error ?? "no reason given")")
+            }
+            let found = try run("""
+                SELECT id, planned, fingerprint, started, pid, host FROM hoist_run
+                WHERE job = \(journal.job) AND status = 'running' AND shared ORDER BY started DESC LIMIT 1
+                """).first.map { try $0.decode((String, Bool, String?, Double, Int32, String?).self) }
+            if let (id, planned, theirs, when, pid, host) = found, planned {
+                guard theirs == fingerprint else {
+                    throw JournalError(message: "this worker's manifest differs from the one the shared run of \(journal.job) was planned "
+                        + "with (by pid \(pid) on \(host ?? "?")), or its roots are elsewhere: run every worker with the same manifest, "
+                        + "with the files at the same paths")
+                }
+                runID = id
+                started = Date(timeIntervalSince1970: when)
+            } else {
+                if let id = found?.0 {
+                    // Its planner died while planning (this process holds the plan lock now).
+                    _ = try run("UPDATE hoist_run SET status = 'interrupted', finished = \(Date().timeIntervalSince1970) WHERE id = \(id)")
+                }
+                plans = true
+                runID = UUID().uuidString.lowercased()
+                _ = try run("""
+                    INSERT INTO hoist_run (id, job, started, uploaded, skipped, failed, cancelled, bytes, status, pid, host, lock_key, shared,
+                                           planned, fingerprint)
+                    VALUES (\(runID), \(journal.job), \(started.timeIntervalSince1970), 0, 0, 0, 0, 0, 'running', \(getpid()),
+                            \(ProcessInfo.processInfo.hostName), hashtextextended(\(jobKey), 0), true, false, \(fingerprint))
+                    """)
+            }
+            _ = try run("""
+                INSERT INTO hoist_worker (run_id, worker, host, pid, started, heartbeat, lease, status)
+                VALUES (\(runID), \(worker), \(ProcessInfo.processInfo.hostName), \(getpid()), \(Date().timeIntervalSince1970),
+                        extract(epoch from clock_timestamp()), \(lease), 'running')
+                """)
+        }
+        return (runID, plans, started)
+    }
+
+    /// Beats every third of the lease on a thread of its own until the run is released.
+    private func startHeartbeat() {
         let stop = stopBeating
+        let lease = lease
         // The lease's clock is kept on this thread, apart from the heartbeat's query, so a query
         // that never returns (a network partition: no reset, no answer) is noticed all the same.
         let beats = DispatchQueue(label: "hoist.heartbeat")
@@ -170,8 +184,6 @@ public final class SharedRun: JobRunLock, Sendable {
             }
         }
     }
-
-    deinit { release() }
 
     /// The advisory lock a worker holds while it lives is "hoist worker ID" (`workerLost` reads it).
     static let workerLockPrefix = "hoist worker "
@@ -243,24 +255,14 @@ public final class SharedRun: JobRunLock, Sendable {
         }
         guard first else { return }
         handler?(message)
-        if let grace = exitWhenStuckAfterLoss {
-            Thread.detachNewThread {
-                Thread.sleep(forTimeInterval: grace)
-                FileHandle.standardError.write(Data("hoist: \(message) The journal did not let the run end within \(Int(grace)) s: exiting.\n".utf8))
-                _exit(2)
-            }
-        }
     }
 
     // MARK: Plan
 
-    /// Adds a file to the plan (written in batches; `planFinished` writes the rest).
-    func plan(_ item: PlanItem) throws {
-        let record = Journal.FileRecord(source: item.file.path, destination: item.destination, size: item.file.size,
-                                        mtime: item.file.modified.timeIntervalSince1970,
-                                        attributes: Journal.attributesText(item.attributes), state: .pending,
-                                        session: item.resumeSession, runID: runID)
-        let row = PlannedRow(record: record, set: item.fileSetIndex, relative: item.file.relativePath)
+    /// Adds a file to the plan (written in batches; `planFinished` writes the rest): its row
+    /// (`pending`), its file set and its path below that set's root, where a worker finds it.
+    func plan(_ record: Journal.FileRecord, fileSet: Int, relativePath: String) throws {
+        let row = PlannedRow(record: record, set: fileSet, relative: relativePath)
         let batch = state.withLock { state -> [PlannedRow]? in
             state.planning.append(row)
             guard state.planning.count >= 1000 else { return nil }
@@ -395,58 +397,6 @@ public final class SharedRun: JobRunLock, Sendable {
         }
     }
 
-    /// The plan item of a claimed file, made from this worker's own manifest: the row must name
-    /// a file of one of its file sets (inside its root, by its path below the root, not left out
-    /// by its filters), and the destination and metadata are the manifest's, which the row must
-    /// match. So whoever can write to the journal can make a worker read no other file, and
-    /// write no other object or metadata, than the manifest says.
-    func planItem(_ file: Journal.ClaimedFile, job: Job) throws -> PlanItem {
-        let sets = job.manifest.files
-        guard sets.indices.contains(file.fileSetIndex) else {
-            throw PlanError(message: "the shared run's plan names file set \(file.fileSetIndex + 1) and this worker's manifest has "
-                + "\(sets.count): run every worker with the same manifest")
-        }
-        let set = sets[file.fileSetIndex]
-        let root = job.root(of: set)
-        let parts = file.relativePath.split(separator: "/", omittingEmptySubsequences: false)
-        let inside = file.source == (root == "/" ? "" : root) + "/" + file.relativePath
-            && !parts.contains { $0.isEmpty || $0 == "." || $0 == ".." }
-        let notOurs = "the shared run's plan names \(file.source), which is not a file of this worker's file set \(file.fileSetIndex + 1) "
-            + "(root \(root))"
-        guard inside || file.source == root else { throw PlanError(message: notOurs + ": not uploaded. Run every worker with the same manifest") }
-        // The row says which file, nothing else: filters and templates are judged on the file
-        // as it is (its size and time, hidden or a link), as a walk would find it. Its device and
-        // inode go with it, so the upload opens that very file.
-        if !set.hidden, parts.contains(where: { $0.hasPrefix(".") }) {
-            throw PlanError(message: notOurs + " to upload (a hidden file, which the file set leaves out): not uploaded")
-        }
-        var info = stat()
-        guard lstat(file.source, &info) == 0 else {
-            throw PlanError(message: "\(file.source) cannot be read: \(String(cString: strerror(errno)))")
-        }
-        if (info.st_mode & S_IFMT) == S_IFLNK {
-            guard set.followSymlinks, stat(file.source, &info) == 0 else {
-                throw PlanError(message: notOurs + " to upload (a symbolic link, which the file set does not follow): not uploaded")
-            }
-        }
-        guard (info.st_mode & S_IFMT) == S_IFREG else { throw PlanError(message: "\(file.source) is not a regular file: not uploaded") }
-        var walked = WalkedFile(path: file.source, relativePath: file.relativePath, size: 0, modified: Date())
-        walked.update(from: info)
-        var item: PlanItem
-        switch Planner(job: job, now: started).item(for: walked, set: file.fileSetIndex) {
-        case .success(let planned): item = planned
-        case .failure(let error): throw error
-        }
-        if case .skip(let reason) = item.decision { throw PlanError(message: notOurs + " to upload (\(reason)): not uploaded") }
-        guard item.destination == file.destination, Journal.attributesText(item.attributes) == file.attributes else {
-            throw PlanError(message: "the shared run's plan sends \(file.source) to '\(file.destination)' with other metadata or "
-                + "to another object than this worker's manifest ('\(item.destination)'): not uploaded. Run every worker with the same manifest")
-        }
-        item.resumeSession = file.session
-        item.mayBeStored = file.takenOver
-        return item
-    }
-
     /// Takes a claimed file out of the run's queue: a `before_upload` hook or no-clobber skipped
     /// it, or a hook sent it elsewhere (its row under the new destination is the one recorded).
     func release(source: String, destination: String) throws {
@@ -461,11 +411,11 @@ public final class SharedRun: JobRunLock, Sendable {
     }
 
     /// Records a claimed file that failed before its upload started, so the run does not wait for it.
-    func failed(_ item: PlanItem, _ message: String) throws {
+    func failed(source: String, destination: String, message: String) throws {
         do {
             _ = try journal.query("""
                 UPDATE hoist_file SET state = 'failed', error = \(message), updated = \(Date().timeIntervalSince1970)
-                WHERE job = \(journal.job) AND source = \(item.file.path) AND destination = \(item.destination) AND run_id = \(runID)
+                WHERE job = \(journal.job) AND source = \(source) AND destination = \(destination) AND run_id = \(runID)
                 """)
         } catch {
             throw JournalError(postgres: journal.target, doing: "write", error)
@@ -474,17 +424,33 @@ public final class SharedRun: JobRunLock, Sendable {
 
     // MARK: End
 
+    /// How this worker's part of the run ended, as `finish` records it.
+    public struct WorkerEnd: Sendable {
+        public enum Status: String, Sendable { case done, failed, interrupted }
+        public var status: Status
+        public var uploaded: Int
+        public var failed: Int
+        public var bytes: Int64
+
+        public init(status: Status, uploaded: Int, failed: Int, bytes: Int64) {
+            (self.status, self.uploaded, self.failed, self.bytes) = (status, uploaded, failed, bytes)
+        }
+    }
+
+    /// Why this worker lost its hold on the run, once it did (`onLost` was called with it).
+    public var lostHold: String? { state.withLock { $0.lost } }
+
     /// Records this worker's end; the worker that finds the run without unfinished files ends
     /// the run with the totals of the files' rows. The files it holds and did not finish (not
     /// started, or cancelled: the recorder put those back to `pending`) go to the others.
-    public func finish(_ summary: JobSummary) throws {
-        let status = summary.interrupted ? "interrupted" : (summary.fatal != nil ? "failed" : "done")
+    public func finish(_ end: WorkerEnd) throws {
+        let status = end.status.rawValue
         let now = Date().timeIntervalSince1970
         do {
             try journal.transaction { run in
                 _ = try run("""
-                    UPDATE hoist_worker SET status = \(status), finished = \(now), uploaded = \(Int64(summary.uploaded)),
-                        failed = \(Int64(summary.failed)), bytes = \(summary.bytes)
+                    UPDATE hoist_worker SET status = \(status), finished = \(now), uploaded = \(Int64(end.uploaded)),
+                        failed = \(Int64(end.failed)), bytes = \(end.bytes)
                     WHERE run_id = \(runID) AND worker = \(worker)
                     """)
                 _ = try run("""

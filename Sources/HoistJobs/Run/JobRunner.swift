@@ -19,14 +19,14 @@ public final class JobRunner: Sendable {
     private let inPlaceObservers: [any JobObserver]
     private let inPlaceStatuses: Set<StorageTaskStatus>
     private let retryObservers: [any JobRetryObserver]
-    private let hooks: HookBus?
-    private let journal: (any JournalStore)?
-    private let recorder: JournalRecorder?
-    private let force: Bool
-    private let remoteCheck: Bool
+    let hooks: HookBus?
+    let journal: (any JournalStore)?
+    let recorder: JournalRecorder?
+    let force: Bool
+    let remoteCheck: Bool
     /// The shared run this process works on as one of its workers (`SharedRun`): the plan is
     /// written to the journal (when this process makes it), and files come from claims.
-    private let shared: SharedRun?
+    let shared: SharedRun?
     /// Files larger than this use the large-file lane.
     public static let largeFile: Int64 = 8 << 20
 
@@ -37,6 +37,10 @@ public final class JobRunner: Sendable {
         var paused = false
         /// Why the run was stopped from outside (a shared run's worker lost its hold).
         var fatal: String?
+        /// Ends `run` at once with this summary (once; `stop(fatal:endWithin:)`).
+        var abandon: (@Sendable (JobSummary) -> Void)?
+        /// A deadline `stop(fatal:endWithin:)` set before `run` began: armed when it begins.
+        var endBy: (deadline: DispatchTime, summary: JobSummary)?
     }
     private let state = Mutex(State())
     /// The file sets' root folders, open (nil for a root that is a file, or missing).
@@ -75,18 +79,6 @@ public final class JobRunner: Sendable {
         hooks?.attach(pause: { [weak self] in self?.pauseAll() }, resume: { [weak self] in self?.resumeAll() })
     }
 
-    /// What `prepare` made of a planned file.
-    private enum Prepared {
-        case upload, skipped, failed, stopped
-    }
-
-    private enum Outcome: Sendable {
-        case success(Int64)
-        case failure(StorageErrorCode, String)
-        /// Not started: the file is no longer the one the walk found.
-        case refused(String)
-    }
-
     /// Runs the job to its end, walking its tree once: files are planned, checked against the
     /// journal and uploaded as they are found. `totals`, when known (`Planner.check()`), are given
     /// to observers at the start; else they hear them when the walk ends. A plan error (a
@@ -98,285 +90,31 @@ public final class JobRunner: Sendable {
     /// on their own queue, the journal writes its batches on its own, a file already stored is
     /// hashed off it. A run with a PostgreSQL journal keeps the global executor: its journal's
     /// reads and claims wait on the network, behind the other threads' batch transactions.
+    ///
+    /// A run stopped with `stop(fatal:endWithin:)` returns by that deadline even if its journal
+    /// never answers again: the summary then says so, and what is still in flight is left behind.
     public func run(totals: (files: Int, bytes: Int64)? = nil) async -> JobSummary {
-        guard let executor = storage.backend.capabilities.preferredExecutor, journal?.waitsOnTheNetwork != true else { return await runHere(totals: totals) }
-        return await withTaskExecutorPreference(executor) { await runHere(totals: totals) }
+        await withCheckedContinuation { (ended: CheckedContinuation<JobSummary, Never>) in
+            let once = Mutex<CheckedContinuation<JobSummary, Never>?>(ended)
+            let end: @Sendable (JobSummary) -> Void = { summary in once.withLock { $0.take() }?.resume(returning: summary) }
+            let endBy = state.withLock { state in
+                state.abandon = end
+                return state.endBy
+            }
+            if let (deadline, summary) = endBy { DispatchQueue.global().asyncAfter(deadline: deadline) { end(summary) } }
+            Task {
+                guard let executor = storage.backend.capabilities.preferredExecutor, journal?.waitsOnTheNetwork != true else {
+                    return end(await runHere(totals: totals))
+                }
+                end(await withTaskExecutorPreference(executor) { await runHere(totals: totals) })
+            }
+        }
     }
 
     private func runHere(totals: (files: Int, bytes: Int64)?) async -> JobSummary {
         let started = Date()
-        let settings = job.manifest.upload
-        let concurrency = settings.concurrency
-        let largeSlots = max(1, concurrency - 1)
         for observer in observers { observer.jobStarted(job, files: totals?.files, bytes: totals?.bytes) }
-        var summary = JobSummary(job: job.manifest.name)
-
-        await withTaskGroup(of: (PlanItem, Bool, Outcome).self) { group in
-            var running = 0
-            var runningLarge = 0
-            var deferred: [PlanItem] = []
-            let planner = Planner(job: job, journal: journal, force: force)
-            var iterator = planner.makeIterator()
-            let countAhead = CountAhead(planner: planner, observers: observers)
-            // A worker that joined a planned shared run does not walk: its files come from claims.
-            var exhausted = shared.map { !$0.plans } ?? false
-            // A shared run's worker: files claimed and not yet started, no claim before
-            // `claimAgain` after one found nothing, and whether the run has no file left.
-            var queue: [PlanItem] = []
-            var claimAgain = ContinuousClock.now
-            var sharedFinished = false
-            // Files this worker finished since its first claim: a claim takes about a second's worth.
-            var claimsStarted: ContinuousClock.Instant?
-            var finishedSinceClaims = 0
-            func stopFatal(_ message: String) {
-                if summary.fatal == nil { summary.fatal = message }
-                stopStarting()
-                cancelInFlight()
-            }
-            // With a before_upload hook, destinations are known only after it: the sources of this
-            // run's destinations, to refuse two files sent to one object.
-            var claimed: [String: String] = [:]
-            let rewrites = hooks?.defined.contains("before_upload") ?? false
-            func fail(_ item: PlanItem, _ message: String) {
-                if let shared, exhausted {
-                    // A claimed file: the run must not wait for it.
-                    do { try shared.failed(item, message) } catch { stopFatal(describe(error)) }
-                }
-                if state.withLock({ $0.interrupted }) {
-                    summary.cancelled += 1
-                    return
-                }
-                summary.failed += 1
-                if summary.failures.count < 100 {
-                    summary.failures.append(.init(file: item.file.path, destination: item.destination, code: .invalidArgument, message: message))
-                }
-                for observer in observers {
-                    observer.fileFailed(path: item.file.path, destination: item.destination, size: item.file.size, message: message)
-                }
-                if settings.failFast || summary.failed >= (settings.maxErrors ?? .max) { stopStarting() }
-            }
-            // Files and folders the walk could not take, and what it left out, are told to
-            // observers as they are found.
-            var problemsTold = 0
-            func tellProblems() {
-                for problem in iterator.problems.dropFirst(problemsTold) {
-                    for observer in observers {
-                        if problem.isFailure {
-                            observer.fileFailed(path: problem.path, destination: "", size: 0, message: problem.message)
-                        } else {
-                            observer.walkWarning(path: problem.path, message: problem.message)
-                        }
-                    }
-                }
-                problemsTold = iterator.problems.count
-            }
-
-            func start(_ item: PlanItem, large: Bool) {
-                running += 1
-                if large { runningLarge += 1 }
-                group.addTask { (item, large, await self.upload(item)) }
-            }
-            /// Counts and tells a skip; false for a file to upload.
-            func skipped(_ item: PlanItem) -> Bool {
-                guard case .skip(let reason) = item.decision else { return false }
-                summary.skipped += 1
-                if item.decision == Planner.unchanged { summary.unchanged += 1 }
-                if item.decision == HookBus.vetoed { summary.vetoed += 1 }
-                if item.decision == Self.exists { summary.existing += 1 }
-                for observer in observers { observer.fileSkipped(item, reason: reason) }
-                return true
-            }
-            /// What is left to decide before a file starts: no-clobber, `before_upload` (and the
-            /// journal again for the destination it gives), two files sent to one object.
-            func prepare(_ item: inout PlanItem) async -> Prepared {
-                if settings.noClobber, item.decision == .upload, await exists(item.destination) {
-                    item.decision = Self.exists
-                }
-                if item.decision == .upload, let hooks {
-                    let planned = item
-                    do { item = try await hooks.beforeUpload(item) } catch {
-                        fail(item, "\(error)")
-                        return .failed
-                    }
-                    if state.withLock({ $0.stopping }) {
-                        // Stopped while the hook ran (whatever it answered): start nothing more.
-                        if state.withLock({ $0.interrupted }) { summary.cancelled += 1 }
-                        return .stopped
-                    }
-                    if item.destination != planned.destination || item.attributes != planned.attributes {
-                        do { try planner.consultJournal(&item) } catch {
-                            fail(item, "\(error)")
-                            return .failed
-                        }
-                    }
-                }
-                if rewrites, item.decision == .upload || item.decision == Planner.unchanged {
-                    if let other = claimed[item.destination], other != item.file.path {
-                        fail(item, "\(other) and \(item.file.path) both go to '\(item.destination)' after before_upload: nothing uploaded for the second")
-                        return .failed
-                    }
-                    claimed[item.destination] = item.file.path
-                }
-                return skipped(item) ? .skipped : .upload
-            }
-            func startOrDefer(_ item: PlanItem) {
-                let large = item.file.size > Self.largeFile
-                if large, runningLarge >= largeSlots {
-                    deferred.append(item)
-                } else {
-                    start(item, large: large)
-                }
-            }
-
-            var walkedSinceYield = 0
-            while true {
-                while running < concurrency, !state.withLock({ $0.stopping }) {
-                    if runningLarge < largeSlots, !deferred.isEmpty {
-                        start(deferred.removeFirst(), large: true)
-                        continue
-                    }
-                    if deferred.count >= 256 { break }
-                    if exhausted {
-                        guard let shared, !sharedFinished else { break }
-                        if queue.isEmpty {
-                            guard ContinuousClock.now >= claimAgain else { break }
-                            // About a second's worth of files at this worker's rate (at least one per free
-                            // slot, at most 256): small files in big batches (fewer queries), and no
-                            // worker holding files others could be sending.
-                            let start = claimsStarted ?? .now
-                            claimsStarted = start
-                            let seconds = max(0.001, (ContinuousClock.now - start) / .seconds(1))
-                            let limit = min(256, max(concurrency - running, Int(Double(finishedSinceClaims) / seconds)))
-                            do {
-                                switch try shared.claim(limit: limit) {
-                                case .files(let files):
-                                    for file in files {
-                                        do { queue.append(try shared.planItem(file, job: job)) } catch {
-                                            // A row this worker's manifest does not make: that file fails, unread.
-                                            fail(PlanItem(file: WalkedFile(path: file.source, relativePath: file.relativePath, size: file.size,
-                                                                           modified: Date(timeIntervalSince1970: file.mtime)),
-                                                          destination: file.destination, attributes: ObjectResource(), decision: .upload,
-                                                          fileSetIndex: file.fileSetIndex), "\(error)")
-                                        }
-                                    }
-                                case .wait:
-                                    claimAgain = .now + .milliseconds(Int(min(1000, shared.lease * 100)))
-                                case .finished:
-                                    sharedFinished = true
-                                }
-                            } catch {
-                                stopFatal(describe(error))
-                            }
-                        }
-                        guard !queue.isEmpty else { break }
-                        var item = queue.removeFirst()
-                        let planned = item.destination
-                        let prepared = await prepare(&item)
-                        if prepared == .skipped || (prepared == .upload && item.destination != planned) {
-                            // Skipped, or recorded under the destination a hook gave: out of the queue.
-                            do { try shared.release(source: item.file.path, destination: planned) } catch { stopFatal(describe(error)) }
-                        }
-                        if prepared == .upload { startOrDefer(item) }
-                        continue
-                    }
-                    walkedSinceYield += 1
-                    if walkedSinceYield == 256 {
-                        // A long stretch of skipped files gives the executor a turn: on the HTTP
-                        // engine's thread, the uploads in flight are served between stretches.
-                        walkedSinceYield = 0
-                        await Task.yield()
-                    }
-                    let next = iterator.next()
-                    if iterator.problems.count > problemsTold { tellProblems() }
-                    guard var item = next else {
-                        exhausted = true
-                        if let shared {
-                            // The plan is in the journal: the workers waiting for it join now.
-                            do {
-                                if let error = iterator.error {
-                                    try shared.planFailed(error.message)
-                                } else {
-                                    try shared.planFinished(skipped: summary.skipped,
-                                                            failed: summary.failed + iterator.problems.filter(\.isFailure).count)
-                                }
-                            } catch {
-                                stopFatal(describe(error))
-                            }
-                            if iterator.error != nil { sharedFinished = true }
-                        } else if totals == nil, iterator.error == nil {
-                            countAhead.walkEnded(files: iterator.uploadCount, bytes: iterator.uploadBytes)
-                        }
-                        continue
-                    }
-                    if remoteCheck, item.decision == Planner.unchanged, await !storedAsJournaled(item) {
-                        item.decision = .upload
-                    }
-                    if let shared {
-                        // Planned for the workers (this one among them), who check no-clobber and
-                        // run before_upload as they claim it; not started here.
-                        if !skipped(item) {
-                            do { try shared.plan(item) } catch { stopFatal(describe(error)) }
-                        }
-                        continue
-                    }
-                    if await prepare(&item) == .upload { startOrDefer(item) }
-                }
-                if !exhausted, shared == nil, totals == nil, running >= concurrency {
-                    // The walk waits behind the uploads: the totals are counted ahead of it.
-                    countAhead.walkWaits()
-                }
-                if running == 0 {
-                    // A worker with nothing in flight waits for files others hold (one may die).
-                    guard shared != nil, exhausted, !sharedFinished, !state.withLock({ $0.stopping }) else { break }
-                    try? await Task.sleep(until: claimAgain)
-                    continue
-                }
-                guard let (item, large, outcome) = await group.next() else { break }
-                running -= 1
-                if claimsStarted != nil { finishedSinceClaims += 1 }
-                if large { runningLarge -= 1 }
-                switch outcome {
-                case .success(let size):
-                    summary.uploaded += 1
-                    summary.bytes += size
-                case .failure(.cancelled, _) where state.withLock({ $0.stopping }):
-                    summary.cancelled += 1
-                case .refused(let message):
-                    fail(item, message)
-                case .failure(let code, let message):
-                    summary.failed += 1
-                    if summary.failures.count < 100 {
-                        summary.failures.append(.init(file: item.file.path, destination: item.destination, code: code, message: message))
-                    }
-                    if Self.fatalCodes.contains(code), summary.fatal == nil {
-                        summary.fatal = message
-                        stopStarting()
-                        cancelInFlight()
-                    } else if settings.failFast || summary.failed >= (settings.maxErrors ?? .max) {
-                        stopStarting()
-                        if settings.failFast { cancelInFlight() }
-                    }
-                }
-                if summary.fatal == nil, let failure = recorder?.failure {
-                    // Without a journal, done work would be forgotten and failures unrecorded: stop.
-                    summary.fatal = failure.message
-                    stopStarting()
-                    cancelInFlight()
-                }
-            }
-            // Files and folders inside a root that the walk could not read are failures, not skips.
-            for problem in iterator.problems where problem.isFailure {
-                summary.failed += 1
-                if summary.failures.count < 100 {
-                    summary.failures.append(.init(file: problem.path, destination: "", code: .invalidArgument, message: problem.message))
-                }
-            }
-            if let error = iterator.error {
-                summary.failed += 1
-                summary.failures.append(.init(file: job.file, destination: "", code: .invalidArgument, message: error.message))
-                summary.fatal = summary.fatal ?? error.message
-            }
-        }
+        var summary = await RunPass(runner: self, observers: observers, totalsKnown: totals != nil).run()
         // The uploads' last events reach the queued observers (hooks, output) on the callback
         // queue after their tasks have ended: all of them have when the queue gets here. (The
         // journal hears them in place, before each task ends.)
@@ -384,7 +122,7 @@ public final class JobRunner: Sendable {
             let callbacks = storage.callbackQueue
             await withCheckedContinuation { (caughtUp: CheckedContinuation<Void, Never>) in callbacks.async { caughtUp.resume() } }
         }
-        summary.interrupted = state.withLock { $0.interrupted }
+        summary.interrupted = isInterrupted
         if summary.fatal == nil, let fatal = state.withLock({ $0.fatal }) { summary.fatal = fatal }
         summary.seconds = Date().timeIntervalSince(started)
         for observer in observers { observer.jobFinished(summary) }
@@ -393,10 +131,7 @@ public final class JobRunner: Sendable {
         return summary
     }
 
-    /// Failures that no other file of the job can escape: the run stops at once.
-    static let fatalCodes: Set<StorageErrorCode> = [.unauthenticated, .bucketNotFound, .projectNotFound]
-
-    private func upload(_ planned: PlanItem) async -> Outcome {
+    func upload(_ planned: PlanItem) async -> UploadOutcome {
         var item = planned
         let source: Result<ByteSource, StorageFailure>
         switch openWalked(&item) {
@@ -434,7 +169,7 @@ public final class JobRunner: Sendable {
         // that, and pauses here (under the lock, so a `resumeAll` comes before or after).
         let last = await task.runToEnd { state.withLock { if $0.paused { task.pause() } } }
         state.withLock { _ = $0.tasks.removeValue(forKey: id) }
-        if last.status == .success { return .success(last.metadata?.size ?? item.file.size) }
+        if last.status == .success { return .success(bytes: last.metadata?.size ?? item.file.size) }
         let failure = last.failure ?? (.unknown, "failed")
         return .failure(failure.code, failure.message)
     }
@@ -482,36 +217,50 @@ public final class JobRunner: Sendable {
     }
 
     /// Whether the server still holds the object as the journal recorded it (size and MD5).
-    private func storedAsJournaled(_ item: PlanItem) async -> Bool {
+    func storedAsJournaled(_ item: PlanItem) async -> Bool {
         guard let record = (try? journal?.record(source: item.file.path, destination: item.destination)) ?? nil,
               let stored = try? await storage.reference(withPath: item.destination).getMetadata()
         else { return false }
         return stored.size == record.size && stored.md5Hash != nil && stored.md5Hash == record.md5Hash
     }
 
-    /// The decision for a file whose object exists, with `upload.noClobber`.
-    public static let exists = PlanItem.Decision.skip("the object exists (no-clobber)")
-
     /// Whether the bucket holds `object` (an error other than "not found" counts as yes: nothing
     /// is overwritten on a guess).
-    private func exists(_ object: String) async -> Bool {
+    func exists(_ object: String) async -> Bool {
         do {
             _ = try await storage.reference(withPath: object).getMetadata()
             return true
+        } catch StorageError.objectNotFound {
+            return false
         } catch {
-            return StorageErrorCode(of: error as NSError) != .objectNotFound
+            return true
         }
     }
 
     /// Stops the run because it cannot go on (a shared run's worker lost its hold): nothing more
     /// starts, uploads in flight are cancelled, and the summary gives `message` as the reason.
-    public func stop(fatal message: String) {
-        state.withLock {
-            $0.stopping = true
-            if $0.fatal == nil { $0.fatal = message }
+    /// - Parameter endWithin: seconds after which `run` returns even if the run has not ended
+    ///   (its journal cut off, a write that never returns): its summary then gives `message` and
+    ///   says the run could not end. Nil: wait for the run to end.
+    public func stop(fatal message: String, endWithin grace: Double? = nil) {
+        var left = JobSummary(job: job.manifest.name)
+        left.fatal = "\(message) The run did not end within \(Int(grace ?? 0)) s of being stopped: what was in flight is left unfinished."
+        let summary = left
+        let deadline = DispatchTime.now() + (grace ?? 0)
+        let abandon = state.withLock { state -> (@Sendable (JobSummary) -> Void)? in
+            state.stopping = true
+            if state.fatal == nil { state.fatal = message }
+            guard grace != nil, state.endBy == nil else { return nil }
+            // Not running yet: `run` arms the deadline when it begins.
+            guard let abandon = state.abandon else {
+                state.endBy = (deadline, summary)
+                return nil
+            }
+            return abandon
         }
         recorder?.runIsStopping()
         cancelInFlight()
+        if let abandon { DispatchQueue.global().asyncAfter(deadline: deadline) { abandon(summary) } }
     }
 
     /// Starts nothing more; uploads in flight go on.
@@ -520,7 +269,7 @@ public final class JobRunner: Sendable {
         recorder?.runIsStopping()
     }
 
-    private func cancelInFlight() {
+    func cancelInFlight() {
         for task in state.withLock({ Array($0.tasks.values) }) { task.cancel() }
     }
 
@@ -555,4 +304,8 @@ public final class JobRunner: Sendable {
     }
 
     public var isPaused: Bool { state.withLock { $0.paused } }
+    /// Nothing more starts (stopped, interrupted, or a failure policy said so).
+    var isStopping: Bool { state.withLock { $0.stopping } }
+    /// Stopped by a signal or `cancelAll()`.
+    var isInterrupted: Bool { state.withLock { $0.interrupted } }
 }

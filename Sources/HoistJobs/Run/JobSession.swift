@@ -1,5 +1,6 @@
 import Foundation
 import HoistStorage
+import Synchronization
 
 /// One run of a job, assembled: the composition root of `hoist run` and `hoist cp`. It takes the
 /// job (lock and journal), makes and checks the storage, loads the hooks, gives them and the
@@ -130,7 +131,6 @@ public final class JobSession: Sendable {
                     }
                     guard job.shard == nil else { throw StartError(job: job.manifest.name, reason: .workerOfAShard) }
                     shared = try store.joinSharedRun(wait: options.wait, lease: options.lease, fingerprint: job.fingerprint)
-                    shared?.exitWhenStuckAfterLoss = options.lease
                     lock = shared
                 } else {
                     lock = try store.claimRun(wait: options.wait)
@@ -169,19 +169,49 @@ public final class JobSession: Sendable {
     public func makeRunner(observers: [any JobObserver]) -> JobRunner {
         let runner = JobRunner(job: job, storage: storage, observers: observers, hooks: hooks, journal: journal, force: options.force,
                                remoteCheck: options.remoteCheck, runID: runID, shared: shared)
-        shared?.onLost { [weak runner] message in runner?.stop(fatal: message) }
+        // Cut off from the journal, the run's last writes may never return, and its files are
+        // the others' now: the run ends within a lease whatever it waits for.
+        shared?.onLost { [weak runner, lease = options.lease] message in runner?.stop(fatal: message, endWithin: lease) }
         return runner
     }
 
     /// Ends the run: metrics written, the job released for the next run.
     /// - Returns: a problem writing the metrics, to be shown (the run's own outcome stands).
     public func finish(_ summary: JobSummary) -> String? {
-        defer { lock?.release() }
+        // A worker that lost its hold may be cut off from the journal: it waits a lease at most
+        // for the journal to record its end and let it go.
+        let bound = shared?.lostHold != nil ? options.lease : nil
+        defer { if let lock { _ = Self.waiting(at: bound, "let the job go") { lock.release() } } }
         var problem: String?
-        do { try shared?.finish(summary) } catch { problem = describe(error) }
+        if let shared {
+            let status: SharedRun.WorkerEnd.Status = summary.interrupted ? .interrupted : (summary.fatal != nil ? .failed : .done)
+            let end = SharedRun.WorkerEnd(status: status, uploaded: summary.uploaded, failed: summary.failed, bytes: summary.bytes)
+            problem = Self.waiting(at: bound, "record this worker's end") { try shared.finish(end) }
+        }
         guard let metricsFile = options.metricsFile else { return problem }
         do { try Metrics.write(summary, to: metricsFile) } catch { return "\(error)" }
         return problem
+    }
+}
+
+extension JobSession {
+    /// Does `work`, on a thread of its own when `seconds` bound the wait for it.
+    /// - Returns: its error, or a sentence when it did not end in time.
+    static func waiting(at seconds: Double?, _ what: String, _ work: @escaping @Sendable () throws -> Void) -> String? {
+        guard let seconds else {
+            do { try work() } catch { return describe(error) }
+            return nil
+        }
+        let done = DispatchSemaphore(value: 0)
+        let problem = Mutex<String?>(nil)
+        Thread.detachNewThread {
+            do { try work() } catch { problem.withLock { $0 = describe(error) } }
+            done.signal()
+        }
+        guard done.wait(timeout: .now() + seconds) == .success else {
+            return "the journal did not answer within \(Int(seconds)) s: could not \(what)"
+        }
+        return problem.withLock { $0 }
     }
 }
 

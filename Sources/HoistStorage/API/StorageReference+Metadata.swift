@@ -86,7 +86,7 @@ extension StorageReference {
             } catch where RetryPolicy.isTransient(error) {
                 failures += 1
                 guard let delay = policy.delay(attempt: failures, retryAfter: RetryPolicy.retryAfter(error), deadline: deadline)
-                else { throw StorageUploadTask.retryLimitExceeded(after: error) }
+                else { throw UploadDriver.retryLimitExceeded(after: error) }
                 try await Task.sleep(for: .seconds(delay))
             }
         }

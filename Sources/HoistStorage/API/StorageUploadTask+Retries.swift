@@ -1,5 +1,4 @@
 import Foundation
-import HoistHTTP
 
 /// One retry of an upload: a transient failure (a 408, 429 or 5xx answer, a broken or refused
 /// connection, a timeout) and the wait before the task tries again.
@@ -50,10 +49,9 @@ extension StorageUploadTask {
     }
 
     /// Tells the retry observers, under the lock that orders every event of the task.
-    func reportRetry(attempt: Int, delay: TimeInterval, after error: any Error) {
-        let failure = error as? StorageFailure
-        let code = failure?.httpStatus ?? (error as NSError).userInfo[StorageErrorResponseCodeKey] as? Int
-        let message = failure?.message ?? (error as? HTTPTransportError)?.message ?? (error as NSError).localizedDescription
+    func reportRetry(attempt: Int, delay: TimeInterval, after failure: StorageFailure) {
+        let code = failure.httpStatus
+        let message = failure.message
         lock.withLock {
             guard !retryHandlers.isEmpty, !state.isFinished else { return }
             let retry = StorageUploadRetry(attempt: attempt, delay: delay, responseCode: code, message: message, completed: completed)

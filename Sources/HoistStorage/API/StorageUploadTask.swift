@@ -123,131 +123,29 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
 
     // MARK: - The transfer
 
-    /// How many times a task uploads its file again from zero after the stored object did not
-    /// match it (a corrupted transfer, a truncated or stale object from an earlier run).
-    static let checksumRestarts = 2
+    /// How many times a task uploads its file again from zero after the stored object did not match it.
+    static var checksumRestarts: Int { UploadDriver.checksumRestarts }
 
+    /// Prepares the upload and hands it to its driver (`UploadDriver`: retries and resume, in
+    /// `StorageFailure`s); the public `NSError` is made here, at the end.
     private func run() async {
-        var session: (any UploadSession)?
+        let driver: UploadDriver
         do {
             let (source, path, attributes) = try await prepare()
             lock.withLock { total = source.size }
-            let backend = reference.storage.backend
-            let policy = reference.storage.uploadRetryPolicy
-            let deadline = policy.deadline()
-            var failures = 0
-            var restarts = 0
-            var offset: Int64 = 0
-            var resumable = resumeID
-            // An earlier process may have stored it: asked once, before a new session starts.
-            var mayBeStored = unlessStored
-            while true {
-                do {
-                    try await control.checkpoint()
-                    if session == nil, let id = resumable {
-                        // A session an earlier process started: continue from what the server holds.
-                        resumable = nil
-                        if let resumed = try? await backend.resumeUpload(id: id, for: path), let confirmed = try? await resumed.confirmedOffset() {
-                            session = resumed
-                            sessionID = resumed.id
-                            offset = confirmed
-                        } else {
-                            // Gone: perhaps that process finished it and died before it could say so.
-                            mayBeStored = true
-                        }
-                    }
-                    if session == nil, mayBeStored {
-                        mayBeStored = false
-                        if let stored = await Self.finishedEarlier(source, attributes, at: path, backend: backend) {
-                            // Sending it again would store the object twice.
-                            try await control.commitCheckpoint()
-                            succeed(stored)
-                            return
-                        }
-                    }
-                    if let current = session {
-                        if failures > 0 { offset = try await current.confirmedOffset() }
-                    } else {
-                        let started = try await backend.startUpload(
-                            to: path, attributes: attributes, size: source.size, chunkSize: control.chunkSize)
-                        session = started
-                        sessionID = started.id
-                        offset = 0
-                    }
-                    let outcome = try await session!.send(from: source, at: offset, control: control) { [weak self] sent in
-                        self?.report(sent)
-                    }
-                    switch outcome {
-                    case .partial(let confirmed):
-                        guard confirmed > offset else {
-                            // Nothing taken: a server answering so for ever would keep the task
-                            // sending at once, again and again. A transient failure: the retry
-                            // policy spaces the attempts and bounds them.
-                            throw StorageFailure(.unknown, "The server took none of the bytes sent from offset \(offset) "
-                                                    + "(it holds \(confirmed)).", retryable: true)
-                        }
-                        failures = 0
-                        offset = confirmed
-                    case .finished(let resource):
-                        // A file that changed while it was read never gets here: a backend checks it
-                        // before the last bytes, so nothing replaces the stored object (the
-                        // conformance suite's changedWhileReadLeavesTheStoredObject). A change after
-                        // that check is a newer version, for the next run: the object holds
-                        // the bytes read, which its checksums matched.
-                        // A backend whose object is stored by the server's last answer (GCS):
-                        // a cancel from a handler of the last progress event still wins.
-                        try await control.commitCheckpoint()
-                        succeed(resource)
-                        return
-                    }
-                } catch where StorageErrorCode(of: error) == .nonMatchingChecksum && restarts < Self.checksumRestarts
-                    && !control.isCancelled
-                {
-                    // The backend removed what did not match; send the whole file again.
-                    restarts += 1
-                    session = nil
-                    failures = 0
-                    offset = 0
-                } catch where RetryPolicy.isTransient(error) && !control.isCancelled {
-                    failures += 1
-                    guard let delay = policy.delay(attempt: failures, retryAfter: RetryPolicy.retryAfter(error), deadline: deadline)
-                    else { throw Self.retryLimitExceeded(after: error) }
-                    reportRetry(attempt: failures, delay: delay, after: error)
-                    try await control.sleep(delay)
-                }
-            }
+            driver = UploadDriver(backend: reference.storage.backend, policy: reference.storage.uploadRetryPolicy, control: control,
+                                  source: source, path: path, attributes: attributes, resumeID: resumeID, unlessStored: unlessStored,
+                                  reports: .init(session: { [weak self] in self?.sessionID = $0 },
+                                                 progress: { [weak self] sent in self?.report(sent) },
+                                                 retry: { [weak self] in self?.reportRetry(attempt: $0, delay: $1, after: $2) }))
         } catch {
-            if let session { await session.abandon() }
+            return fail(control.isCancelled ? TransferControl.cancelledError : NSError.storage(error))
+        }
+        do throws(StorageFailure) {
+            succeed(try await driver.run())
+        } catch {
             fail(control.isCancelled ? TransferControl.cancelledError : NSError.storage(error))
         }
-    }
-
-    /// Whether a session another process started and the server no longer knows (servers may
-    /// forget a session once it finished) was finished: the object is stored with these very
-    /// bytes (size, then MD5 read from the source) and this metadata. Nil: send it anew.
-    static func finishedEarlier(_ source: ByteSource, _ attributes: ObjectResource, at path: String,
-                                backend: any StorageBackend) async -> ObjectResource? {
-        guard let stored = try? await backend.metadata(of: path), stored.size == source.size, let md5 = stored.md5Hash,
-              attributes.contentType == nil || stored.contentType == attributes.contentType,
-              Self.customMetadata(attributes) == Self.customMetadata(stored),
-              attributes.cacheControl == stored.cacheControl, attributes.contentDisposition == stored.contentDisposition,
-              attributes.contentEncoding == stored.contentEncoding, attributes.contentLanguage == stored.contentLanguage
-        else { return nil }
-        // Read and hashed whole, off the caller's executor: a job's uploads run on the HTTP
-        // engine's thread, and a large file hashed there would hold up every transfer
-        // (`VerificationTests.aStoredFileIsHashedOffTheEnginesThread`).
-        let matches = await Task.detached {
-            guard let reader = try? source.reader(from: 0) else { return false }
-            var sums = Checksums()
-            while let piece = try? reader.read(upTo: 1 << 20), !piece.isEmpty { sums.update(piece) }
-            return reader.offset == source.size && sums.md5Base64() == md5 && source.unchangedOrWhy() == nil
-        }.value
-        return matches ? stored : nil
-    }
-
-    /// Custom metadata as a user set it (without the download token an upload adds).
-    private static func customMetadata(_ resource: ObjectResource) -> [String: String] {
-        (resource.metadata ?? [:]).filter { $0.key != ObjectResource.downloadTokensKey }
     }
 
     /// The bytes, the object path and the metadata to send.
@@ -327,19 +225,6 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
             message: "File at URL: \(url.absoluteString) is not reachable. "
                 + "Ensure file URL is not a directory, symbolic link, or invalid url.",
             serverError: [:]) as NSError
-    }
-
-    /// The error a task ends with once retrying has taken all its time.
-    static func retryLimitExceeded(after error: any Error) -> NSError {
-        let last = error as NSError
-        var info: [String: any Sendable] = ["LastError": last.localizedDescription]
-        if let status = last.userInfo[StorageErrorResponseCodeKey] as? Int { info[StorageErrorResponseCodeKey] = status }
-        for key in [StorageErrorResponseBodyKey, "bucket", "object"] {
-            if let value = last.userInfo[key] as? String { info[key] = value }
-        }
-        return StorageErrorCode.retryLimitExceeded.error(
-            "Max retry time for operation exceeded, please try again. Last error: \(last.localizedDescription)",
-            userInfo: info)
     }
 
     /// A progress event, unless paused; bytes moved while paused are reported on resume's next event.

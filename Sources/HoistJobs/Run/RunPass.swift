@@ -1,0 +1,269 @@
+import Foundation
+
+/// One pass of a `JobRunner` over its work: a short loop over its parts. Files come from the
+/// work source (the walk's planner, and a shared run's claims), pass the admission step
+/// (no-clobber, `before_upload`, the journal again, de-duplication), start in the slots
+/// (`UploadSlots`: the large-file lane, deferral), and end in the tally (`RunTally`: counts and
+/// which failures stop the run). Used from the runner's task only.
+final class RunPass {
+    typealias Finished = (item: PlanItem, large: Bool, outcome: UploadOutcome)
+
+    private let runner: JobRunner
+    private let observers: [any JobObserver]
+    /// Known before the run (`Planner.check()`): observers are not told them again.
+    private let totalsKnown: Bool
+    private var tally: RunTally
+    private var slots: UploadSlots<PlanItem>
+    private var admission: Admission
+    /// The walk; nil for a worker that joined a planned shared run (its files come from claims).
+    private var walk: WalkSource?
+    private var claims: ClaimSource?
+    /// Files a file set's filters left out and another set's root holds: told once the walk
+    /// ends, unless another set took them (`LeftOut`).
+    private var leftOut: LeftOut
+    /// Counts the totals on a thread of its own once the walk waits behind the uploads.
+    private let countAhead: CountAhead
+
+    init(runner: JobRunner, observers: [any JobObserver], totalsKnown: Bool) {
+        let job = runner.job
+        let settings = job.manifest.upload
+        self.runner = runner
+        self.observers = observers
+        self.totalsKnown = totalsKnown
+        tally = RunTally(job: job.manifest.name, failFast: settings.failFast, maxErrors: settings.maxErrors)
+        slots = UploadSlots(concurrency: settings.concurrency, largeFile: JobRunner.largeFile)
+        let planner = Planner(job: job, journal: runner.journal, force: runner.force)
+        if runner.shared?.plans ?? true { walk = WalkSource(planner: planner) }
+        claims = runner.shared.map { ClaimSource(shared: $0, job: job, concurrency: settings.concurrency) }
+        leftOut = LeftOut(roots: job.manifest.files.map { job.root(of: $0) })
+        countAhead = CountAhead(planner: planner, observers: observers)
+        let hooks = runner.hooks
+        admission = Admission(noClobber: settings.noClobber, objectExists: { await runner.exists($0) },
+                              beforeUpload: hooks.map { hooks in { try await hooks.beforeUpload($0) } },
+                              rewrites: hooks?.defined.contains("before_upload") ?? false,
+                              consultJournal: { try planner.consultJournal(&$0) }, isStopping: { runner.isStopping })
+    }
+
+    /// Runs the pass to its end: the summary, less what the runner adds once its observers caught up.
+    func run() async -> JobSummary {
+        await withTaskGroup(of: Finished.self) { group in
+            while true {
+                await fill(&group)
+                if walk?.ended == false, runner.shared == nil, !totalsKnown, slots.running >= slots.concurrency {
+                    // The walk waits behind the uploads: the totals are counted ahead of it.
+                    countAhead.walkWaits()
+                }
+                if slots.isIdle {
+                    guard await waitForClaims() else { break }
+                    continue
+                }
+                guard let finished = await group.next() else { break }
+                ended(finished)
+            }
+        }
+        // Large files still waiting for a slot when the run was interrupted were cancelled.
+        for _ in slots.deferred { tally.notStarted(interrupted: runner.isInterrupted) }
+        if let walk {
+            // Files and folders inside a root that the walk could not read are failures, not skips.
+            for problem in walk.problems where problem.isFailure { tally.walkFailed(path: problem.path, message: problem.message) }
+            if let error = walk.error { tally.planFailed(manifest: runner.job.file, message: error.message) }
+        }
+        return tally.summary
+    }
+
+    /// What the work source gave.
+    private enum Taken {
+        case upload(PlanItem)
+        /// Dealt with (skipped, failed, planned for a shared run's workers): take the next.
+        case handled
+        /// Nothing to take now.
+        case nothing
+    }
+
+    /// Starts uploads while slots are free: deferred large files first, then new work.
+    private func fill(_ group: inout TaskGroup<Finished>) async {
+        while true {
+            switch slots.next(stopping: runner.isStopping) {
+            case .awaitUploads:
+                return
+            case .start(let item, let large):
+                start(item, large: large, in: &group)
+            case .takeWork:
+                switch await takeWork() {
+                case .nothing: return
+                case .handled: continue
+                case .upload(let item):
+                    if case .start(let item, let large) = slots.admit(item, size: item.file.size) { start(item, large: large, in: &group) }
+                }
+            }
+        }
+    }
+
+    private func start(_ item: PlanItem, large: Bool, in group: inout TaskGroup<Finished>) {
+        group.addTask { [runner] in (item, large, await runner.upload(item)) }
+    }
+
+    private func takeWork() async -> Taken {
+        // (No copy of the walk held meanwhile: its iterator's sets stay uniquely referenced, so
+        // the walk adds to them in place rather than copying them per file.)
+        if walk?.ended == false { return await takeFromWalk() }
+        return await takeClaimed()
+    }
+
+    private func takeFromWalk() async -> Taken {
+        guard var item = await walk!.next(tell: tellProblems) else {
+            walkEnded()
+            return .handled
+        }
+        if case .skip(let reason) = item.decision, reason.isFilter {
+            if !leftOut.hold(item, reason) { skipped(item, reason) }
+            return .handled
+        }
+        leftOut.taken(item)
+        if runner.remoteCheck, item.decision == .skip(.unchanged), await !runner.storedAsJournaled(item) {
+            item.decision = .upload
+        }
+        guard let shared = runner.shared else { return await admit(item, claimed: false) }
+        // Planned for the workers (this one among them), who check no-clobber and run
+        // before_upload as they claim it; not started here.
+        if case .skip(let reason) = item.decision {
+            skipped(item, reason)
+        } else {
+            let record = Journal.FileRecord(source: item.file.path, destination: item.destination, size: item.file.size,
+                                            mtime: item.file.modified.timeIntervalSince1970, attributes: Journal.attributesText(item.attributes),
+                                            state: .pending, session: item.resumeSession, runID: shared.runID)
+            do { try shared.plan(record, fileSet: item.fileSetIndex, relativePath: item.file.relativePath) } catch { fatal(describe(error)) }
+        }
+        return .handled
+    }
+
+    /// The walk is over: a shared run's plan is in the journal (the workers waiting for it join
+    /// now); else observers hear the totals.
+    private func walkEnded() {
+        guard let walk else { return }
+        for (item, reason) in leftOut.notTaken() { skipped(item, reason) }
+        if let shared = runner.shared {
+            do {
+                if let error = walk.error {
+                    try shared.planFailed(error.message)
+                } else {
+                    try shared.planFinished(skipped: tally.summary.skipped,
+                                            failed: tally.summary.failed + walk.problems.filter(\.isFailure).count)
+                }
+            } catch {
+                fatal(describe(error))
+            }
+            if walk.error != nil { claims?.end() }
+        } else if !totalsKnown, walk.error == nil {
+            countAhead.walkEnded(files: walk.uploadCount, bytes: walk.uploadBytes)
+        }
+    }
+
+    private func takeClaimed() async -> Taken {
+        guard claims != nil, !(claims?.finished ?? true) else { return .nothing }
+        let next: Result<PlanItem, ClaimSource.ClaimRefused>?
+        do { next = try claims!.next(running: slots.running) } catch {
+            fatal(describe(error))
+            return .nothing
+        }
+        switch next {
+        case nil:
+            return .nothing
+        case .failure(let refused)?:
+            failBeforeStart(refused.item, refused.message)
+            return .handled
+        case .success(let item)?:
+            return await admit(item, claimed: true)
+        }
+    }
+
+    /// - Parameter claimed: a shared run's file: one skipped, or sent elsewhere by a hook (its
+    ///   row under the new destination is the one recorded), leaves the run's queue.
+    private func admit(_ planned: PlanItem, claimed: Bool) async -> Taken {
+        switch await admission.admit(planned) {
+        case .upload(let item):
+            if claimed, item.destination != planned.destination { release(planned) }
+            return .upload(item)
+        case .skip(let item, let reason):
+            skipped(item, reason)
+            if claimed { release(planned) }
+        case .fail(let item, let message):
+            failBeforeStart(item, message)
+        case .stopped:
+            tally.notStarted(interrupted: runner.isInterrupted)
+        }
+        return .handled
+    }
+
+    private func release(_ planned: PlanItem) {
+        do { try runner.shared?.release(source: planned.file.path, destination: planned.destination) } catch { fatal(describe(error)) }
+    }
+
+    /// With nothing in flight: a shared run's worker waits for files others hold (one may die);
+    /// false when the pass is over.
+    private func waitForClaims() async -> Bool {
+        guard let claims, walk?.ended ?? true, !claims.finished, !runner.isStopping else { return false }
+        try? await Task.sleep(until: claims.claimAgain)
+        return true
+    }
+
+    private func ended(_ finished: Finished) {
+        slots.finished(large: finished.large)
+        claims?.uploadEnded()
+        let item = finished.item
+        if case .refused(let message) = finished.outcome {
+            failBeforeStart(item, message)
+        } else {
+            apply(tally.uploadEnded(file: item.file.path, destination: item.destination, finished.outcome, stopping: runner.isStopping))
+        }
+        if tally.summary.fatal == nil, let failure = runner.recorder?.failure {
+            // Without a journal, done work would be forgotten and failures unrecorded: stop.
+            fatal(failure.message)
+        }
+    }
+
+    private func skipped(_ item: PlanItem, _ reason: SkipReason) {
+        tally.skipped(reason)
+        for observer in observers { observer.fileSkipped(item, reason: reason.description) }
+    }
+
+    /// A file that failed before its upload started (a claimed one: recorded so, the run does not wait for it).
+    private func failBeforeStart(_ item: PlanItem, _ message: String) {
+        if let shared = runner.shared {
+            do { try shared.failed(source: item.file.path, destination: item.destination, message: message) } catch { fatal(describe(error)) }
+        }
+        let (failed, stop) = tally.failedBeforeStart(file: item.file.path, destination: item.destination, message: message,
+                                                     interrupted: runner.isInterrupted)
+        if failed {
+            for observer in observers {
+                observer.fileFailed(path: item.file.path, destination: item.destination, size: item.file.size, message: message)
+            }
+        }
+        apply(stop)
+    }
+
+    /// Files and folders the walk could not take, and what it left out, told as they are found.
+    private func tellProblems(_ problems: [WalkProblem]) {
+        for problem in problems {
+            for observer in observers {
+                if problem.isFailure {
+                    observer.fileFailed(path: problem.path, destination: "", size: 0, message: problem.message)
+                } else {
+                    observer.walkWarning(path: problem.path, message: problem.message)
+                }
+            }
+        }
+    }
+
+    private func fatal(_ message: String) { apply(tally.fatal(message)) }
+
+    private func apply(_ action: StopAction) {
+        switch action {
+        case .goOn: break
+        case .stopStarting: runner.stopStarting()
+        case .stopAll:
+            runner.stopStarting()
+            runner.cancelInFlight()
+        }
+    }
+}
