@@ -11,6 +11,7 @@ public enum BackendRegistry {
     static let builtIn: [String: Factory] = [
         "file": { location in LocalBucket(directory: location.directory()) },
         "gs": { location in GCSBackend(try GCSBackend.Configuration.fromEnvironment(bucket: location.bucket)) },
+        "s3": { location in S3Backend(try S3Backend.Configuration.fromEnvironment(bucket: location.bucket, prefix: location.path)) },
     ]
 
     private static let factories = Mutex<[String: Factory]>(builtIn)
