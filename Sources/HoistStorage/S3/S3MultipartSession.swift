@@ -106,7 +106,7 @@ final class S3MultipartSession: UploadSession {
                     running -= 1
                 }
                 group.addTask { [self] in
-                    try await uploadPart(number, md5: sums.md5, from: source, control: control, meter: meter)
+                    try await uploadPartRetrying(number, md5: sums.md5, from: source, control: control, meter: meter)
                     return (number, sums.md5)
                 }
                 running += 1
@@ -118,6 +118,24 @@ final class S3MultipartSession: UploadSession {
     private func markDone(_ number: Int, _ md5: [UInt8], meter: PartMeter) {
         state.withLock { $0.done[number] = md5 }
         meter.finished(number, length: plan.range(of: number).length)
+    }
+
+    /// How often one part is tried again (a 5xx, `SlowDown`, a reset) before the failure ends the
+    /// `send` (and the task's own retries take over): the other parts in flight go on meanwhile.
+    static let partRetries = 3
+
+    private func uploadPartRetrying(_ number: Int, md5: [UInt8], from source: ByteSource, control: TransferControl,
+                                    meter: PartMeter) async throws {
+        let policy = RetryPolicy(initialDelay: 0.25, maximumDelay: 4)
+        var attempt = 0
+        while true {
+            do {
+                return try await uploadPart(number, md5: md5, from: source, control: control, meter: meter)
+            } catch let failure as StorageFailure where failure.retryable && attempt < Self.partRetries && !control.isCancelled {
+                attempt += 1
+                try await control.sleep(policy.delay(attempt: attempt, retryAfter: failure.retryAfter.map { min($0, 30) }))
+            }
+        }
     }
 
     /// `UploadPart`: the part's bytes with their MD5; the ETag answered must be that MD5.

@@ -43,6 +43,22 @@ import Testing
         #expect(try await server.pendingUploads(bucket: bucket) == [])
     }
 
+    /// A part answered 503 and a part whose connection is reset are each sent again on their
+    /// own, while the others go on: every part once, plus the two (counted at the proxy).
+    @Test(arguments: S3TestServer.allCases)
+    func aFailedPartIsRetriedAlone(_ server: S3TestServer) async throws {
+        let bucket = try await server.makeBucket()
+        let proxy = try FaultProxy(upstreamPort: try server.port(), ["--fail", "503:1:PUT", "--reset", "1:PUT"])
+        let storage = try smallParts(server, bucket: bucket, port: proxy.port)
+        let data = patternData(17 << 20 + 7)   // 4 parts
+        _ = try await storage.reference(withPath: "retried.bin").putDataAsync(data)
+        #expect(try await server.storedBytes(bucket: bucket, key: "retried.bin") == data)
+        let parts = proxy.requests.filter { ($0["method"] as? String) == "PUT" }
+        #expect(parts.count == 4 + 2, "\(parts.map { $0["target"] ?? "" })")
+        #expect(proxy.log.contains { $0["event"] as? String == "reset" })
+        #expect(try await server.pendingUploads(bucket: bucket) == [])
+    }
+
     /// A run killed after some parts (its session id kept, as a journal keeps it) is resumed by
     /// another backend (another process): `ListParts` finds the parts, and only the missing ones
     /// are sent (counted at a proxy).

@@ -145,6 +145,26 @@ import Testing
         #expect(S3ETag("\"0123456789abcdef0123456789abcdef-12\"")?.parts == 12)
         #expect(S3ETag("\"evil\r\nheader\"") == nil)
     }
+
+    @Test func errorAnswersMapToCodesAndOneSentence() {
+        func failure(_ status: Int, _ code: String?, headers: [String: String] = [:], bucketLevel: Bool = false) -> StorageFailure {
+            let body = code.map { "<?xml version=\"1.0\"?><Error><Code>\($0)</Code><Message>m</Message></Error>" } ?? ""
+            return S3Errors.failure(HTTPResponse(status: status, headers: headers, body: Data(body.utf8)), bucket: "bkt",
+                                    object: "o", bucketLevel: bucketLevel, region: "us-east-1")
+        }
+        let slow = failure(503, "SlowDown", headers: ["retry-after": "3"])
+        #expect(slow.retryable && slow.retryAfter == 3)
+        #expect(failure(500, "InternalError").retryable && failure(400, "RequestTimeout").retryable)
+        #expect(!failure(501, "NotImplemented").retryable && !failure(400, "InvalidArgument").retryable)
+        #expect(failure(404, "NoSuchBucket").code == .bucketNotFound && failure(404, "NoSuchKey").code == .objectNotFound)
+        #expect(failure(404, nil, bucketLevel: true).code == .bucketNotFound && failure(404, nil).code == .objectNotFound)
+        #expect(failure(403, "SignatureDoesNotMatch").code == .unauthenticated && failure(403, "AccessDenied").code == .unauthorized)
+        #expect(failure(400, "BadDigest").code == .nonMatchingChecksum)
+        let moved = failure(301, "PermanentRedirect", headers: ["x-amz-bucket-region": "eu-west-2"], bucketLevel: true)
+        #expect(moved.message == "Bucket bkt is not in region us-east-1: it is in eu-west-2; set AWS_REGION=eu-west-2 or storage.region.")
+        let hostile = failure(301, "Evil\r\nCode", headers: ["x-amz-bucket-region": "eu\r\nX: y"], bucketLevel: true)
+        #expect(!hostile.message.contains("\r") && hostile.details["s3Code"] == nil, "\(hostile.message)")
+    }
 }
 
 /// An `HTTPResponse` with the given headers, for the header-reading unit tests.
