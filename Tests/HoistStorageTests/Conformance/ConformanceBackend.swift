@@ -36,7 +36,7 @@ struct ConformanceBackend: Sendable, CustomStringConvertible {
     var description: String { name }
 
     /// Every backend the suite runs on.
-    static let all: [ConformanceBackend] = [.local, .fakeGCS, .gcsEmulator, .s3(.moto), .s3(.rclone)]
+    static let all: [ConformanceBackend] = [.local, .fakeGCS, .gcsEmulator, .s3(.moto), .s3(.rclone), .s3(.rcloneTLS)]
 
     static let local = ConformanceBackend(
         name: "local", resumesFromConfirmedOffset: true, abandonEndsSession: true, speaksHTTP: false,
@@ -84,7 +84,8 @@ struct ConformanceBackend: Sendable, CustomStringConvertible {
     /// not from any byte: `S3BackendTests` tests its resume.
     static func s3(_ server: S3TestServer) -> ConformanceBackend {
         var backend = ConformanceBackend(
-            name: "s3-\(server.rawValue)", resumesFromConfirmedOffset: false, abandonEndsSession: true, speaksHTTP: true,
+            name: "s3-\(server.rawValue)", resumesFromConfirmedOffset: false, abandonEndsSession: true,
+            speaksHTTP: server != .rcloneTLS,
             makeTarget: { faults in
                 let bucket = try await server.makeBucket()
                 let proxy = faults.isEmpty ? nil : try FaultProxy(upstreamPort: try server.port(), faults)
@@ -95,7 +96,7 @@ struct ConformanceBackend: Sendable, CustomStringConvertible {
             },
             missingBucket: { try s3Storage(server, bucket: "no-such-bucket-\(UUID().uuidString.prefix(8).lowercased())") })
         backend.oneRequestMethod = "PUT"
-        backend.refusesDamagedBodies = server == .rclone   // moto does not check Content-MD5
+        backend.refusesDamagedBodies = server != .moto   // moto does not check Content-MD5
         return backend
     }
 

@@ -19,7 +19,7 @@ import Testing
         }
     }
 
-    @Test(arguments: S3TestServer.allCases)
+    @Test(arguments: S3TestServer.plain)
     func multipartUploadByteForByte(_ server: S3TestServer) async throws {
         let bucket = try await server.makeBucket()
         let storage = try smallParts(server, bucket: bucket)
@@ -45,7 +45,7 @@ import Testing
 
     /// A part answered 503 and a part whose connection is reset are each sent again on their
     /// own, while the others go on: every part once, plus the two (counted at the proxy).
-    @Test(arguments: S3TestServer.allCases)
+    @Test(arguments: S3TestServer.plain)
     func aFailedPartIsRetriedAlone(_ server: S3TestServer) async throws {
         let bucket = try await server.makeBucket()
         let proxy = try FaultProxy(upstreamPort: try server.port(), ["--fail", "503:1:PUT", "--reset", "1:PUT"])
@@ -62,7 +62,7 @@ import Testing
     /// A run killed after some parts (its session id kept, as a journal keeps it) is resumed by
     /// another backend (another process): `ListParts` finds the parts, and only the missing ones
     /// are sent (counted at a proxy).
-    @Test(arguments: S3TestServer.allCases)
+    @Test(arguments: S3TestServer.plain)
     func resumeSendsOnlyTheMissingParts(_ server: S3TestServer) async throws {
         let bucket = try await server.makeBucket()
         let data = patternData(20 << 20 + 11)   // 5 parts
@@ -97,7 +97,7 @@ import Testing
     /// A part the server holds that is not the local file's (the file changed between runs):
     /// the object would mix two files, so the upload is aborted with `nonMatchingChecksum` (the
     /// task then starts again from zero), leaving no object and no upload.
-    @Test(arguments: S3TestServer.allCases)
+    @Test(arguments: S3TestServer.plain)
     func aHeldPartWithOtherBytesAbortsTheUpload(_ server: S3TestServer) async throws {
         let bucket = try await server.makeBucket()
         let old = patternData(12 << 20, seed: 1)
@@ -118,7 +118,7 @@ import Testing
         #expect(try await server.pendingUploads(bucket: bucket) == [])
     }
 
-    @Test(arguments: S3TestServer.allCases)
+    @Test(arguments: S3TestServer.plain)
     func cancelAbortsTheMultipartUpload(_ server: S3TestServer) async throws {
         let bucket = try await server.makeBucket()
         let storage = try smallParts(server, bucket: bucket)
@@ -138,7 +138,7 @@ import Testing
 
     /// The presigned URL downloads the object with no other credentials (rclone checks its
     /// signature; moto does not check signatures, so it proves the URL's form there).
-    @Test(arguments: S3TestServer.allCases)
+    @Test(arguments: S3TestServer.plain)
     func presignedURLDownloadsTheObject(_ server: S3TestServer) async throws {
         let bucket = try await server.makeBucket()
         let storage = try s3Storage(server, bucket: bucket)
@@ -158,6 +158,22 @@ import Testing
         }
     }
 
+    // MARK: - TLS
+
+    /// Over TLS with a private CA: trusted when its bundle is named, refused with a sentence
+    /// naming how to trust it when not.
+    @Test func tlsWithAPrivateCA() async throws {
+        let server = S3TestServer.rcloneTLS
+        let bucket = try await server.makeBucket()
+        let data = patternData(20 << 20 + 1)   // multipart
+        _ = try await smallParts(server, bucket: bucket).reference(withPath: "tls.bin").putDataAsync(data)
+        #expect(try await server.storedBytes(bucket: bucket, key: "tls.bin") == data)
+        let untrusted = try s3Storage(server, bucket: bucket) { $0.caBundle = nil }
+        let error = try await accessError(untrusted)
+        #expect(error.message.hasPrefix("The TLS certificate of https://127.0.0.1:\(try server.port()) is not trusted by the "
+            + "system's CA store") && error.message.contains("storage.caBundle"), "\(error)")
+    }
+
     // MARK: - The access check
 
     @Test func checkAccessNamesAWrongSecret() async throws {
@@ -167,7 +183,7 @@ import Testing
         #expect(error.code == .unauthenticated && error.message.contains("refused the credentials"), "\(error)")
     }
 
-    @Test(arguments: S3TestServer.allCases)
+    @Test(arguments: S3TestServer.plain)
     func checkAccessNamesAMissingBucket(_ server: S3TestServer) async throws {
         let storage = try s3Storage(server, bucket: "no-such-bucket-\(UUID().uuidString.prefix(8).lowercased())")
         let error = try await accessError(storage)
@@ -181,7 +197,7 @@ import Testing
         #expect(error.message.hasPrefix("Cannot reach S3 at http://127.0.0.1:\(port)"), "\(error)")
     }
 
-    @Test(arguments: S3TestServer.allCases)
+    @Test(arguments: S3TestServer.plain)
     func checkAccessPassesWithTheRightKey(_ server: S3TestServer) async throws {
         let storage = try s3Storage(server, bucket: try await server.makeBucket())
         try await storage.backend.checkAccess()
