@@ -8,7 +8,7 @@ extension S3Backend {
     /// passes: an upload-only key may not list the bucket, yet it works.
     public func checkAccess() async throws {
         let endpoint = configuration.endpoint
-        if configuration.credentials == nil, endpoint.hasSuffix(".amazonaws.com") {
+        if credentialSource.isEmpty, endpoint.hasSuffix(".amazonaws.com") {
             throw StorageFailure(
                 .unauthenticated,
                 "No AWS credentials for s3://\(bucket): set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE "

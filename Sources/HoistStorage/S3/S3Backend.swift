@@ -11,10 +11,12 @@ public final class S3Backend: StorageBackend {
     public let configuration: Configuration
     public var bucket: String { configuration.bucket }
     private let endpointOrigin: HTTPOrigin?
+    let credentialSource: S3CredentialSource
 
     public init(_ configuration: Configuration) {
         self.configuration = configuration
         endpointOrigin = HTTPOrigin(configuration.endpoint)
+        credentialSource = S3CredentialSource(configuration)
     }
 
     /// The object key for a reference's path: the URL's prefix, then the path.
@@ -94,19 +96,19 @@ public final class S3Backend: StorageBackend {
 
     public func downloadURL(for path: String) async throws -> URL {
         _ = try await metadata(of: path)
-        return try presignedURL(path)
+        return try presignedURL(path, credentials: try await credentialSource.credentials())
     }
 
     public func downloadURL(for path: String, stored: ObjectResource) async throws -> URL {
-        try presignedURL(path)
+        try presignedURL(path, credentials: try await credentialSource.credentials())
     }
 
     /// A presigned `GET` of the object, valid `presignExpiry` seconds; without credentials, the
     /// plain URL (a public bucket's).
-    func presignedURL(_ path: String, date: Date = Date()) throws -> URL {
+    func presignedURL(_ path: String, credentials: S3Credentials?, date: Date = Date()) throws -> URL {
         let (url, hostHeader, canonicalPath) = location(key: key(path))
         var link = url
-        if let credentials = configuration.credentials {
+        if let credentials {
             let signer = SigV4(credentials: credentials, region: configuration.region)
             let request = SigV4.Request(method: "GET", path: canonicalPath, headers: [("host", hostHeader)],
                                         payloadHash: SigV4.unsignedPayload)
@@ -143,7 +145,7 @@ public final class S3Backend: StorageBackend {
         let queryText = SigV4.canonicalQuery(query).split(separator: "&").map { $0.hasSuffix("=") ? String($0.dropLast()) : String($0) }
             .joined(separator: "&")
         var request = HTTPRequest(method: method, url: queryText.isEmpty ? url : "\(url)?\(queryText)", headers: headers, body: body)
-        if let credentials = configuration.credentials {
+        if let credentials = try await credentialSource.credentials() {
             let signer = SigV4(credentials: credentials, region: configuration.region)
             let signed = SigV4.Request(method: method, path: path, query: query, headers: headers + [("host", host)],
                                        payloadHash: SigV4.unsignedPayload)

@@ -16,8 +16,11 @@ extension S3Backend {
         /// Requests to `ENDPOINT/BUCKET/KEY` instead of `BUCKET.ENDPOINT/KEY`; the default for an
         /// endpoint of your own (most S3-compatible servers want it), not for AWS's.
         public var pathStyle: Bool
-        /// nil: requests go unsigned (a public bucket); `checkAccess` names the ways to set them.
+        /// nil (and no `webIdentity`): requests go unsigned (a public bucket); `checkAccess` names
+        /// the ways to set them.
         public var credentials: S3Credentials?
+        /// Temporary credentials from a web identity token, used when `credentials` is nil.
+        public var webIdentity: S3WebIdentity?
         /// The profile and file the credentials came from, for messages (nil: the environment).
         public var credentialsProfile: String?
         public var credentialsFile: String?
@@ -57,7 +60,8 @@ extension S3Backend {
         /// credentials from `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`/`AWS_SESSION_TOKEN` unless a
         /// profile is named, else the profile (`profile`, `AWS_PROFILE`, `default`) of
         /// `credentialsFile` (`AWS_SHARED_CREDENTIALS_FILE`, `~/.aws/credentials`) or of
-        /// `~/.aws/config` (`AWS_CONFIG_FILE`); the region from `AWS_REGION`, `AWS_DEFAULT_REGION`,
+        /// `~/.aws/config` (`AWS_CONFIG_FILE`), else a web identity (`AWS_WEB_IDENTITY_TOKEN_FILE`
+        /// and `AWS_ROLE_ARN`, `S3WebIdentity`); the region from `AWS_REGION`, `AWS_DEFAULT_REGION`,
         /// the profile's `region`, else `us-east-1`; the endpoint from `AWS_ENDPOINT_URL_S3`,
         /// `AWS_ENDPOINT_URL`, the profile's `endpoint_url`, else AWS's. The CA bundle as for GCS
         /// (`HTTPRequest.caBundle(fromEnvironment:)`). Every value is checked (`S3Values`).
@@ -91,11 +95,13 @@ extension S3Backend {
             if let credentials { try S3Values.checkCredentials(credentials) }
             let chosenRegion = region ?? env("AWS_REGION") ?? env("AWS_DEFAULT_REGION") ?? config["region"] ?? "us-east-1"
             try S3Values.checkRegion(chosenRegion)
+            let webIdentity = credentials == nil ? try S3WebIdentity.fromEnvironment(env, region: chosenRegion) : nil
             let chosenEndpoint = endpoint ?? env("AWS_ENDPOINT_URL_S3") ?? env("AWS_ENDPOINT_URL") ?? config["endpoint_url"]
             if let chosenEndpoint { try S3Values.checkEndpoint(chosenEndpoint) }
             var configuration = Configuration(bucket: bucket, prefix: prefix, endpoint: chosenEndpoint, region: chosenRegion,
                                               pathStyle: pathStyle, credentials: credentials)
             (configuration.credentialsProfile, configuration.credentialsFile) = source
+            configuration.webIdentity = webIdentity
             configuration.caBundle = caBundle ?? HTTPRequest.caBundle(fromEnvironment: environment)
             return configuration
         }

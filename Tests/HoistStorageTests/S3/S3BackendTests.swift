@@ -174,6 +174,42 @@ import Testing
             + "system's CA store") && error.message.contains("storage.caBundle"), "\(error)")
     }
 
+    // MARK: - Web identity
+
+    /// `AWS_WEB_IDENTITY_TOKEN_FILE` and `AWS_ROLE_ARN` (as on EKS): the token is exchanged at
+    /// moto's STS (behind a proxy that counts the exchanges) for temporary keys, which are
+    /// kept until `refreshBefore` seconds before they expire.
+    @Test func webIdentityCredentialsFromSTSAreKeptThenRefreshed() async throws {
+        let server = S3TestServer.moto
+        let bucket = try await server.makeBucket()
+        let folder = try TemporaryDirectory()
+        let tokenFile = try folder.write("token", Data("eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJob2lzdCJ9.c2ln\n".utf8))
+        let sts = try FaultProxy(upstreamPort: try server.port(), [])
+        var configuration = try S3Backend.Configuration.fromEnvironment(bucket: bucket, [
+            "HOME": folder.path, "AWS_WEB_IDENTITY_TOKEN_FILE": tokenFile.path, "AWS_ROLE_ARN": "arn:aws:iam::123456789012:role/hoist",
+            "AWS_ENDPOINT_URL_STS": "http://127.0.0.1:\(sts.port)", "AWS_ENDPOINT_URL_S3": try server.endpoint(),
+        ])
+        #expect(configuration.credentials == nil && configuration.webIdentity?.roleARN == "arn:aws:iam::123456789012:role/hoist")
+        let backend = S3Backend(configuration)
+        let storage = Storage(url: "s3://\(bucket)", backend: backend)
+        for index in 0..<3 { _ = try await storage.reference(withPath: "w\(index)").putDataAsync(Data("x".utf8)) }
+        let credentials = try #require(try await backend.credentialSource.credentials())
+        #expect(credentials.accessKeyID.hasPrefix("ASIA") && credentials.sessionToken?.isEmpty == false)
+        func exchanges() -> Int { sts.requests.filter { $0["method"] as? String == "POST" }.count }
+        #expect(exchanges() == 1)   // one exchange for every request so far
+        // Keys that expire within the margin are taken again before each use.
+        configuration.webIdentity?.refreshBefore = 10 * 24 * 3600
+        let eager = S3Backend(configuration)
+        _ = try await eager.metadata(of: "w0")
+        _ = try await eager.metadata(of: "w1")
+        #expect(exchanges() == 3)
+        // A token file gone: one sentence naming it.
+        try FileManager.default.removeItem(at: tokenFile)
+        await #expect { _ = try await eager.metadata(of: "w0") } throws: { error in
+            (error as? StorageFailure)?.message.contains("Cannot read the web identity token file \(tokenFile.path)") == true
+        }
+    }
+
     // MARK: - The access check
 
     @Test func checkAccessNamesAWrongSecret() async throws {
