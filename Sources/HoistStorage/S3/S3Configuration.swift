@@ -79,15 +79,18 @@ extension S3Backend {
             let file = credentialsFile ?? env("AWS_SHARED_CREDENTIALS_FILE") ?? "\(home)/.aws/credentials"
             var credentials: S3Credentials?
             var source: (profile: String?, file: String?) = (nil, nil)
-            if profile == nil, credentialsFile == nil, let key = env("AWS_ACCESS_KEY_ID"), let secret = env("AWS_SECRET_ACCESS_KEY") {
+            // The SDKs' order: keys in the environment, a web identity in the environment, then the files.
+            let named = profile != nil || credentialsFile != nil
+            let webIdentityFirst = !named && env("AWS_WEB_IDENTITY_TOKEN_FILE") != nil && env("AWS_ROLE_ARN") != nil
+            if !named, let key = env("AWS_ACCESS_KEY_ID"), let secret = env("AWS_SECRET_ACCESS_KEY") {
                 credentials = S3Credentials(accessKeyID: key, secretAccessKey: secret, sessionToken: env("AWS_SESSION_TOKEN"))
-            } else {
+            } else if !webIdentityFirst {
                 let keys = try AWSSharedFiles.section(profileName, inFile: file, isConfig: false)
                 let found = keys["aws_access_key_id"] != nil ? keys : config
                 if let key = found["aws_access_key_id"], let secret = found["aws_secret_access_key"] {
                     credentials = S3Credentials(accessKeyID: key, secretAccessKey: secret, sessionToken: found["aws_session_token"])
                     source = (profileName, found == keys ? file : configFile)
-                } else if profile != nil || credentialsFile != nil {
+                } else if named {
                     throw StorageFailure(.unauthenticated, "No credentials for profile \(profileName) in \(file) or \(configFile): "
                                             + "give it aws_access_key_id and aws_secret_access_key.")
                 }
@@ -95,7 +98,7 @@ extension S3Backend {
             if let credentials { try S3Values.checkCredentials(credentials) }
             let chosenRegion = region ?? env("AWS_REGION") ?? env("AWS_DEFAULT_REGION") ?? config["region"] ?? "us-east-1"
             try S3Values.checkRegion(chosenRegion)
-            let webIdentity = credentials == nil ? try S3WebIdentity.fromEnvironment(env, region: chosenRegion) : nil
+            let webIdentity = credentials == nil && !named ? try S3WebIdentity.fromEnvironment(env, region: chosenRegion) : nil
             let chosenEndpoint = endpoint ?? env("AWS_ENDPOINT_URL_S3") ?? env("AWS_ENDPOINT_URL") ?? config["endpoint_url"]
             if let chosenEndpoint { try S3Values.checkEndpoint(chosenEndpoint) }
             var configuration = Configuration(bucket: bucket, prefix: prefix, endpoint: chosenEndpoint, region: chosenRegion,

@@ -53,6 +53,11 @@ import Testing
         #expect(named.credentialsProfile == "work" && named.credentialsFile == home.url.path + "/.aws/credentials")
         let plain = try S3Backend.Configuration.fromEnvironment(bucket: "b-1", ["HOME": home.url.path])
         #expect(plain.credentials?.accessKeyID == "AKIDDEFAULT" && plain.region == "us-east-1")
+        // A web identity in the environment comes before the files, as in AWS's SDKs.
+        let pod = try S3Backend.Configuration.fromEnvironment(bucket: "b-1", [
+            "HOME": home.url.path, "AWS_WEB_IDENTITY_TOKEN_FILE": "/var/run/token", "AWS_ROLE_ARN": "arn:aws:iam::123456789012:role/r",
+        ])
+        #expect(pod.credentials == nil && pod.webIdentity?.stsEndpoint == "https://sts.us-east-1.amazonaws.com")
         #expect(throws: StorageFailure.self) {
             try S3Backend.Configuration.fromEnvironment(bucket: "b-1", ["HOME": home.url.path], profile: "absent")
         }
