@@ -136,6 +136,20 @@ import Testing
         #expect(try await server.pendingUploads(bucket: bucket) == [])
     }
 
+    /// Uploads a killed run left are aborted by a later one: those older than the age asked, under
+    /// the URL's prefix only. (On rclone: moto says every upload began in 2010.)
+    @Test func leftUploadsAreAbortedByALaterRun() async throws {
+        let server = S3TestServer.rclone
+        let bucket = try await server.makeBucket()
+        let mine = try s3Storage(server, bucket: bucket) { $0.prefix = "jobs/a/" }.backend as! S3Backend
+        let other = try s3Storage(server, bucket: bucket) { $0.prefix = "jobs/b/" }.backend as! S3Backend
+        _ = try await mine.startUpload(to: "left.bin", attributes: ObjectResource(), size: 40 << 20)
+        _ = try await other.startUpload(to: "theirs.bin", attributes: ObjectResource(), size: 40 << 20)
+        #expect(try await mine.abortUploads(olderThan: 3600) == [])   // too young
+        #expect(try await mine.abortUploads(olderThan: 0, now: Date().addingTimeInterval(5)) == ["jobs/a/left.bin"])
+        #expect(try await server.pendingUploads(bucket: bucket).count == 1)   // the other prefix's is left
+    }
+
     /// The presigned URL downloads the object with no other credentials (rclone checks its
     /// signature; moto does not check signatures, so it proves the URL's form there).
     @Test(arguments: S3TestServer.plain)
