@@ -91,10 +91,11 @@ import Testing
     /// and a registered factory serves its scheme.
     @Test func backendsAreMadeByScheme() async throws {
         #expect(BackendRegistry.backend(for: "file:///tmp/x") is LocalBucket)
-        let unsupported = BackendRegistry.backend(for: "s3://bucket")
+        #expect(BackendRegistry.backend(for: "s3://bucket") is S3Backend)
+        let unsupported = BackendRegistry.backend(for: "az://bucket")
         #expect(unsupported.bucket == "bucket")
         await #expect { _ = try await unsupported.metadata(of: "x") } throws: { error in
-            StorageErrorCode(of: error) == .invalidArgument && "\(error)".contains("No storage backend for s3://bucket")
+            StorageErrorCode(of: error) == .invalidArgument && "\(error)".contains("No storage backend for az://bucket")
         }
         let directory = try TemporaryDirectory()
         let scheme = "test\(UUID().uuidString.prefix(8).lowercased())"

@@ -10,6 +10,7 @@ public enum BackendRegistry {
     static let builtIn: [BackendRegistration] = [
         GCSBackend.registration,
         LocalBucket.registration,
+        S3Backend.registration,
     ]
 
     private static let registrations = Mutex<[BackendRegistration]>(builtIn)

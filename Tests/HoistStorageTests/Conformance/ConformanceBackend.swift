@@ -21,6 +21,12 @@ struct ConformanceBackend: Sendable, CustomStringConvertible {
     /// A one-request (multipart) upload whose body stops short stores nothing, as Cloud Storage
     /// does. gcp-storage-emulator stores what arrived (the body less its end) as the object.
     var refusesShortBodies = true
+    /// The method of an upload sent in one request: GCS's multipart `POST`, S3's `PutObject` `PUT`.
+    var oneRequestMethod = "POST"
+    /// The server checks a one-request upload's bytes against the checksum sent with them and
+    /// refuses them (rclone's S3 server, Cloud Storage with an MD5 sent): nothing was stored to
+    /// delete. Otherwise the backend finds the mismatch in the answer and deletes the object.
+    var refusesDamagedBodies = false
     /// A fresh target: an empty bucket, or a unique folder of a shared one. `faults` are fault
     /// proxy rules (only for a backend that `speaksHTTP`).
     let makeTarget: @Sendable (_ faults: [String]) async throws -> ConformanceTarget
@@ -30,7 +36,7 @@ struct ConformanceBackend: Sendable, CustomStringConvertible {
     var description: String { name }
 
     /// Every backend the suite runs on.
-    static let all: [ConformanceBackend] = [.local, .fakeGCS, .gcsEmulator]
+    static let all: [ConformanceBackend] = [.local, .fakeGCS, .gcsEmulator, .s3(.moto), .s3(.rclone), .s3(.rcloneTLS)]
 
     static let local = ConformanceBackend(
         name: "local", resumesFromConfirmedOffset: true, abandonEndsSession: true, speaksHTTP: false,
@@ -72,6 +78,27 @@ struct ConformanceBackend: Sendable, CustomStringConvertible {
         backend.refusesShortBodies = false
         return backend
     }()
+
+    /// An S3 server: a bucket per target, bytes read back with a signed `GET` of the test
+    /// support's own. A session is a multipart upload, which resumes by parts (5 MiB at least),
+    /// not from any byte: `S3BackendTests` tests its resume.
+    static func s3(_ server: S3TestServer) -> ConformanceBackend {
+        var backend = ConformanceBackend(
+            name: "s3-\(server.rawValue)", resumesFromConfirmedOffset: false, abandonEndsSession: true,
+            speaksHTTP: server != .rcloneTLS,
+            makeTarget: { faults in
+                let bucket = try await server.makeBucket()
+                let proxy = faults.isEmpty ? nil : try FaultProxy(upstreamPort: try server.port(), faults)
+                let storage = try s3Storage(server, bucket: bucket, port: proxy?.port)
+                return ConformanceTarget(storage: storage, prefix: "", keepAlive: nil, proxy: proxy) { object in
+                    try await server.storedBytes(bucket: bucket, key: object)
+                } leftovers: { [] }
+            },
+            missingBucket: { try s3Storage(server, bucket: "no-such-bucket-\(UUID().uuidString.prefix(8).lowercased())") })
+        backend.oneRequestMethod = "PUT"
+        backend.refusesDamagedBodies = server != .moto   // moto does not check Content-MD5
+        return backend
+    }
 
     /// A GCS target, behind the fault proxy when there are faults; bytes are read back from the
     /// server itself (not through the proxy, not through Hoist's upload code).

@@ -1,0 +1,45 @@
+import Foundation
+import HoistHTTP
+
+extension S3Backend {
+    /// One `ListObjectsV2` of at most one key, with short timeouts: no credentials (for AWS
+    /// itself), an unreachable endpoint, a refused key or secret, a missing bucket and a bucket in
+    /// another region each fail at once with one sentence saying what to do. An `AccessDenied`
+    /// passes: an upload-only key may not list the bucket, yet it works.
+    public func checkAccess() async throws {
+        let endpoint = configuration.endpoint
+        if credentialSource.isEmpty, endpoint.hasSuffix(".amazonaws.com") {
+            throw StorageFailure(
+                .unauthenticated,
+                "No AWS credentials for s3://\(bucket): set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE "
+                    + "with a profile in ~/.aws/credentials (or storage.credentials in the job).", details: ["bucket": bucket])
+        }
+        let response: HTTPResponse
+        do {
+            response = try await send("GET", key: nil, query: [("list-type", "2"), ("max-keys", "1")], quick: true)
+        } catch let failure as StorageFailure where failure.noAnswer {
+            let route = EnvironmentProxy.describe(for: endpoint).map { " through the proxy \($0)" } ?? ""
+            throw StorageFailure(
+                .unknown,
+                "Cannot reach S3 at \(endpoint)\(route) (\(failure.message)). Check the network, the proxy (HTTPS_PROXY, "
+                    + "NO_PROXY), or the endpoint (AWS_ENDPOINT_URL, storage.endpoint).", details: ["bucket": bucket])
+        }
+        if response.status == 200 { return }
+        let said = S3Errors.Said(response)
+        var failure = failure(response, object: nil, bucketLevel: true)
+        switch failure.code {
+        case .unauthorized where said.code == "AccessDenied" || said.code == nil:
+            return
+        case .unauthenticated:
+            let source = configuration.credentialsProfile.map { "the profile \($0) in \(configuration.credentialsFile ?? "?")" }
+                ?? "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+            failure.message = "S3 at \(endpoint) refused the credentials for s3://\(bucket) (\(said.code ?? "401")): check the "
+                + "access key id and the secret in \(source)."
+        case .bucketNotFound:
+            failure.message = "Bucket \(bucket) does not exist at \(endpoint): check storage.url (s3://BUCKET[/PREFIX]) and the endpoint."
+        default:
+            break
+        }
+        throw failure
+    }
+}

@@ -1,0 +1,120 @@
+import Foundation
+import HoistHTTP
+
+/// The `storage:` keys of an `s3://` job, beside `url` (docs/manifest.md, "storage"). What is
+/// not set comes from the AWS environment, as the AWS tools read it (`S3Backend.Configuration`).
+public struct S3Options: BackendOptions {
+    /// The server: `https://s3.REGION.amazonaws.com` by default; R2, MinIO, GCS's XML API...
+    public var endpoint: String?
+    public var region: String?
+    /// `https://ENDPOINT/BUCKET/KEY` rather than `https://BUCKET.ENDPOINT/KEY` (MinIO and most
+    /// servers that are not AWS).
+    public var pathStyle: Bool?
+    /// A profile of `~/.aws/credentials` and `~/.aws/config` by name, or a credentials file by
+    /// path (a value with a `/`, relative to the manifest's folder).
+    public var credentials: String?
+    /// A PEM file of CA certificates to trust instead of the system store (relative to the
+    /// manifest's folder).
+    public var caBundle: String?
+    /// Objects up to this many bytes go up in one PutObject; larger ones in parts.
+    public var multipartThreshold: Int64?
+
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case endpoint, region, pathStyle, credentials, caBundle, multipartThreshold
+    }
+
+    public static var keys: [String] { CodingKeys.allCases.map(\.stringValue) }
+
+    public init() {}
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        endpoint = try c.decodeIfPresent(String.self, forKey: .endpoint).flatMap { $0.isEmpty ? nil : $0 }
+        region = try c.decodeIfPresent(String.self, forKey: .region).flatMap { $0.isEmpty ? nil : $0 }
+        pathStyle = try c.decodeIfPresent(Bool.self, forKey: .pathStyle)
+        credentials = try c.decodeIfPresent(String.self, forKey: .credentials).flatMap { $0.isEmpty ? nil : $0 }
+        caBundle = try c.decodeIfPresent(String.self, forKey: .caBundle).flatMap { $0.isEmpty ? nil : $0 }
+        multipartThreshold = try c.decodeIfPresent(ByteSize.self, forKey: .multipartThreshold)?.bytes
+        if let multipartThreshold, multipartThreshold < 5 << 20 {
+            throw DecodingError.dataCorruptedError(forKey: .multipartThreshold, in: c,
+                debugDescription: "multipartThreshold \(multipartThreshold) B is below S3's smallest part, 5 MiB")
+        }
+    }
+
+    /// A credentials file given by path, or nil for a profile name.
+    func credentialsFile(in context: BackendContext) -> String? {
+        credentials.flatMap { $0.contains("/") ? context.resolve($0) : nil }
+    }
+
+    /// The options as a configuration is made with them: each one a backend would refuse is
+    /// refused at `hoist validate`, named at its key.
+    public func check(in context: BackendContext) throws {
+        _ = try S3Backend(context)
+    }
+
+    public func reads(in context: BackendContext) -> [BackendRead] {
+        var reads: [BackendRead] = []
+        if let caBundle { reads.append(BackendRead(path: context.resolve(caBundle), what: "the CA bundle", isTree: true)) }
+        if let file = credentialsFile(in: context) { reads.append(BackendRead(path: file, what: "the credentials file", isTree: false)) }
+        let home = context.environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
+        reads.append(BackendRead(path: home + "/.aws", what: "the AWS configuration folder", isTree: true))
+        for name in ["AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "AWS_WEB_IDENTITY_TOKEN_FILE"] {
+            if let path = context.environment[name], !path.isEmpty { reads.append(BackendRead(path: path, what: "$\(name)", isTree: false)) }
+        }
+        return reads
+    }
+}
+
+extension S3Backend {
+    /// `s3://BUCKET[/PREFIX]`: Amazon S3 and the servers that speak its API.
+    static let registration = BackendRegistration(
+        scheme: "s3", urlForm: .bucketAndPrefix, forms: ["s3://BUCKET[/PREFIX]"], copyForm: "s3://BUCKET/PATH", options: S3Options.self,
+        capabilities: capabilities) { context in try S3Backend(context) }
+
+    /// Its requests go through the HTTP engine, whose thread is the executor to prefer; PutObject
+    /// is checked by MD5 and CRC32C (a multipart object by its parts' MD5s and ETag); a
+    /// multipart upload's id lets another process list its parts and send the rest.
+    static var capabilities: BackendCapabilities {
+        BackendCapabilities(preferredExecutor: HTTPTransports.standard.preferredExecutor, checksums: [.md5, .crc32c],
+                            resumesAcrossProcesses: true)
+    }
+
+    public var capabilities: BackendCapabilities {
+        var capabilities = Self.capabilities
+        capabilities.caBundle = configuration.caBundle
+        return capabilities
+    }
+
+    /// A backend for a job's `s3://` storage: the manifest's options over the environment's.
+    /// - Throws: `BackendOptionError` at the key whose value is refused; `StorageFailure` for the
+    ///   environment's.
+    convenience init(_ context: BackendContext) throws {
+        let options = context.options(as: S3Options.self)
+        var bundle = context.caBundle
+        if bundle == nil, let named = options.caBundle {
+            let path = context.resolve(named)
+            guard FileManager.default.isReadableFile(atPath: path) else {
+                throw BackendOptionError(key: S3Options.CodingKeys.caBundle.stringValue, "CA bundle \(path) cannot be read: name a PEM "
+                    + "file of CA certificates, or a folder of them hashed by `openssl rehash`")
+            }
+            bundle = path
+        }
+        let file = options.credentialsFile(in: context)
+        let profile = file == nil ? options.credentials : nil
+        var configuration: Configuration
+        do {
+            configuration = try Configuration.fromEnvironment(
+                bucket: context.location.bucket, prefix: context.location.path, context.environment, endpoint: options.endpoint,
+                region: options.region, pathStyle: options.pathStyle, profile: profile, credentialsFile: file,
+                caBundle: bundle ?? context.environment["AWS_CA_BUNDLE"].flatMap { $0.isEmpty ? nil : $0 })
+        } catch let failure as StorageFailure {
+            // Name the manifest's key when one of its values is what was refused.
+            let key = [(options.endpoint, "endpoint"), (options.region, "region"), (options.credentials, "credentials")]
+                .first { value, _ in value.map { failure.message.contains($0) } ?? false }?.1
+            guard let key else { throw failure }
+            throw BackendOptionError(key: key, failure.message)
+        }
+        if let threshold = options.multipartThreshold { configuration.multipartThreshold = threshold }
+        self.init(configuration)
+    }
+}

@@ -1,0 +1,187 @@
+import Crypto
+import Foundation
+import HoistHTTP
+
+/// Amazon S3 and the servers that speak its API (MinIO, Cloudflare R2, Backblaze B2, Ceph, GCS's
+/// XML API with HMAC keys): `s3://BUCKET[/PREFIX]` URLs. Requests are signed with Signature V4
+/// (`SigV4`). Objects up to `multipartThreshold` go up in one `PutObject` with `Content-MD5`;
+/// larger ones as a multipart upload whose parts go up in parallel (`S3MultipartSession`), which
+/// a later process resumes from `ListParts`.
+public final class S3Backend: StorageBackend {
+    public let configuration: Configuration
+    public var bucket: String { configuration.bucket }
+    private let endpointOrigin: HTTPOrigin?
+    let credentialSource: S3CredentialSource
+
+    public init(_ configuration: Configuration) {
+        self.configuration = configuration
+        endpointOrigin = HTTPOrigin(configuration.endpoint)
+        credentialSource = S3CredentialSource(configuration)
+    }
+
+    /// The object key for a reference's path: the URL's prefix, then the path.
+    func key(_ path: String) -> String { configuration.prefix + path }
+
+    /// The reference path of a key (the prefix taken off).
+    func path(ofKey key: String) -> String {
+        key.hasPrefix(configuration.prefix) ? String(key.dropFirst(configuration.prefix.count)) : key
+    }
+
+    // MARK: - Uploads
+
+    public func startUpload(to path: String, attributes: ObjectResource, size: Int64) async throws -> any UploadSession {
+        try await startUpload(to: path, attributes: attributes, size: size, chunkSize: nil)
+    }
+
+    public func startUpload(to path: String, attributes: ObjectResource, size: Int64, chunkSize: Int64?) async throws
+        -> any UploadSession
+    {
+        var resource = attributes.writable
+        resource.name = path
+        if resource.contentType == nil { resource.contentType = ContentType.fallback }
+        let headers = try S3Headers.objectHeaders(resource)
+        if size <= configuration.multipartThreshold, size <= chunkSize ?? .max {
+            return S3PutSession(backend: self, resource: resource, headers: headers, size: size)
+        }
+        let partSize = S3MultipartSession.partSize(for: size, configured: configuration.partSize, chunkSize: chunkSize)
+        let response = try await send("POST", key: key(path), query: [("uploads", "")], headers: headers)
+        guard response.status == 200 else { throw failure(response, object: path, bucketLevel: true) }
+        let xml = try parse(response)
+        guard let uploadID = xml.first("*/UploadId"), S3MultipartSession.isValidUploadID(uploadID) else {
+            throw StorageFailure(.unknown, "S3 answered CreateMultipartUpload without an upload id Hoist accepts.",
+                                 httpStatus: response.status, details: ["bucket": bucket, "object": path])
+        }
+        let state = S3MultipartSession.Plan(key: key(path), uploadID: uploadID, size: size, partSize: partSize)
+        return S3MultipartSession(backend: self, plan: state, path: path, fresh: true)
+    }
+
+    public func resumeUpload(id: String) async throws -> any UploadSession {
+        guard let plan = S3MultipartSession.Plan(id: id) else {
+            throw StorageFailure(.objectNotFound, "Upload session cannot be resumed: it is not an S3 multipart upload's id.",
+                                 details: ["bucket": bucket])
+        }
+        return S3MultipartSession(backend: self, plan: plan, path: path(ofKey: plan.key), fresh: false)
+    }
+
+    /// A session id from a journal names its key: one of another object (or outside this URL's
+    /// prefix) is refused, as `StorageBackend` asks.
+    public func resumeUpload(id: String, for path: String) async throws -> any UploadSession {
+        let session = try await resumeUpload(id: id)
+        guard let plan = S3MultipartSession.Plan(id: id), plan.key == key(path) else {
+            throw StorageFailure(.invalidArgument, "The upload session is another object's, not s3://\(bucket)/\(key(path)).",
+                                 details: ["bucket": bucket, "object": path])
+        }
+        return session
+    }
+
+    // MARK: - Objects
+
+    public func metadata(of path: String) async throws -> ObjectResource {
+        let response = try await send("HEAD", key: key(path), headers: [("x-amz-checksum-mode", "ENABLED")])
+        guard response.status == 200 else { throw failure(response, object: path, bucketLevel: false) }
+        return try S3Headers.resource(response, bucket: bucket, name: path)
+    }
+
+    /// S3 has no generations: a `generation` is the hash of the object's ETag (`S3Headers`), so
+    /// the object is deleted only while it still holds the bytes that ETag names. (Read, then
+    /// deleted: a writer in between is not seen. S3's conditional `DeleteObject` is not used,
+    /// as S3-compatible servers do not all have it.)
+    public func delete(_ path: String, generation: Int64?) async throws {
+        if let generation {
+            guard let stored = try? await metadata(of: path), stored.generation == generation else { return }
+        }
+        let response = try await send("DELETE", key: key(path))
+        guard [200, 204, 404].contains(response.status) else { throw failure(response, object: path, bucketLevel: false) }
+    }
+
+    public func downloadURL(for path: String) async throws -> URL {
+        _ = try await metadata(of: path)
+        return try presignedURL(path, credentials: try await credentialSource.credentials())
+    }
+
+    public func downloadURL(for path: String, stored: ObjectResource) async throws -> URL {
+        try presignedURL(path, credentials: try await credentialSource.credentials())
+    }
+
+    /// A presigned `GET` of the object, valid `presignExpiry` seconds; without credentials, the
+    /// plain URL (a public bucket's).
+    func presignedURL(_ path: String, credentials: S3Credentials?, date: Date = Date()) throws -> URL {
+        let (url, hostHeader, canonicalPath) = location(key: key(path))
+        var link = url
+        if let credentials {
+            let signer = SigV4(credentials: credentials, region: configuration.region)
+            let request = SigV4.Request(method: "GET", path: canonicalPath, headers: [("host", hostHeader)],
+                                        payloadHash: SigV4.unsignedPayload)
+            link += "?" + signer.presignedQuery(for: request, date: date, expires: min(configuration.presignExpiry, 604_800))
+        }
+        guard let result = URL(string: link) else { throw StorageFailure(.internalError, "Bad download URL \(link).") }
+        return result
+    }
+
+    // MARK: - Requests
+
+    /// The URL of `key` (nil: the bucket), the `Host` header curl sends for it, and the path signed.
+    func location(key: String?) -> (url: String, host: String, path: String) {
+        let origin = endpointOrigin
+        let scheme = origin?.scheme ?? "https"
+        let defaultPort = scheme == "https" ? 443 : 80
+        let port = origin.map { $0.port == defaultPort ? "" : ":\($0.port)" } ?? ""
+        let host = origin?.host ?? "s3.amazonaws.com"
+        let base = origin.map { $0.target == "/" ? "" : $0.target } ?? ""
+        let virtualHost = configuration.pathStyle ? host : "\(bucket).\(host)"
+        var path = base + (configuration.pathStyle ? "/\(bucket)" : "")
+        if let key { path += "/" + key } else if !configuration.pathStyle { path += "/" }
+        let encoded = SigV4.encodePath(path)
+        return ("\(scheme)://\(virtualHost)\(port)\(encoded)", "\(virtualHost)\(port)", path)
+    }
+
+    /// Signs and sends one request to the bucket (`key` nil) or an object; transport errors
+    /// become `StorageFailure`s (a cancelled transfer the `cancelled` error).
+    func send(_ method: String, key: String?, query: [(name: String, value: String)] = [],
+              headers: [(name: String, value: String)] = [], body: [HTTPRequest.BodyPart] = [],
+              hooks: TransferHooks = TransferHooks(), quick: Bool = false) async throws -> HTTPResponse {
+        let (url, host, path) = location(key: key)
+        // `?uploads`, not `?uploads=`: the signature's canonical form has the `=`, the URL need not.
+        let queryText = SigV4.canonicalQuery(query).split(separator: "&").map { $0.hasSuffix("=") ? String($0.dropLast()) : String($0) }
+            .joined(separator: "&")
+        var request = HTTPRequest(method: method, url: queryText.isEmpty ? url : "\(url)?\(queryText)", headers: headers, body: body)
+        if let credentials = try await credentialSource.credentials() {
+            let signer = SigV4(credentials: credentials, region: configuration.region)
+            let signed = SigV4.Request(method: method, path: path, query: query, headers: headers + [("host", host)],
+                                       payloadHash: SigV4.unsignedPayload)
+            request.headers += signer.authorizationHeaders(for: signed)
+        }
+        request.insecureSkipTLSVerify = configuration.insecureSkipTLSVerify
+        request.caBundle = configuration.caBundle
+        request.stallTimeout = min(quick ? 8 : request.stallTimeout, configuration.stallTimeout)
+        if quick { request.connectTimeout = 5 }
+        do {
+            return try await HTTPTransports.standard.perform(request, hooks: hooks)
+        } catch let error as HTTPTransportError where error.isCertificateProblem {
+            throw StorageFailure(.unknown, S3Errors.certificateAdvice(error, url: request.url, caBundle: configuration.caBundle),
+                                 details: ["bucket": bucket])
+        } catch let error as HTTPTransportError where error.isCancelled {
+            throw TransferControl.cancelledError
+        } catch let error as HTTPTransportError {
+            throw StorageFailure(.unknown, "Connection to S3 at \(configuration.endpoint) failed: \(error.message)",
+                                 retryable: error.isTransient, noAnswer: true, details: ["bucket": bucket])
+        } catch let error as HTTPBodyReadError {
+            throw StorageFailure(.invalidArgument, error.message, details: ["file": error.path])
+        }
+    }
+
+    /// An answer's XML, or a failure naming what was wrong with it.
+    func parse(_ response: HTTPResponse) throws -> S3XML {
+        do {
+            return try S3XML(response.body)
+        } catch {
+            throw StorageFailure(.unknown, "S3 answered with XML Hoist does not read (\(error)).",
+                                 httpStatus: response.status, responseBody: String(response.bodyText.prefix(500)), details: ["bucket": bucket])
+        }
+    }
+
+    /// The storage error for a server's answer (`S3Errors.failure`).
+    func failure(_ response: HTTPResponse, object: String?, bucketLevel: Bool) -> StorageFailure {
+        S3Errors.failure(response, bucket: bucket, object: object, bucketLevel: bucketLevel, region: configuration.region)
+    }
+}

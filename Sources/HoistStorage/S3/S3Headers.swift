@@ -1,0 +1,143 @@
+import Foundation
+import HoistHTTP
+
+/// Object metadata as S3 carries it, in headers both ways: `Content-Type`, `Cache-Control`,
+/// `Content-Disposition`, `Content-Encoding`, `Content-Language`, and custom metadata as
+/// `x-amz-meta-KEY`. A value that is not printable ASCII (S3 keeps headers in US-ASCII) is sent
+/// as RFC 2047's `=?UTF-8?B?...?=`, as S3 itself returns such values, and read back decoded.
+enum S3Headers {
+    /// The request headers for `resource`'s writable fields.
+    /// - Throws: `invalidArgument` for a custom metadata key that cannot be a header name.
+    static func objectHeaders(_ resource: ObjectResource) throws -> [(name: String, value: String)] {
+        var headers: [(name: String, value: String)] = []
+        let fields: [(String, String?)] = [
+            ("Content-Type", resource.contentType), ("Cache-Control", resource.cacheControl),
+            ("Content-Disposition", resource.contentDisposition), ("Content-Encoding", resource.contentEncoding),
+            ("Content-Language", resource.contentLanguage),
+        ]
+        for case let (name, value?) in fields { headers.append((name, encodeValue(value))) }
+        for (key, value) in (resource.metadata ?? [:]).sorted(by: { $0.key < $1.key }) {
+            guard (1...128).contains(key.count), key.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) })
+            else {
+                throw StorageFailure(.invalidArgument, "Custom metadata key '\(S3Values.printable(key))' cannot be an S3 "
+                                        + "metadata header: use letters, digits, '-', '_' and '.'.")
+            }
+            headers.append(("x-amz-meta-\(key.lowercased())", encodeValue(value)))
+        }
+        return headers
+    }
+
+    /// The object a `HEAD` (or a `PUT`'s answer, with `given`) describes.
+    static func resource(_ response: HTTPResponse, bucket: String, name: String, given: ObjectResource? = nil) throws -> ObjectResource {
+        let headers = response.headers
+        var resource = given ?? ObjectResource()
+        resource.bucket = bucket
+        resource.name = name
+        if given == nil {
+            guard let length = headers["content-length"].flatMap({ Int64($0) }), length >= 0 else {
+                throw StorageFailure(.unknown, "S3 described s3://\(bucket)/\(name) without a size.", details: ["bucket": bucket])
+            }
+            resource.size = length
+            resource.contentType = headers["content-type"].map(decodeValue)
+            resource.cacheControl = headers["cache-control"].map(decodeValue)
+            resource.contentDisposition = headers["content-disposition"].map(decodeValue)
+            resource.contentEncoding = headers["content-encoding"].map(decodeValue)
+            resource.contentLanguage = headers["content-language"].map(decodeValue)
+            var custom: [String: String] = [:]
+            for (header, value) in headers where header.hasPrefix("x-amz-meta-") {
+                custom[String(header.dropFirst("x-amz-meta-".count))] = decodeValue(value)
+            }
+            resource.metadata = custom.isEmpty ? nil : custom
+            resource.updated = headers["last-modified"].flatMap(httpDate)
+            resource.timeCreated = resource.updated
+        }
+        let etag = headers["etag"].flatMap(S3ETag.init)
+        if let etag {
+            resource.md5Hash = etag.md5Base64 ?? (given?.md5Hash)
+            resource.generation = etag.generation
+            resource.metageneration = 1
+        }
+        if let crc = headers["x-amz-checksum-crc32c"], crc.count == 8, Data(base64Encoded: crc)?.count == 4 {
+            resource.crc32c = crc
+        }
+        return resource
+    }
+
+    /// `value` as it may go in a header: as it is when printable ASCII, else RFC 2047 base64.
+    static func encodeValue(_ value: String) -> String {
+        if value.unicodeScalars.allSatisfy({ (0x20..<0x7F).contains($0.value) }), !value.hasPrefix("=?") { return value }
+        return "=?UTF-8?B?\(Data(value.utf8).base64EncodedString())?="
+    }
+
+    /// A header's value, RFC 2047's `=?UTF-8?B?...?=` (and `Q`-less) decoded; anything else as it came.
+    static func decodeValue(_ value: String) -> String {
+        guard value.hasPrefix("=?"), value.hasSuffix("?="), value.count <= 16 << 10 else { return value }
+        let parts = value.dropFirst(2).dropLast(2).split(separator: "?", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0].uppercased() == "UTF-8", parts[1].uppercased() == "B",
+              let data = Data(base64Encoded: String(parts[2])), let text = String(data: data, encoding: .utf8)
+        else { return value }
+        return text
+    }
+
+    /// An HTTP date (`Sun, 06 Nov 1994 08:49:37 GMT`).
+    static func httpDate(_ text: String) -> Date? {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        return formatter.date(from: text)
+    }
+}
+
+/// An ETag as S3 gives it, checked: `"HEX32"` (a single `PutObject`: the MD5 of the bytes, unless
+/// the object is encrypted with KMS) or `"HEX32-N"` (a multipart upload: the MD5 of the parts'
+/// MD5s, and their count). Anything else is kept only as an opaque value.
+struct S3ETag: Equatable {
+    let value: String
+    /// The 16 bytes of the hex digest, and the part count of a multipart ETag.
+    let digest: [UInt8]?
+    let parts: Int?
+
+    init?(_ header: String) {
+        let bare = header.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))
+        guard (1...200).contains(bare.count), bare.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }) else { return nil }
+        value = bare.lowercased()
+        let pieces = value.split(separator: "-")
+        let hex = pieces.first.map(String.init) ?? ""
+        digest = hex.count == 32 ? S3ETag.bytes(hex) : nil
+        parts = pieces.count == 2 ? Int(pieces[1]).flatMap { (1...10_000).contains($0) ? $0 : nil } : nil
+    }
+
+    /// Base64 of the MD5, for an ETag that is one (a single `PutObject`'s).
+    var md5Base64: String? { parts == nil && value.count == 32 ? digest.map { Data($0).base64EncodedString() } : nil }
+
+    /// A positive number standing for the object's version (S3 has no generations): FNV-1a of
+    /// the ETag, 53 bits, so the same bytes give the same number.
+    var generation: Int64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in value.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return Int64(hash & 0x1F_FFFF_FFFF_FFFF) | 1
+    }
+
+    static func bytes(_ hex: String) -> [UInt8]? {
+        var out = [UInt8]()
+        var high: UInt8?
+        for char in hex.utf8 {
+            guard let nibble = char.hexNibble else { return nil }
+            if let h = high { out.append(h << 4 | nibble); high = nil } else { high = nibble }
+        }
+        return out
+    }
+}
+
+extension UInt8 {
+    /// The value of an ASCII hex digit.
+    fileprivate var hexNibble: UInt8? {
+        switch self {
+        case 0x30...0x39: self - 0x30
+        case 0x61...0x66: self - 0x61 + 10
+        case 0x41...0x46: self - 0x41 + 10
+        default: nil
+        }
+    }
+}

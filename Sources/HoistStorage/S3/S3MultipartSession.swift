@@ -1,0 +1,235 @@
+import Crypto
+import Foundation
+import HoistHTTP
+import Synchronization
+
+/// A multipart upload: the object in parts of `partSize` bytes, up to `partConcurrency` of them
+/// in flight at once, each with `Content-MD5` (the server refuses a part whose bytes do not
+/// match) and its returned ETag compared with the MD5 sent. Complete when every part is there;
+/// the object's ETag (the MD5 of the parts' MD5s, and their count) and its size are then checked
+/// against the local source before `.finished`.
+///
+/// Its `id` (`Plan.id`) survives a restart: a later process lists the parts the server holds
+/// (`ListParts`), keeps those whose ETag is the MD5 of its own bytes at that place, and sends
+/// only the rest; a held part with other bytes (the file changed between the runs) ends the
+/// upload with `nonMatchingChecksum`. `abandon` is `AbortMultipartUpload`.
+final class S3MultipartSession: UploadSession {
+    let backend: S3Backend
+    let plan: Plan
+    let path: String
+    let frontier = ChecksumFrontier()
+    private struct State {
+        /// Parts the server said it holds (from `ListParts`), not yet compared with the source.
+        var held: [Int: S3ETag] = [:]
+        /// Parts known to hold the source's bytes: their MD5.
+        var done: [Int: [UInt8]] = [:]
+        var listed = false
+    }
+    private let state: Mutex<State>
+
+    var id: String { plan.id }
+
+    init(backend: S3Backend, plan: Plan, path: String, fresh: Bool) {
+        self.backend = backend
+        self.plan = plan
+        self.path = path
+        state = Mutex(State(listed: fresh))
+    }
+
+    /// Lists the parts the server holds; the confirmed offset is where the first missing part
+    /// starts (parts after it may be held too: `send` keeps them).
+    func confirmedOffset() async throws -> Int64 {
+        let held = try await listParts()
+        let prefix = state.withLock { state in
+            state.held = held
+            state.listed = true
+            state.done = state.done.filter { held[$0.key]?.digest == $0.value }
+            var number = 1
+            while number <= plan.partCount, state.done[number] != nil || state.held[number] != nil { number += 1 }
+            return number
+        }
+        return min(plan.size, Int64(prefix - 1) * plan.partSize)
+    }
+
+    func send(
+        from source: ByteSource, at offset: Int64, control: TransferControl, progress: @escaping @Sendable (Int64) -> Void
+    ) async throws -> SendOutcome {
+        guard source.size == plan.size else {
+            throw StorageFailure(.nonMatchingChecksum, "The upload of \(path) was started for \(plan.size) bytes; the local "
+                                    + "file has \(source.size). Uploading again from zero.", details: ["bucket": backend.bucket, "object": path])
+        }
+        if !state.withLock({ $0.listed }) { _ = try await confirmedOffset() }
+        try await sendParts(from: source, control: control, progress: progress)
+        // Past this point the object is being made visible: a cancel comes too late.
+        try await control.commitCheckpoint()
+        return .finished(try await complete(source, digests: state.withLock { $0.done }, path: path, frontier: frontier))
+    }
+
+    /// `AbortMultipartUpload`: the parts are removed and the id is no longer known. Errors are
+    /// ignored (a lifecycle rule, or a later run's clean-up, ends uploads left behind).
+    func abandon() async {
+        _ = try? await backend.send("DELETE", key: plan.key, query: [("uploadId", plan.uploadID)])
+    }
+
+    // MARK: - Parts
+
+    /// Hashes the source part by part, in order (so the CRC32C frontier counts every byte once),
+    /// and sends each part the server lacks, at most `partConcurrency` at once.
+    private func sendParts(from source: ByteSource, control: TransferControl, progress: @escaping @Sendable (Int64) -> Void) async throws {
+        let meter = PartMeter(base: state.withLock { state in state.done.keys.reduce(0) { $0 + plan.range(of: $1).length } },
+                              report: progress)
+        let concurrency = max(1, backend.configuration.partConcurrency)
+        try await withThrowingTaskGroup(of: (Int, [UInt8]).self) { group in
+            var running = 0
+            for number in 1...plan.partCount {
+                if state.withLock({ $0.done[number] != nil }) { continue }
+                try await control.checkpoint()
+                let (offset, length) = plan.range(of: number)
+                let sums = try S3Checksums.of(source, from: offset, length: length, frontier: frontier)
+                switch state.withLock({ $0.held[number]?.digest }) {
+                case sums.md5?:
+                    markDone(number, sums.md5, meter: meter)
+                    continue
+                case .some:
+                    // The file is not the one this upload began with (and not every server lets
+                    // a part be replaced): end the upload; the task starts again from zero.
+                    await abandon()
+                    throw StorageFailure(
+                        .nonMatchingChecksum, "Part \(number) of the upload of \(path) holds other bytes than the local file "
+                            + "(it changed since the upload began); the upload was aborted. Uploading again from zero.",
+                        details: ["bucket": backend.bucket, "object": path])
+                case nil:
+                    break
+                }
+                if running >= concurrency, let (finished, digest) = try await group.next() {
+                    markDone(finished, digest, meter: meter)
+                    running -= 1
+                }
+                group.addTask { [self] in
+                    try await uploadPartRetrying(number, md5: sums.md5, from: source, control: control, meter: meter)
+                    return (number, sums.md5)
+                }
+                running += 1
+            }
+            while let (finished, digest) = try await group.next() { markDone(finished, digest, meter: meter) }
+        }
+    }
+
+    private func markDone(_ number: Int, _ md5: [UInt8], meter: PartMeter) {
+        state.withLock { $0.done[number] = md5 }
+        meter.finished(number, length: plan.range(of: number).length)
+    }
+
+    /// How often one part is tried again (a 5xx, `SlowDown`, a reset) before the failure ends the
+    /// `send` (and the task's own retries take over): the other parts in flight go on meanwhile.
+    static let partRetries = 3
+
+    private func uploadPartRetrying(_ number: Int, md5: [UInt8], from source: ByteSource, control: TransferControl,
+                                    meter: PartMeter) async throws {
+        let policy = RetryPolicy(initialDelay: 0.25, maximumDelay: 4)
+        var attempt = 0
+        while true {
+            do {
+                return try await uploadPart(number, md5: md5, from: source, control: control, meter: meter)
+            } catch let failure as StorageFailure where failure.retryable && attempt < Self.partRetries && !control.isCancelled {
+                attempt += 1
+                try await control.sleep(policy.delay(attempt: attempt, retryAfter: failure.retryAfter.map { min($0, 30) }))
+            }
+        }
+    }
+
+    /// `UploadPart`: the part's bytes with their MD5; the ETag answered must be that MD5.
+    private func uploadPart(_ number: Int, md5: [UInt8], from source: ByteSource, control: TransferControl, meter: PartMeter) async throws {
+        let (offset, length) = plan.range(of: number)
+        let hooks = TransferHooks(onUploadProgress: { sent in meter.sent(number, min(sent, length)) }, control: control,
+                                  beforeEnd: { source.unchangedOrWhy() })
+        let response = try await backend.send(
+            "PUT", key: plan.key, query: [("partNumber", "\(number)"), ("uploadId", plan.uploadID)],
+            headers: [("Content-MD5", Data(md5).base64EncodedString())], body: [source.bodyPart(from: offset, length: length)],
+            hooks: hooks)
+        guard response.status == 200 else {
+            var failure = backend.failure(response, object: path, bucketLevel: false)
+            if failure.code == .nonMatchingChecksum {
+                // Bytes changed on the way: this part alone is sent again.
+                failure.code = .unknown
+                failure.retryable = true
+                failure.message = "Part \(number) of \(path) arrived damaged (the server's MD5 differs); sending it again."
+            }
+            throw failure
+        }
+        guard let etag = response.header("ETag").flatMap(S3ETag.init), etag.digest == md5 else {
+            throw StorageFailure(.unknown, "S3 stored part \(number) of \(path) with an ETag that is not the MD5 of its bytes; "
+                                    + "sending it again.", retryable: true, httpStatus: 200, details: ["bucket": backend.bucket, "object": path])
+        }
+    }
+
+    /// Every part the server holds for this upload, by number: those with a number in the plan,
+    /// the size the plan gives it and an MD5 ETag (anything else is sent again).
+    private func listParts() async throws -> [Int: S3ETag] {
+        var held: [Int: S3ETag] = [:]
+        var marker = 0
+        for _ in 0...(plan.partCount / 1000 + 1) {
+            let response = try await backend.send("GET", key: plan.key, query: [
+                ("uploadId", plan.uploadID), ("max-parts", "1000"), ("part-number-marker", "\(marker)"),
+            ])
+            guard response.status == 200 else { throw backend.failure(response, object: path, bucketLevel: false) }
+            let xml = try backend.parse(response)
+            for part in xml.records("*/Part") {
+                guard let number = part["PartNumber"].flatMap({ Int($0) }), (1...plan.partCount).contains(number),
+                      part["Size"].flatMap({ Int64($0) }) == plan.range(of: number).length,
+                      let etag = part["ETag"].flatMap(S3ETag.init), etag.digest != nil, etag.parts == nil
+                else { continue }
+                held[number] = etag
+            }
+            guard xml.first("*/IsTruncated") == "true",
+                  let next = xml.first("*/NextPartNumberMarker").flatMap({ Int($0) }), next > marker
+            else { break }
+            marker = next
+        }
+        return held
+    }
+}
+
+extension ByteSource {
+    /// `length` bytes from `offset`, as an HTTP body part read while it is sent.
+    func bodyPart(from offset: Int64, length: Int64) -> HTTPRequest.BodyPart {
+        switch bodyPart(from: offset) {
+        case .file(let file, let start, _): .file(file, offset: start, length: length)
+        case .data(let data, _): .data(data.prefix(Int(length)), contentOffset: offset)
+        }
+    }
+}
+
+/// The bytes of a multipart upload the server holds or is being sent, for progress: parts
+/// finished plus what each part in flight has sent, reported only when it grows.
+final class PartMeter: Sendable {
+    private let state: Mutex<(base: Int64, inFlight: [Int: Int64], reported: Int64)>
+    private let report: @Sendable (Int64) -> Void
+
+    init(base: Int64, report: @escaping @Sendable (Int64) -> Void) {
+        state = Mutex((base, [:], base))
+        self.report = report
+    }
+
+    func sent(_ part: Int, _ bytes: Int64) {
+        update { $0.inFlight[part] = max($0.inFlight[part] ?? 0, bytes) }
+    }
+
+    func finished(_ part: Int, length: Int64) {
+        update { state in
+            state.inFlight[part] = nil
+            state.base += length
+        }
+    }
+
+    private func update(_ change: (inout (base: Int64, inFlight: [Int: Int64], reported: Int64)) -> Void) {
+        // Reported inside the lock: parts finish on several threads, and progress must only grow.
+        state.withLock { state in
+            change(&state)
+            let now = state.base + state.inFlight.values.reduce(0, +)
+            guard now > state.reported else { return }
+            state.reported = now
+            report(now)
+        }
+    }
+}

@@ -1,0 +1,76 @@
+import Foundation
+import HoistStorage
+import HoistTestSupport
+import Testing
+
+/// `s3://` through the command, as a user points Hoist at S3: a manifest's `storage:` (endpoint,
+/// region, pathStyle, credentials by profile) and `hoist cp`, against both S3 test servers.
+@Suite(.serialized) struct S3CommandTests {
+    let hoist = productsDirectory.appendingPathComponent("hoist").path
+
+    /// AWS's own files, as a user has them: a profile with the test key.
+    func awsHome() throws -> TemporaryDirectory {
+        let home = try TemporaryDirectory()
+        try home.write(".aws/credentials", Data("""
+            [uploader]
+            aws_access_key_id = \(S3TestServer.accessKey)
+            aws_secret_access_key = \(S3TestServer.secretKey)
+
+            """.utf8))
+        return home
+    }
+
+    @Test(arguments: S3TestServer.plain)
+    func aJobUploadsToS3WithTheManifestsOptions(server: S3TestServer) async throws {
+        let bucket = try await server.makeBucket()
+        let fixture = try JobFixture()
+        try fixture.file("a.txt", 300)
+        try fixture.file("deep/b.bin", 20 << 20)   // over the 16 MiB threshold: multipart
+        let home = try awsHome()
+        _ = try fixture.job("""
+            storage:
+              url: s3://\(bucket)/backups
+              endpoint: \(try server.endpoint())
+              region: us-east-1
+              pathStyle: true
+              credentials: uploader
+            files: [{ root: src, metadata: { cacheControl: no-cache } }]
+
+            """)
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        let environment = ["HOME": home.path, "PATH": "/usr/bin:/bin"]
+        let validated = try runProcess(hoist, ["validate", manifest], environment: environment)
+        #expect(validated.status == 0, "\(validated.stderr)")
+        let run = try runProcess(hoist, ["run", manifest], environment: environment)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stderr.contains("2 uploaded") || run.stdout.contains("2 uploaded"), "\(run.stdout)\(run.stderr)")
+        for (name, size) in [("a.txt", 300), ("deep/b.bin", 20 << 20)] {
+            let stored = try await server.storedBytes(bucket: bucket, key: "backups/" + name)
+            #expect(stored == patternData(size), "\(name)")
+        }
+        let head = try await server.request("HEAD", "/\(bucket)/backups/a.txt")
+        #expect(head.header("Cache-Control") == "no-cache")
+        // The journal answers the next run: nothing is sent again.
+        let again = try runProcess(hoist, ["run", manifest], environment: environment)
+        #expect(again.status == 0)
+        #expect((again.stdout + again.stderr).contains("2 unchanged"), "\(again.stdout)\(again.stderr)")
+    }
+
+    @Test func cpToAnS3URLAndAMistypedKey() async throws {
+        let server = S3TestServer.rclone
+        let bucket = try await server.makeBucket()
+        let directory = try TemporaryDirectory()
+        let file = try directory.write("report.csv", Data("a,b\n1,2\n".utf8))
+        let home = try awsHome()
+        let environment = ["HOME": home.path, "AWS_PROFILE": "uploader", "AWS_ENDPOINT_URL": try server.endpoint(), "PATH": "/usr/bin:/bin"]
+        // cp reads the environment as the AWS tools do (a custom endpoint is addressed path style).
+        let copy = try runProcess(hoist, ["cp", file.path, "s3://\(bucket)/in/"], environment: environment)
+        #expect(copy.status == 0, "\(copy.stdout)\(copy.stderr)")
+        #expect(try await server.storedBytes(bucket: bucket, key: "in/report.csv") == Data("a,b\n1,2\n".utf8))
+        // A key of another backend (or mistyped) is an error at its line, with the nearest S3 key.
+        let job = try directory.write("job.yaml", Data("version: 1\nname: s3typo\nstorage: { url: 's3://\(bucket)', regoin: eu-west-1 }\nfiles: [{ root: ., optional: true }]\n".utf8))
+        let validated = try runProcess(hoist, ["validate", job.path], environment: environment)
+        #expect(validated.status == 2)
+        #expect(validated.stderr.contains("job.yaml:3:") && validated.stderr.contains("unknown key 'regoin' (did you mean 'region'?)"), "\(validated.stderr)")
+    }
+}

@@ -1,0 +1,264 @@
+import Crypto
+import Foundation
+import HoistHTTP
+import HoistTestSupport
+import Synchronization
+import Testing
+@testable import HoistStorage
+
+/// What S3 has that the conformance suite does not ask: multipart uploads (parts in parallel,
+/// the multipart ETag), resume across processes from `ListParts`, abort, presigned URLs and the
+/// access check's sentences; on moto's server and `rclone serve s3` alike.
+@Suite struct S3BackendTests {
+    /// A storage whose multipart threshold and part size are S3's smallest (5 MiB).
+    private func smallParts(_ server: S3TestServer, bucket: String, port: Int? = nil, concurrency: Int = 4) throws -> Storage {
+        try s3Storage(server, bucket: bucket, port: port) { configuration in
+            configuration.multipartThreshold = 5 << 20
+            configuration.partSize = 5 << 20
+            configuration.partConcurrency = concurrency
+        }
+    }
+
+    @Test(arguments: S3TestServer.plain)
+    func multipartUploadByteForByte(_ server: S3TestServer) async throws {
+        let bucket = try await server.makeBucket()
+        let storage = try smallParts(server, bucket: bucket)
+        let data = patternData(17 << 20 + 7)   // 4 parts, the last 2 MiB + 7
+        let metadata = StorageMetadata()
+        metadata.contentType = "video/mp4"
+        metadata.customMetadata = ["owner": "ada"]
+        let (_, recorder) = EventRecorder.upload(.data(data), to: storage.reference(withPath: "big/movie.mp4"), metadata: metadata)
+        let last = await recorder.finished()
+        #expect(last.status == .success, "\(String(describing: last.error))")
+        #expect(last.metadata?.size == Int64(data.count))
+        #expect(last.metadata?.contentType == "video/mp4")
+        #expect(last.metadata?.customMetadata == ["owner": "ada"])
+        #expect(try await server.storedBytes(bucket: bucket, key: "big/movie.mp4") == data)
+        let head = try await server.request("HEAD", "/\(bucket)/big/movie.mp4")
+        // moto's ETag is AWS's (the MD5 of the parts' MD5s, "-4"); rclone's the MD5 of the whole.
+        let etag = head.header("ETag") ?? "no ETag"
+        #expect(etag.hasSuffix("-4\"") || etag == "\"\(Insecure.MD5.hash(data: data).map { String(format: "%02x", $0) }.joined())\"", "\(etag)")
+        let progress = recorder.events.filter { $0.status == .progress }.map(\.completed)
+        #expect(progress == progress.sorted() && progress.last == Int64(data.count))
+        #expect(try await server.pendingUploads(bucket: bucket) == [])
+    }
+
+    /// A part answered 503 and a part whose connection is reset are each sent again on their
+    /// own, while the others go on: every part once, plus the two (counted at the proxy).
+    @Test(arguments: S3TestServer.plain)
+    func aFailedPartIsRetriedAlone(_ server: S3TestServer) async throws {
+        let bucket = try await server.makeBucket()
+        let proxy = try FaultProxy(upstreamPort: try server.port(), ["--fail", "503:1:PUT", "--reset", "1:PUT"])
+        let storage = try smallParts(server, bucket: bucket, port: proxy.port)
+        let data = patternData(17 << 20 + 7)   // 4 parts
+        _ = try await storage.reference(withPath: "retried.bin").putDataAsync(data)
+        #expect(try await server.storedBytes(bucket: bucket, key: "retried.bin") == data)
+        let parts = proxy.requests.filter { ($0["method"] as? String) == "PUT" }
+        #expect(parts.count == 4 + 2, "\(parts.map { $0["target"] ?? "" })")
+        #expect(proxy.log.contains { $0["event"] as? String == "reset" })
+        #expect(try await server.pendingUploads(bucket: bucket) == [])
+    }
+
+    /// A run killed after some parts (its session id kept, as a journal keeps it) is resumed by
+    /// another backend (another process): `ListParts` finds the parts, and only the missing ones
+    /// are sent (counted at a proxy).
+    @Test(arguments: S3TestServer.plain)
+    func resumeSendsOnlyTheMissingParts(_ server: S3TestServer) async throws {
+        let bucket = try await server.makeBucket()
+        let data = patternData(20 << 20 + 11)   // 5 parts
+        // One part at a time, so the parts before the cut are whole.
+        let first = try smallParts(server, bucket: bucket, concurrency: 1).backend
+        let session = try await first.startUpload(to: "r/resumed.bin", attributes: ObjectResource(), size: Int64(data.count))
+        let control = TransferControl()
+        do {
+            _ = try await session.send(from: ByteSource(data: data), at: 0, control: control) { sent in
+                if sent >= 11 << 20 { control.cancel() }
+            }
+            Issue.record("not interrupted")
+        } catch {
+            #expect(StorageErrorCode(of: error) == .cancelled, "\(error)")
+        }
+
+        let proxy = try FaultProxy(upstreamPort: try server.port(), [])
+        let second = try smallParts(server, bucket: bucket, port: proxy.port).backend
+        let resumed = try await second.resumeUpload(id: session.id, for: "r/resumed.bin")
+        let offset = try await resumed.confirmedOffset()
+        #expect(offset >= 10 << 20 && offset % (5 << 20) == 0, "confirmed \(offset)")
+        let outcome = try await resumed.send(from: ByteSource(data: data), at: offset, control: TransferControl()) { _ in }
+        guard case .finished(let resource) = outcome else { Issue.record("not finished: \(outcome)"); return }
+        #expect(resource.size == Int64(data.count))
+        #expect(resource.crc32c == crc32cBase64(data))
+        #expect(try await server.storedBytes(bucket: bucket, key: "r/resumed.bin") == data)
+        let partsSent = proxy.requests.filter { ($0["method"] as? String) == "PUT" && (($0["target"] as? String) ?? "").contains("partNumber=") }
+        #expect(partsSent.count == 5 - Int(offset / (5 << 20)), "\(partsSent.map { $0["target"] ?? "" })")
+        #expect(try await server.pendingUploads(bucket: bucket) == [])
+    }
+
+    /// A part the server holds that is not the local file's (the file changed between runs):
+    /// the object would mix two files, so the upload is aborted with `nonMatchingChecksum` (the
+    /// task then starts again from zero), leaving no object and no upload.
+    @Test(arguments: S3TestServer.plain)
+    func aHeldPartWithOtherBytesAbortsTheUpload(_ server: S3TestServer) async throws {
+        let bucket = try await server.makeBucket()
+        let old = patternData(12 << 20, seed: 1)
+        var new = old
+        new[1000] ^= 0xFF   // part 1 differs, parts 2 and 3 do not
+        let backend = try smallParts(server, bucket: bucket, concurrency: 1).backend
+        let session = try await backend.startUpload(to: "changed.bin", attributes: ObjectResource(), size: Int64(old.count))
+        let control = TransferControl()
+        _ = try? await session.send(from: ByteSource(data: old), at: 0, control: control) { sent in
+            if sent >= 6 << 20 { control.cancel() }
+        }
+        let resumed = try await backend.resumeUpload(id: session.id, for: "changed.bin")
+        let offset = try await resumed.confirmedOffset()
+        #expect(offset >= 5 << 20, "part 1 is held: \(offset)")
+        await #expect { _ = try await resumed.send(from: ByteSource(data: new), at: offset, control: TransferControl()) { _ in } }
+            throws: { StorageErrorCode(of: $0) == .nonMatchingChecksum }
+        #expect(try await server.storedBytes(bucket: bucket, key: "changed.bin") == nil)
+        #expect(try await server.pendingUploads(bucket: bucket) == [])
+    }
+
+    @Test(arguments: S3TestServer.plain)
+    func cancelAbortsTheMultipartUpload(_ server: S3TestServer) async throws {
+        let bucket = try await server.makeBucket()
+        let storage = try smallParts(server, bucket: bucket)
+        storage.bandwidthLimiter = BandwidthLimiter(bytesPerSecond: 32 << 20)
+        let task = storage.reference(withPath: "gone.bin").putData(patternData(24 << 20))
+        let once = Mutex(false)
+        let recorder = EventRecorder(task) { snapshot in
+            if (snapshot.progress?.completedUnitCount ?? 0) >= 6 << 20, once.withLock({ let first = !$0; $0 = true; return first }) {
+                task.cancel()
+            }
+        }
+        let last = await recorder.finished()
+        #expect(errorCode(last) == .cancelled)
+        #expect(try await server.storedBytes(bucket: bucket, key: "gone.bin") == nil)
+        #expect(try await server.pendingUploads(bucket: bucket) == [])
+    }
+
+    /// Uploads a killed run left are aborted by a later one: those older than the age asked, under
+    /// the URL's prefix only. (On rclone: moto says every upload began in 2010.)
+    @Test func leftUploadsAreAbortedByALaterRun() async throws {
+        let server = S3TestServer.rclone
+        let bucket = try await server.makeBucket()
+        let mine = try s3Storage(server, bucket: bucket) { $0.prefix = "jobs/a/" }.backend as! S3Backend
+        let other = try s3Storage(server, bucket: bucket) { $0.prefix = "jobs/b/" }.backend as! S3Backend
+        _ = try await mine.startUpload(to: "left.bin", attributes: ObjectResource(), size: 40 << 20)
+        _ = try await other.startUpload(to: "theirs.bin", attributes: ObjectResource(), size: 40 << 20)
+        #expect(try await mine.abortUploads(olderThan: 3600) == [])   // too young
+        #expect(try await mine.abortUploads(olderThan: 0, now: Date().addingTimeInterval(5)) == ["jobs/a/left.bin"])
+        #expect(try await server.pendingUploads(bucket: bucket).count == 1)   // the other prefix's is left
+    }
+
+    /// The presigned URL downloads the object with no other credentials (rclone checks its
+    /// signature; moto does not check signatures, so it proves the URL's form there).
+    @Test(arguments: S3TestServer.plain)
+    func presignedURLDownloadsTheObject(_ server: S3TestServer) async throws {
+        let bucket = try await server.makeBucket()
+        let storage = try s3Storage(server, bucket: bucket)
+        let data = patternData(3000)
+        let ref = storage.reference(withPath: "dir/a b+c.txt")
+        _ = try await ref.putDataAsync(data)
+        let url = try await ref.downloadURL()
+        #expect(url.absoluteString.contains("X-Amz-Signature="))
+        var request = HTTPRequest(method: "GET", url: url.absoluteString)
+        request.maxResponseBytes = nil
+        let response = try await CurlEngine.shared.perform(request)
+        #expect(response.status == 200 && response.body == data, "HTTP \(response.status) \(response.bodyText.prefix(300))")
+        if server == .rclone {
+            // A signature over another object's path is refused.
+            let forged = url.absoluteString.replacingOccurrences(of: "/dir/", with: "/other/")
+            #expect(try await CurlEngine.shared.perform(HTTPRequest(method: "GET", url: forged)).status == 403)
+        }
+    }
+
+    // MARK: - TLS
+
+    /// Over TLS with a private CA: trusted when its bundle is named, refused with a sentence
+    /// naming how to trust it when not.
+    @Test func tlsWithAPrivateCA() async throws {
+        let server = S3TestServer.rcloneTLS
+        let bucket = try await server.makeBucket()
+        let data = patternData(20 << 20 + 1)   // multipart
+        _ = try await smallParts(server, bucket: bucket).reference(withPath: "tls.bin").putDataAsync(data)
+        #expect(try await server.storedBytes(bucket: bucket, key: "tls.bin") == data)
+        let untrusted = try s3Storage(server, bucket: bucket) { $0.caBundle = nil }
+        let error = try await accessError(untrusted)
+        #expect(error.message.hasPrefix("The TLS certificate of https://127.0.0.1:\(try server.port()) is not trusted by the "
+            + "system's CA store") && error.message.contains("storage.caBundle"), "\(error)")
+    }
+
+    // MARK: - Web identity
+
+    /// `AWS_WEB_IDENTITY_TOKEN_FILE` and `AWS_ROLE_ARN` (as on EKS): the token is exchanged at
+    /// moto's STS (behind a proxy that counts the exchanges) for temporary keys, which are
+    /// kept until `refreshBefore` seconds before they expire.
+    @Test func webIdentityCredentialsFromSTSAreKeptThenRefreshed() async throws {
+        let server = S3TestServer.moto
+        let bucket = try await server.makeBucket()
+        let folder = try TemporaryDirectory()
+        let tokenFile = try folder.write("token", Data("eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJob2lzdCJ9.c2ln\n".utf8))
+        let sts = try FaultProxy(upstreamPort: try server.port(), [])
+        var configuration = try S3Backend.Configuration.fromEnvironment(bucket: bucket, [
+            "HOME": folder.path, "AWS_WEB_IDENTITY_TOKEN_FILE": tokenFile.path, "AWS_ROLE_ARN": "arn:aws:iam::123456789012:role/hoist",
+            "AWS_ENDPOINT_URL_STS": "http://127.0.0.1:\(sts.port)", "AWS_ENDPOINT_URL_S3": try server.endpoint(),
+        ])
+        #expect(configuration.credentials == nil && configuration.webIdentity?.roleARN == "arn:aws:iam::123456789012:role/hoist")
+        let backend = S3Backend(configuration)
+        let storage = Storage(url: "s3://\(bucket)", backend: backend)
+        for index in 0..<3 { _ = try await storage.reference(withPath: "w\(index)").putDataAsync(Data("x".utf8)) }
+        let credentials = try #require(try await backend.credentialSource.credentials())
+        #expect(credentials.accessKeyID.hasPrefix("ASIA") && credentials.sessionToken?.isEmpty == false)
+        func exchanges() -> Int { sts.requests.filter { $0["method"] as? String == "POST" }.count }
+        #expect(exchanges() == 1)   // one exchange for every request so far
+        // Keys that expire within the margin are taken again before each use.
+        configuration.webIdentity?.refreshBefore = 10 * 24 * 3600
+        let eager = S3Backend(configuration)
+        _ = try await eager.metadata(of: "w0")
+        _ = try await eager.metadata(of: "w1")
+        #expect(exchanges() == 3)
+        // A token file gone: one sentence naming it.
+        try FileManager.default.removeItem(at: tokenFile)
+        await #expect { _ = try await eager.metadata(of: "w0") } throws: { error in
+            (error as? StorageFailure)?.message.contains("Cannot read the web identity token file \(tokenFile.path)") == true
+        }
+    }
+
+    // MARK: - The access check
+
+    @Test func checkAccessNamesAWrongSecret() async throws {
+        let bucket = try await S3TestServer.rclone.makeBucket()
+        let storage = try s3Storage(.rclone, bucket: bucket) { $0.credentials?.secretAccessKey = "not-the-secret" }
+        let error = try await accessError(storage)
+        #expect(error.code == .unauthenticated && error.message.contains("refused the credentials"), "\(error)")
+    }
+
+    @Test(arguments: S3TestServer.plain)
+    func checkAccessNamesAMissingBucket(_ server: S3TestServer) async throws {
+        let storage = try s3Storage(server, bucket: "no-such-bucket-\(UUID().uuidString.prefix(8).lowercased())")
+        let error = try await accessError(storage)
+        #expect(error.code == .bucketNotFound && error.message.contains("does not exist at http://127.0.0.1"), "\(error)")
+    }
+
+    @Test func checkAccessNamesAnUnreachableEndpoint() async throws {
+        let port = try freePort()
+        let storage = try s3Storage(.moto, bucket: "some-bucket", port: port)
+        let error = try await accessError(storage)
+        #expect(error.message.hasPrefix("Cannot reach S3 at http://127.0.0.1:\(port)"), "\(error)")
+    }
+
+    @Test(arguments: S3TestServer.plain)
+    func checkAccessPassesWithTheRightKey(_ server: S3TestServer) async throws {
+        let storage = try s3Storage(server, bucket: try await server.makeBucket())
+        try await storage.backend.checkAccess()
+    }
+
+    private func accessError(_ storage: Storage) async throws -> StorageFailure {
+        do {
+            try await storage.backend.checkAccess()
+        } catch let failure as StorageFailure {
+            return failure
+        }
+        throw TestServerError("checkAccess passed")
+    }
+}

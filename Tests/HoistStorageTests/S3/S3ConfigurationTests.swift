@@ -1,0 +1,180 @@
+import Foundation
+import HoistHTTP
+import HoistTestSupport
+import Testing
+@testable import HoistStorage
+
+/// The S3 backend's pure logic: its configuration read from the environment and AWS's files,
+/// the session ids a journal hands back, S3's XML and headers, each read as hostile input.
+@Suite struct S3ConfigurationTests {
+    @Test func theEnvironmentsKeysRegionAndEndpoint() throws {
+        let configuration = try S3Backend.Configuration.fromEnvironment(bucket: "my-bucket", prefix: "/backups/daily/", [
+            "HOME": "/nonexistent", "AWS_ACCESS_KEY_ID": "AKIDENV", "AWS_SECRET_ACCESS_KEY": "secret/env",
+            "AWS_SESSION_TOKEN": "token", "AWS_DEFAULT_REGION": "eu-west-1", "AWS_REGION": "eu-central-1",
+            "AWS_ENDPOINT_URL": "http://other:1", "AWS_ENDPOINT_URL_S3": "http://minio:9000/",
+        ])
+        #expect(configuration.credentials == S3Credentials(accessKeyID: "AKIDENV", secretAccessKey: "secret/env", sessionToken: "token"))
+        #expect(configuration.region == "eu-central-1")   // AWS_REGION before AWS_DEFAULT_REGION
+        #expect(configuration.endpoint == "http://minio:9000")   // the S3-specific one first
+        #expect(configuration.pathStyle)   // an endpoint of one's own
+        #expect(configuration.prefix == "backups/daily/")
+        let aws = try S3Backend.Configuration.fromEnvironment(bucket: "my-bucket", ["HOME": "/nonexistent", "AWS_REGION": "ap-south-1"])
+        #expect(aws.endpoint == "https://s3.ap-south-1.amazonaws.com" && !aws.pathStyle && aws.credentials == nil)
+        #expect(S3Backend(aws).location(key: "a b/c").url == "https://my-bucket.s3.ap-south-1.amazonaws.com/a%20b/c")
+    }
+
+    @Test func aProfileFromTheCredentialsAndConfigFiles() throws {
+        let home = try TemporaryDirectory()
+        _ = try home.write(".aws/credentials", Data("""
+            [default]
+            aws_access_key_id = AKIDDEFAULT
+            aws_secret_access_key = default-secret
+            # a comment
+            [work]
+            aws_access_key_id=AKIDWORK
+            aws_secret_access_key = work-secret
+            aws_session_token = work-token
+            """.utf8))
+        _ = try home.write(".aws/config", Data("""
+            [profile work]
+            region = us-west-2
+            endpoint_url = https://r2.example.com
+            s3 =
+              addressing_style = path
+            """.utf8))
+        let environment = ["HOME": home.url.path, "AWS_PROFILE": "work", "AWS_ACCESS_KEY_ID": "AKIDENV", "AWS_SECRET_ACCESS_KEY": "x"]
+        // AWS_PROFILE names the profile, but keys in the environment win, as in the AWS CLI.
+        let fromEnv = try S3Backend.Configuration.fromEnvironment(bucket: "b-1", environment)
+        #expect(fromEnv.credentials?.accessKeyID == "AKIDENV")
+        #expect(fromEnv.region == "us-west-2" && fromEnv.endpoint == "https://r2.example.com")
+        // A profile named by the job wins over the environment's keys.
+        let named = try S3Backend.Configuration.fromEnvironment(bucket: "b-1", environment, profile: "work")
+        #expect(named.credentials == S3Credentials(accessKeyID: "AKIDWORK", secretAccessKey: "work-secret", sessionToken: "work-token"))
+        #expect(named.credentialsProfile == "work" && named.credentialsFile == home.url.path + "/.aws/credentials")
+        let plain = try S3Backend.Configuration.fromEnvironment(bucket: "b-1", ["HOME": home.url.path])
+        #expect(plain.credentials?.accessKeyID == "AKIDDEFAULT" && plain.region == "us-east-1")
+        // A web identity in the environment comes before the files, as in AWS's SDKs.
+        let pod = try S3Backend.Configuration.fromEnvironment(bucket: "b-1", [
+            "HOME": home.url.path, "AWS_WEB_IDENTITY_TOKEN_FILE": "/var/run/token", "AWS_ROLE_ARN": "arn:aws:iam::123456789012:role/r",
+        ])
+        #expect(pod.credentials == nil && pod.webIdentity?.stsEndpoint == "https://sts.us-east-1.amazonaws.com")
+        #expect(throws: StorageFailure.self) {
+            try S3Backend.Configuration.fromEnvironment(bucket: "b-1", ["HOME": home.url.path], profile: "absent")
+        }
+    }
+
+    @Test func hostileValuesAreRefusedWithTheirName() {
+        let home = ["HOME": "/nonexistent"]
+        func message(_ environment: [String: String], bucket: String = "good-bucket") -> String {
+            do {
+                _ = try S3Backend.Configuration.fromEnvironment(bucket: bucket, home.merging(environment) { $1 })
+                return "accepted"
+            } catch {
+                return "\(error)"
+            }
+        }
+        #expect(message(["AWS_REGION": "us-east-1\r\nX: y"]).contains("is not an AWS region"))
+        #expect(message(["AWS_ENDPOINT_URL": "file:///etc/passwd"]).contains("is not an S3 endpoint"))
+        #expect(message(["AWS_ENDPOINT_URL": "http://user:pw@host"]).contains("is not an S3 endpoint"))
+        #expect(message(["AWS_ACCESS_KEY_ID": "AKID\nX", "AWS_SECRET_ACCESS_KEY": "s"]).contains("access key id"))
+        #expect(message(["AWS_ACCESS_KEY_ID": "AKID", "AWS_SECRET_ACCESS_KEY": "s", "AWS_SESSION_TOKEN": "t\r\nX-Evil: 1"])
+            .contains("session token"))
+        #expect(message([:], bucket: "a").contains("is not an S3 bucket name"))
+        #expect(message([:], bucket: "../etc").contains("is not an S3 bucket name"))
+    }
+
+    @Test func s3URLsAreServedByTheRegistry() {
+        let backend = BackendRegistry.backend(for: "s3://hoist-bucket/some/prefix")
+        let s3 = backend as? S3Backend
+        #expect(s3?.bucket == "hoist-bucket" && s3?.configuration.prefix == "some/prefix/")
+        #expect(s3?.key("a.txt") == "some/prefix/a.txt")
+        #expect(BackendRegistry.backend(for: "s3://x") is UnsupportedBackend)
+    }
+
+    // MARK: - Session ids
+
+    @Test func sessionIDsRoundTripAndHostileOnesAreRefused() throws {
+        let plan = S3MultipartSession.Plan(key: "dir/ü b:c.bin", uploadID: "abc.DEF_-~+/=", size: 20 << 20, partSize: 5 << 20)
+        #expect(S3MultipartSession.Plan(id: plan.id) == plan)
+        #expect(plan.partCount == 4 && plan.range(of: 4).offset == 15 << 20 && plan.range(of: 4).length == 5 << 20)
+        for bad in ["", "put:123", "s3mpu1:", "s3mpu1:-1:5242880:a2V5:up",
+                    "s3mpu1:99999999999999:5242880:a2V5:up", "s3mpu1:20971520:5242880:a2V5:up\nHost: evil",
+                    "s3mpu1:20971520:5242880:a2V5:up id", "s3mpu1:20971520:5242880:!!!:up",
+                    "s3mpu1:20971520:5242880::up", "s3mpu1:20971520:1024:a2V5:up"] {
+            #expect(S3MultipartSession.Plan(id: bad) == nil, "\(bad)")
+        }
+    }
+
+    @Test func resumingAnotherObjectsSessionIsRefused() async throws {
+        let backend = S3Backend(S3Backend.Configuration(bucket: "bkt", endpoint: "http://127.0.0.1:9"))
+        let plan = S3MultipartSession.Plan(key: "a.bin", uploadID: "up", size: 20 << 20, partSize: 5 << 20)
+        await #expect { _ = try await backend.resumeUpload(id: plan.id, for: "b.bin") } throws: {
+            StorageErrorCode(of: $0) == .invalidArgument
+        }
+        await #expect { _ = try await backend.resumeUpload(id: "https://evil/upload") } throws: {
+            StorageErrorCode(of: $0) == .objectNotFound
+        }
+        #expect(S3MultipartSession.partSize(for: 1 << 40, configured: 8 << 20, chunkSize: nil) >= (1 << 40) / 10_000)
+        #expect(S3MultipartSession.partSize(for: 100 << 20, configured: 8 << 20, chunkSize: 1 << 20) == 5 << 20)
+    }
+
+    // MARK: - XML and headers
+
+    @Test func xmlIsReadWithinBounds() throws {
+        let list = try S3XML(Data("""
+            <?xml version="1.0" encoding="UTF-8"?>
+            <ListPartsResult><UploadId>u&amp;1</UploadId><Part><PartNumber>1</PartNumber><ETag>&quot;ab&quot;</ETag>\
+            <Size>5</Size></Part><Part><PartNumber>2</PartNumber><ETag>&#34;cd&#x22;</ETag><Size>6</Size></Part>\
+            <IsTruncated>false</IsTruncated><Empty/></ListPartsResult>
+            """.utf8))
+        #expect(list.first("ListPartsResult/UploadId") == "u&1")
+        #expect(list.records("ListPartsResult/Part") == [["PartNumber": "1", "ETag": "\"ab\"", "Size": "5"],
+                                                          ["PartNumber": "2", "ETag": "\"cd\"", "Size": "6"]])
+        for hostile in ["<!DOCTYPE x [<!ENTITY e SYSTEM \"file:///etc/passwd\">]><a>&e;</a>", "<a><b></a>", "<a>&unknown;</a>",
+                        "<a>", String(repeating: "<a>", count: 40) + String(repeating: "</a>", count: 40), "<a>&#1114112;</a>"] {
+            #expect(throws: S3XML.Malformed.self, "\(hostile.prefix(40))") { try S3XML(Data(hostile.utf8)) }
+        }
+    }
+
+    @Test func metadataHeadersRoundTripAndHostileKeysAreRefused() throws {
+        let resource = ObjectResource(contentType: "text/plain", cacheControl: "no-cache", contentDisposition: "inline; filename=\"é.txt\"",
+                                      contentLanguage: "fr", metadata: ["Owner": "ada", "emoji": "🚀"])
+        let headers = try S3Headers.objectHeaders(resource)
+        #expect(headers.allSatisfy { $0.value.unicodeScalars.allSatisfy { (0x20..<0x7F).contains($0.value) } })
+        #expect(headers.contains { $0 == ("x-amz-meta-owner", "ada") })
+        let answer = HTTPResponseFixture.make(headers + [("Content-Length", "5"), ("ETag", "\"5d41402abc4b2a76b9719d911017c592\"")])
+        let read = try S3Headers.resource(answer, bucket: "b", name: "n")
+        #expect(read.contentDisposition == "inline; filename=\"é.txt\"" && read.metadata == ["owner": "ada", "emoji": "🚀"])
+        #expect(read.md5Hash == "XUFAKrxLKna5cZ2REBfFkg==" && read.size == 5 && (read.generation ?? 0) > 0)
+        #expect(throws: StorageFailure.self) { try S3Headers.objectHeaders(ObjectResource(metadata: ["bad key\r\n": "x"])) }
+        #expect(S3ETag("\"0123456789abcdef0123456789abcdef-12\"")?.parts == 12)
+        #expect(S3ETag("\"evil\r\nheader\"") == nil)
+    }
+
+    @Test func errorAnswersMapToCodesAndOneSentence() {
+        func failure(_ status: Int, _ code: String?, headers: [String: String] = [:], bucketLevel: Bool = false) -> StorageFailure {
+            let body = code.map { "<?xml version=\"1.0\"?><Error><Code>\($0)</Code><Message>m</Message></Error>" } ?? ""
+            return S3Errors.failure(HTTPResponse(status: status, headers: headers, body: Data(body.utf8)), bucket: "bkt",
+                                    object: "o", bucketLevel: bucketLevel, region: "us-east-1")
+        }
+        let slow = failure(503, "SlowDown", headers: ["retry-after": "3"])
+        #expect(slow.retryable && slow.retryAfter == 3)
+        #expect(failure(500, "InternalError").retryable && failure(400, "RequestTimeout").retryable)
+        #expect(!failure(501, "NotImplemented").retryable && !failure(400, "InvalidArgument").retryable)
+        #expect(failure(404, "NoSuchBucket").code == .bucketNotFound && failure(404, "NoSuchKey").code == .objectNotFound)
+        #expect(failure(404, nil, bucketLevel: true).code == .bucketNotFound && failure(404, nil).code == .objectNotFound)
+        #expect(failure(403, "SignatureDoesNotMatch").code == .unauthenticated && failure(403, "AccessDenied").code == .unauthorized)
+        #expect(failure(400, "BadDigest").code == .nonMatchingChecksum)
+        let moved = failure(301, "PermanentRedirect", headers: ["x-amz-bucket-region": "eu-west-2"], bucketLevel: true)
+        #expect(moved.message == "Bucket bkt is not in region us-east-1: it is in eu-west-2; set AWS_REGION=eu-west-2 or storage.region.")
+        let hostile = failure(301, "Evil\r\nCode", headers: ["x-amz-bucket-region": "eu\r\nX: y"], bucketLevel: true)
+        #expect(!hostile.message.contains("\r") && hostile.details["s3Code"] == nil, "\(hostile.message)")
+    }
+}
+
+/// An `HTTPResponse` with the given headers, for the header-reading unit tests.
+enum HTTPResponseFixture {
+    static func make(_ headers: [(name: String, value: String)]) -> HTTPResponse {
+        HTTPResponse(status: 200, headers: Dictionary(headers.map { ($0.name.lowercased(), $0.value) }) { $1 }, body: Data())
+    }
+}

@@ -1,0 +1,79 @@
+import Crypto
+import Foundation
+import HoistTestSupport
+import Testing
+@testable import HoistStorage
+
+/// An S3 server's answers are hostile input: each test is named after what a lying server
+/// tries, against Tests/servers/hostilehttp.py answering from a script (no real server lies
+/// this way on purpose).
+@Suite struct S3HostileServerTests {
+    private func backend(_ server: HostileHTTPServer) -> S3Backend {
+        var configuration = S3Backend.Configuration(bucket: "bkt", endpoint: server.url, region: "us-east-1", pathStyle: true,
+                                                    credentials: S3TestServer.credentials)
+        configuration.multipartThreshold = 5 << 20
+        configuration.partSize = 5 << 20
+        configuration.partConcurrency = 1
+        return S3Backend(configuration)
+    }
+
+    /// A `raw` script line: an answer with `headers` and `body`, then close.
+    private func raw(_ status: Int, _ headers: [String] = [], body: String = "", length: Int? = nil) -> String {
+        "raw HTTP/1.1 \(status) X\\r\\n" + headers.map { "\($0)\\r\\n" }.joined()
+            + "Content-Length: \(length ?? body.utf8.count)\\r\\nConnection: close\\r\\n\\r\\n" + body
+    }
+
+    private func hex(_ data: Data) -> String { Insecure.MD5.hash(data: data).map { String(format: "%02x", $0) }.joined() }
+
+    /// The object a multipart upload made has an ETag that is not the MD5 of the parts' MD5s:
+    /// it is not the file, so it is deleted and the upload fails with `nonMatchingChecksum`.
+    @Test func aMultipartETagThatIsNotThePartsDeletesTheObject() async throws {
+        let data = patternData(6 << 20 + 5)
+        let first = hex(data.prefix(5 << 20)), second = hex(data.dropFirst(5 << 20))
+        let lie = "\"" + String(repeating: "f", count: 32) + "-2\""
+        let server = try HostileHTTPServer(.script([
+            raw(200, body: "<InitiateMultipartUploadResult><UploadId>u-1</UploadId></InitiateMultipartUploadResult>"),
+            raw(200, ["ETag: \"\(first)\""]), raw(200, ["ETag: \"\(second)\""]),
+            raw(200, body: "<CompleteMultipartUploadResult><ETag>&quot;\(String(repeating: "f", count: 32))-2&quot;</ETag></CompleteMultipartUploadResult>"),
+            raw(200, ["ETag: \(lie)"], length: data.count), raw(200, ["ETag: \(lie)"], length: data.count), raw(204),
+        ]))
+        let session = try await backend(server).startUpload(to: "obj", attributes: ObjectResource(), size: Int64(data.count))
+        await #expect { _ = try await session.send(from: ByteSource(data: data), at: 0, control: TransferControl()) { _ in } } throws: {
+            StorageErrorCode(of: $0) == .nonMatchingChecksum && "\($0)".contains("The object was deleted")
+        }
+        let methods = server.requests.map { "\($0["method"] ?? "") \($0["target"] ?? "")".components(separatedBy: "?").first ?? "" }
+        #expect(methods.last == "DELETE /bkt/obj", "\(methods)")
+    }
+
+    /// An upload id Hoist would put in URLs and journals (a space, a line break, a path) or XML
+    /// with a DTD or entities: the upload fails there, and no byte of the file is sent.
+    @Test(arguments: [
+        "<InitiateMultipartUploadResult><UploadId>a b</UploadId></InitiateMultipartUploadResult>",
+        "<InitiateMultipartUploadResult><UploadId>a&#13;&#10;Host: evil</UploadId></InitiateMultipartUploadResult>",
+        "<InitiateMultipartUploadResult><UploadId>../../x?y</UploadId></InitiateMultipartUploadResult>",
+        "<!DOCTYPE r [<!ENTITY e SYSTEM 'file:///etc/passwd'>]><InitiateMultipartUploadResult><UploadId>&e;</UploadId></InitiateMultipartUploadResult>",
+        String(repeating: "<a>", count: 100) + String(repeating: "</a>", count: 100),
+    ])
+    func aHostileUploadIDStopsBeforeAnyByte(_ body: String) async throws {
+        let server = try HostileHTTPServer(.script([raw(200, body: body), raw(200, ["ETag: \"x\""])]))
+        await #expect(throws: StorageFailure.self) {
+            _ = try await backend(server).startUpload(to: "obj", attributes: ObjectResource(), size: 6 << 20)
+        }
+        #expect(server.requests.count == 1)
+    }
+
+    /// `ListParts` claiming parts of other sizes, numbers outside the upload or ETags that are not
+    /// MD5s keeps none of them (they are sent again); a listing that says it goes on for ever
+    /// ends within the upload's pages.
+    @Test func lyingPartListsKeepNothing() async throws {
+        let parts = [("1", "4", "\"0123456789abcdef0123456789abcdef\""), ("99", "5242880", "\"0123456789abcdef0123456789abcdef\""),
+                     ("2", "1048581", "\"not-an-md5\""), ("-1", "5242880", "\"0123456789abcdef0123456789abcdef\"")]
+        let listing = "<ListPartsResult>" + parts.map { "<Part><PartNumber>\($0.0)</PartNumber><Size>\($0.1)</Size><ETag>\($0.2)</ETag></Part>" }
+            .joined() + "<IsTruncated>true</IsTruncated><NextPartNumberMarker>0</NextPartNumberMarker></ListPartsResult>"
+        let server = try HostileHTTPServer(.script([raw(200, body: listing)]))
+        let plan = S3MultipartSession.Plan(key: "obj", uploadID: "u-1", size: 6 << 20 + 5, partSize: 5 << 20)
+        let session = try await backend(server).resumeUpload(id: plan.id, for: "obj")
+        #expect(try await session.confirmedOffset() == 0)
+        #expect(server.requests.count == 1)
+    }
+}

