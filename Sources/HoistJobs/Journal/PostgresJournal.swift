@@ -251,6 +251,24 @@ public final class PostgresJournal: JournalStore {
         var processes: String { self == .shards ? "shard" : "worker" }
     }
 
+    /// Takes the session-level advisory lock `name` (exclusive, or `shared`), waiting for it by
+    /// asking again (`pg_try_advisory_lock`, every 50 ms growing to 1 s) rather than inside the
+    /// server. A wait inside the server outlives a killed process: the server notices the closed
+    /// connection only once the lock comes, and meanwhile the queued request makes every other
+    /// process's try fail, so new runs were refused as if the dead one still ran
+    /// (`PostgresLockWaitTests.aRunKilledWhileWaitingLeavesNoWaitBehind`). A process that dies
+    /// between two tries leaves nothing behind.
+    static func waitForLock(_ name: String, shared: Bool, on connection: PostgresConnection) throws {
+        var pause = 0.05
+        while true {
+            let query: PostgresQuery = shared ? "SELECT pg_try_advisory_lock_shared(hashtextextended(\(name), 0))"
+                : "SELECT pg_try_advisory_lock(hashtextextended(\(name), 0))"
+            if try connection.query(query, logger: logger).wait().first?.decode(Bool.self) ?? false { return }
+            Thread.sleep(forTimeInterval: pause)
+            pause = min(1, pause * 2)
+        }
+    }
+
     /// Keeps shards and workers of one job apart (both hold the job's lock shared). A process of
     /// one way holds that way's lock shared while it runs (until `connection` closes), then looks
     /// for a holder of the other way's: none, and none can start now without seeing this one;
@@ -466,10 +484,8 @@ final class PostgresRunLock: JobRunLock {
         connection = try PostgresJournal.connect(target, purpose: "run")
         do {
             if wait {
-                if let shared {
-                    _ = try connection.query("SELECT pg_advisory_lock_shared(hashtextextended(\(shared), 0))", logger: PostgresJournal.logger).wait()
-                }
-                _ = try connection.query("SELECT pg_advisory_lock(hashtextextended(\(key), 0))", logger: PostgresJournal.logger).wait()
+                if let shared { try PostgresJournal.waitForLock(shared, shared: true, on: connection) }
+                try PostgresJournal.waitForLock(key, shared: false, on: connection)
             } else {
                 for (name, exclusive) in [(shared, false), (Optional(key), true)] {
                     guard let name else { continue }

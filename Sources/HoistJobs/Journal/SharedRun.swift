@@ -76,13 +76,13 @@ public final class SharedRun: JobRunLock, Sendable {
                 try hold.query(sql, logger: PostgresJournal.logger).wait().first?.decode(Bool?.self) ?? true
             }
             if wait {
-                _ = try lock("SELECT pg_advisory_lock_shared(hashtextextended(\(jobKey), 0)) IS NULL")
+                try PostgresJournal.waitForLock(jobKey, shared: true, on: hold)
             } else if try !lock("SELECT pg_try_advisory_lock_shared(hashtextextended(\(jobKey), 0))") {
                 throw JobLock.Busy(holder: PostgresRunLock.holder(of: jobKey, on: hold) ?? "unknown")
             }
             try PostgresJournal.keepApart(.workers, job: journal.job, on: hold)
-            _ = try lock("SELECT pg_advisory_lock(hashtextextended(\(Self.workerLockPrefix + worker), 0)) IS NULL")
-            _ = try lock("SELECT pg_advisory_lock(hashtextextended(\(planKey), 0)) IS NULL")
+            try PostgresJournal.waitForLock(Self.workerLockPrefix + worker, shared: false, on: hold)
+            try PostgresJournal.waitForLock(planKey, shared: false, on: hold)
             let backend = try hold.query("SELECT pg_backend_pid()", logger: PostgresJournal.logger).wait().first?.decode(Int32.self) ?? 0
             // Under the plan lock: join the planned run, or plan a new one.
             (runID, plans, started) = try Self.joinOrPlan(journal, backend: backend, waitingSince: waiting, fingerprint: fingerprint,
