@@ -119,6 +119,17 @@ public final class LuaRuntime: @unchecked Sendable {
 
     private func buildSandbox(allow: Set<String>) {
         let L = state
+        installBudgetedLibraries()
+        lua_createtable(L, 0, 32)
+        addOpenFunctions(allow: allow)
+        addGuardedFunctions(allow: allow)
+        sandbox = luaL_ref(L, hoist_lua_registryindex())
+        makeEnvironmentMaker()
+    }
+
+    /// Puts Hoist's own versions of the library's looping functions in place (see below).
+    private func installBudgetedLibraries() {
+        let L = state
         // The library's loops in C over a size the script chooses (table.move, insert, remove,
         // sort, concat, unpack, string.rep), which pay for their work with Lua's own checks and
         // messages, and its other functions, which check the clock when given a long string
@@ -130,7 +141,12 @@ public final class LuaRuntime: @unchecked Sendable {
         hoist_lua_pop(L, 1)
         hoist_pm_install(L)
         hoist_lua_pop(L, 1)
-        lua_createtable(L, 0, 32)
+    }
+
+    /// Into the sandbox table on top: the base functions and libraries every script gets, and
+    /// those `lua.allow` opens.
+    private func addOpenFunctions(allow: Set<String>) {
+        let L = state
         let base = ["assert", "error", "ipairs", "next", "pairs", "pcall", "rawequal", "rawget", "rawlen", "rawset",
                     "select", "setmetatable", "getmetatable", "tonumber", "tostring", "type", "xpcall", "_VERSION", "print"]
         for name in base {
@@ -158,6 +174,12 @@ public final class LuaRuntime: @unchecked Sendable {
             hoist_lua_pop(L, 1)
         }
         lua_setfield(L, -2, "os")
+    }
+
+    /// Into the sandbox table on top: `load`, `xpcall` and `setmetatable` wrapped so no budget
+    /// can be escaped through them.
+    private func addGuardedFunctions(allow: Set<String>) {
+        let L = state
         // load: text chunks only (a binary chunk can break the VM), unless allowed.
         let mode = allow.contains("load_binary") ? "bt" : "t"
         _ = hoist_lua_dohost(L, """
@@ -192,7 +214,11 @@ public final class LuaRuntime: @unchecked Sendable {
             end
             """)
         lua_setfield(L, -2, "setmetatable")
-        sandbox = luaL_ref(L, hoist_lua_registryindex())
+    }
+
+    /// Hides the shared tables, and makes the function that gives each script its environment.
+    private func makeEnvironmentMaker() {
+        let L = state
         // No script reaches the shared tables: the string metatable (whose __index is the real
         // string library, used by every script's methods) and the sandbox behind each
         // environment are hidden from getmetatable.
