@@ -397,9 +397,10 @@ public final class PostgresJournal: JournalStore {
     /// One upsert of file rows; a key written twice in the batch keeps its last row (one
     /// statement may not change a row twice).
     private func upsertFiles(_ files: [Journal.FileRecord]) throws -> PostgresQuery {
-        var last: [String: Int] = [:]
-        for (offset, record) in files.enumerated() { last[record.source + "\u{0}" + record.destination] = offset }
-        let rows = files.enumerated().filter { last[$0.element.source + "\u{0}" + $0.element.destination] == $0.offset }.map(\.element)
+        // Keyed as bytes, as PostgreSQL keys them: NFC and NFD twins are two rows (`NameBytesTests`).
+        var last: [Bytewise: Int] = [:]
+        for (offset, record) in files.enumerated() { last[Bytewise(record.source + "\u{0}" + record.destination)] = offset }
+        let rows = files.enumerated().filter { last[Bytewise($0.element.source + "\u{0}" + $0.element.destination)] == $0.offset }.map(\.element)
         let encoder = JSONEncoder()
         let json = String(decoding: try encoder.encode(rows), as: UTF8.self)
         return """

@@ -26,7 +26,7 @@ struct Admission {
     let consultJournal: (inout PlanItem) throws -> Void
     let isStopping: () -> Bool
     /// The source of each destination given so far (only with `rewrites`).
-    private var claimed: [String: String] = [:]
+    private var claimed: [Bytewise: String] = [:]   // names are bytes: NFC and NFD twins are two objects
 
     init(noClobber: Bool, objectExists: @escaping (String) async -> Bool, beforeUpload: ((PlanItem) async throws -> PlanItem)?,
          rewrites: Bool, consultJournal: @escaping (inout PlanItem) throws -> Void, isStopping: @escaping () -> Bool) {
@@ -51,11 +51,11 @@ struct Admission {
             }
         }
         if rewrites, item.decision == .upload || item.decision == .skip(.unchanged) {
-            if let other = claimed[item.destination], other != item.file.path {
+            if let other = claimed[Bytewise(item.destination)], !other.hasSameBytes(as: item.file.path) {
                 return .fail(item, "\(other) and \(item.file.path) both go to '\(item.destination)' after before_upload: "
                     + "nothing uploaded for the second")
             }
-            claimed[item.destination] = item.file.path
+            claimed[Bytewise(item.destination)] = item.file.path
         }
         if case .skip(let reason) = item.decision { return .skip(item, reason) }
         return .upload(item)

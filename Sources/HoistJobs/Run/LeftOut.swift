@@ -7,8 +7,8 @@ struct LeftOut {
     /// Each file set's root, absolute.
     let roots: [String]
     private var held: [(PlanItem, SkipReason)] = []
-    private var heldPaths: Set<String> = []
-    private var takenPaths: Set<String> = []
+    private var heldPaths: Set<Bytewise> = []   // paths are bytes: NFC and NFD twins are two files
+    private var takenPaths: Set<Bytewise> = []
 
     init(roots: [String]) {
         self.roots = roots
@@ -17,18 +17,18 @@ struct LeftOut {
     /// Keeps a file its set left out when another set's root holds it (then true).
     mutating func hold(_ item: PlanItem, _ reason: SkipReason) -> Bool {
         guard underAnotherRoot(item) else { return false }
-        if heldPaths.insert(item.file.path).inserted { held.append((item, reason)) }
+        if heldPaths.insert(Bytewise(item.file.path)).inserted { held.append((item, reason)) }
         return true
     }
 
     /// A file a set took (to upload, or skipped for another reason than its filters).
     mutating func taken(_ item: PlanItem) {
-        if underAnotherRoot(item) { takenPaths.insert(item.file.path) }
+        if underAnotherRoot(item) { takenPaths.insert(Bytewise(item.file.path)) }
     }
 
     /// The files held that no set took, in walk order, once each.
     func notTaken() -> [(PlanItem, SkipReason)] {
-        held.filter { !takenPaths.contains($0.0.file.path) }
+        held.filter { !takenPaths.contains(Bytewise($0.0.file.path)) }
     }
 
     private func underAnotherRoot(_ item: PlanItem) -> Bool {
