@@ -44,7 +44,6 @@ public struct SystemdUnits: Sendable {
             # included) but for what the job writes, no new privileges, a private /tmp.
             ProtectSystem=strict
             ProtectHome=read-only
-            PrivateTmp=yes
             NoNewPrivileges=yes
             ProtectKernelTunables=yes
             ProtectKernelModules=yes
@@ -53,6 +52,10 @@ public struct SystemdUnits: Sendable {
             LockPersonality=yes
 
             """
+        // A private /tmp hides what the job keeps there (a manifest, a root, the journal).
+        let usesTmp = ([manifest, job.journalPath()] + writable + job.manifest.files.map { job.root(of: $0) })
+            .contains { path in ["/tmp", "/var/tmp"].contains { path == $0 || path.hasPrefix($0 + "/") } }
+        service += usesTmp ? "# No PrivateTmp=: the job keeps files in /tmp or /var/tmp.\n" : "PrivateTmp=yes\n"
         // '-': a folder not made yet does not stop the unit (the run says what it cannot write).
         for folder in writable { service += "ReadWritePaths=\(try Self.quoted("-" + folder))\n" }
         self.service = service

@@ -105,6 +105,20 @@ import Testing
         ])
     }
 
+    /// #29 item 7: a manifest that cannot be read says why in words, not Foundation's "The
+    /// operation could not be completed".
+    @Test func aManifestThatCannotBeReadSaysWhy() throws {
+        let directory = try TemporaryDirectory()
+        for (path, reason) in [(directory.path + "/gone.yaml", "there is no such file"), (directory.path, "it is a folder, not a manifest")] {
+            #expect {
+                _ = try Job(file: path, environment: ["HOME": "/root"])
+            } throws: { error in
+                guard let error = error as? YAMLError else { return false }
+                return error.summary.hasPrefix("\(path):1:1: cannot read the manifest: \(reason)")
+            }
+        }
+    }
+
     @Test func aSyntaxErrorComesWithTheDuplicateKeysBeforeIt() {
         let text = """
             version: 1

@@ -25,7 +25,11 @@ public struct Job: Sendable {
         do {
             text = try String(contentsOfFile: file, encoding: .utf8)
         } catch {
-            throw YAMLError(file: file, mark: YAMLMark(line: 1, column: 1), message: "cannot read the manifest: \(error.localizedDescription)")
+            var isFolder: ObjCBool = false
+            let exists = FileManager.default.fileExists(atPath: file, isDirectory: &isFolder)
+            let reason = !exists ? "there is no such file (from \(FileManager.default.currentDirectoryPath))"
+                : isFolder.boolValue ? "it is a folder, not a manifest" : "it cannot be read as UTF-8 text (\(error.localizedDescription))"
+            throw YAMLError(file: file, mark: YAMLMark(line: 1, column: 1), message: "cannot read the manifest: \(reason)")
         }
         try self.init(text: text, file: file, environment: environment)
     }
