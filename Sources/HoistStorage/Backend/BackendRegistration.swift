@@ -165,6 +165,20 @@ public struct BackendContext: Sendable {
     public func options<Options: BackendOptions>(as type: Options.Type) -> Options {
         options as? Options ?? Options()
     }
+
+    /// The CA bundle a backend trusts: the context's (`--ca-bundle`), else `named` (a manifest's
+    /// `caBundle`, resolved against its folder), else nil (the environment's).
+    /// - Throws: `BackendOptionError` at `key` when `named` cannot be read.
+    public func caBundle(named: String?, key: String) throws -> String? {
+        if let caBundle { return caBundle }
+        guard let named else { return nil }
+        let path = resolve(named)
+        guard FileManager.default.isReadableFile(atPath: path) else {
+            throw BackendOptionError(key: key, "CA bundle \(path) cannot be read: name a PEM "
+                + "file of CA certificates, or a folder of them hashed by `openssl rehash`")
+        }
+        return path
+    }
 }
 
 /// An option that cannot be used, found when the backend is checked or made: `key` is the

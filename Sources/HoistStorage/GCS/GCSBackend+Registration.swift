@@ -82,15 +82,7 @@ extension GCSBackend {
         try options.check(in: context)
         var environment = context.environment
         if let credentials = options.credentials { environment["GOOGLE_APPLICATION_CREDENTIALS"] = context.resolve(credentials) }
-        var bundle = context.caBundle
-        if bundle == nil, let named = options.caBundle {
-            let path = context.resolve(named)
-            guard FileManager.default.isReadableFile(atPath: path) else {
-                throw BackendOptionError(key: GCSOptions.CodingKeys.caBundle.stringValue, "CA bundle \(path) cannot be read: name a PEM "
-                    + "file of CA certificates, or a folder of them hashed by `openssl rehash`")
-            }
-            bundle = path
-        }
+        let bundle = try context.caBundle(named: options.caBundle, key: GCSOptions.CodingKeys.caBundle.stringValue)
         var configuration = try Configuration.fromEnvironment(bucket: context.location.bucket, environment, caBundle: bundle)
         if let threshold = options.multipartThreshold { configuration.multipartThreshold = threshold }
         if let tokens = options.downloadTokens { configuration.setsDownloadTokens = tokens }

@@ -90,15 +90,7 @@ extension S3Backend {
     ///   environment's.
     convenience init(_ context: BackendContext) throws {
         let options = context.options(as: S3Options.self)
-        var bundle = context.caBundle
-        if bundle == nil, let named = options.caBundle {
-            let path = context.resolve(named)
-            guard FileManager.default.isReadableFile(atPath: path) else {
-                throw BackendOptionError(key: S3Options.CodingKeys.caBundle.stringValue, "CA bundle \(path) cannot be read: name a PEM "
-                    + "file of CA certificates, or a folder of them hashed by `openssl rehash`")
-            }
-            bundle = path
-        }
+        let bundle = try context.caBundle(named: options.caBundle, key: S3Options.CodingKeys.caBundle.stringValue)
         let file = options.credentialsFile(in: context)
         let profile = file == nil ? options.credentials : nil
         var configuration: Configuration
