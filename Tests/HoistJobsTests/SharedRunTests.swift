@@ -11,23 +11,11 @@ import Testing
 @Suite(.serialized) struct SharedRunTests {
     let hoist = productsDirectory.appendingPathComponent("hoist").path
 
-    func start(_ arguments: [String], environment: [String: String]? = nil) throws -> (Process, Pipe) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: hoist)
-        process.arguments = arguments
-        if let environment { process.environment = environment }
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        return (process, output)
+    func start(_ arguments: [String], environment: [String: String]? = nil) throws -> StartedProcess {
+        try StartedProcess(hoist, arguments, environment: environment)
     }
 
-    func finish(_ started: (Process, Pipe)) -> (status: Int32, output: String) {
-        let text = String(decoding: started.1.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        started.0.waitUntilExit()
-        return (started.0.terminationStatus, text)
-    }
+    func finish(_ started: StartedProcess) -> (status: Int32, output: String) { started.finish() }
 
     /// "test: N uploaded (...)" -> N
     func uploaded(_ output: String) -> Int? {
@@ -64,7 +52,7 @@ import Testing
         #expect(status.stdout.contains("files: 40 uploaded, 0 pending, 0 failed"), "\(status.stdout)")
         #expect(status.stdout.contains("(ok, 0 files pending), 3 workers:"), "\(status.stdout)")
         for worker in workers {
-            #expect(status.stdout.contains(" pid \(worker.0.processIdentifier) on \(ProcessInfo.processInfo.hostName)  done "), "\(status.stdout)")
+            #expect(status.stdout.contains(" pid \(worker.pid) on \(ProcessInfo.processInfo.hostName)  done "), "\(status.stdout)")
         }
         // Nothing changed: the next shared run plans nothing to upload.
         let again = try runProcess(hoist, ["run", "--worker", "--journal", url, manifest])
@@ -90,7 +78,7 @@ import Testing
                                       upload: ", concurrency: 2")
             let (port, proxy, manifest, environment) = (job.port, job.proxy, job.manifest, job.environment)
             let workers = try (0..<4).map { _ in try start(["run", "--worker", "--quiet", "--journal", url, manifest], environment: environment) }
-            let victims = [workers[1].0, workers[2].0]
+            let victims = [workers[1].process, workers[2].process]
             // Killed once each holds a file half-sent (a session with bytes confirmed).
             func halfSent(_ pid: Int32) throws -> [String] {
                 try server.psql("""
@@ -119,7 +107,7 @@ import Testing
             for (index, worker) in workers.enumerated() {
                 let result = finish(worker)
                 if [1, 2].contains(index) {
-                    #expect(result.status == 9 || worker.0.terminationReason == .uncaughtSignal)
+                    #expect(result.status == 9 || worker.process.terminationReason == .uncaughtSignal)
                 } else {
                     #expect(result.status == 0, "\(result.output)")
                 }
@@ -180,14 +168,14 @@ import Testing
         let (server, url, database, manifest) = (job.server, job.url, job.database, job.manifest)
         let frozen = try start(["run", "--worker", "--lease", "2", "--journal", url, manifest])
         // Frozen once it holds files.
-        #expect(try job.waitUntilHolding(frozen.0.processIdentifier, states: "'pending', 'uploading'"))
-        kill(frozen.0.processIdentifier, SIGSTOP)
+        #expect(try job.waitUntilHolding(frozen.pid, states: "'pending', 'uploading'"))
+        kill(frozen.pid, SIGSTOP)
         let other = try runProcess(hoist, ["run", "--worker", "--lease", "2", "--journal", url, manifest])
         #expect(other.status == 0, "\(other.stderr)")
-        #expect(try server.psql("SELECT status FROM hoist_worker WHERE pid = \(frozen.0.processIdentifier)", database: database).stdout
+        #expect(try server.psql("SELECT status FROM hoist_worker WHERE pid = \(frozen.pid)", database: database).stdout
             == "lost\n")
         #expect(try server.psql("SELECT status, uploaded FROM hoist_run", database: database).stdout == "ok|8\n")
-        kill(frozen.0.processIdentifier, SIGCONT)
+        kill(frozen.pid, SIGCONT)
         let thawed = finish(frozen)
         #expect(thawed.status == 2, "\(thawed.output)")
         #expect(thawed.output.contains("lost this worker's hold on test in the journal"), "\(thawed.output)")
@@ -205,14 +193,14 @@ import Testing
         let cutOff = job.url.replacingOccurrences(of: ":\(job.server.port)/", with: ":\(relay.port)/")
         #expect(cutOff != job.url)
         let worker = try start(["run", "--worker", "--lease", "3", "--journal", cutOff, job.manifest])
-        #expect(try job.waitUntilHolding(worker.0.processIdentifier, states: "'uploading'"))
+        #expect(try job.waitUntilHolding(worker.pid, states: "'uploading'"))
         let relayID = relay.server.process.processIdentifier
         kill(relayID, SIGSTOP)
         defer { kill(relayID, SIGCONT) }
         let deadline = Date().addingTimeInterval(20)
-        while worker.0.isRunning, Date() < deadline { usleep(50_000) }
-        let stopped = !worker.0.isRunning
-        if !stopped { kill(worker.0.processIdentifier, SIGKILL) }
+        while worker.process.isRunning, Date() < deadline { usleep(50_000) }
+        let stopped = !worker.process.isRunning
+        if !stopped { kill(worker.pid, SIGKILL) }
         let result = finish(worker)
         #expect(stopped, "the worker went on for 20 s without its journal: \(result.output)")
         #expect(result.status == 2, "\(result.output)")
@@ -225,12 +213,12 @@ import Testing
         let job = try SlowJob()
         let (server, url, database, manifest) = (job.server, job.url, job.database, job.manifest)
         let stopped = try start(["run", "--worker", "--journal", url, manifest])
-        #expect(try job.waitUntilHolding(stopped.0.processIdentifier, states: "'uploading'"))
+        #expect(try job.waitUntilHolding(stopped.pid, states: "'uploading'"))
         let deadline = Date().addingTimeInterval(20)
         let other = try start(["run", "--worker", "--journal", url, manifest])
         // Once the other joined the run (a run all of whose workers left is planned anew instead).
         while Date() < deadline, try server.psql("SELECT count(*) FROM hoist_worker", database: database).stdout != "2\n" { usleep(20_000) }
-        kill(stopped.0.processIdentifier, SIGTERM)
+        kill(stopped.pid, SIGTERM)
         let interrupted = finish(stopped)
         #expect(interrupted.status == 130, "\(interrupted.output)")
         let rest = finish(other)
@@ -238,23 +226,24 @@ import Testing
         let runRow = try server.psql("SELECT status, uploaded, failed FROM hoist_run", database: database).stdout
         let fileRows = try server.psql("SELECT source, state, error FROM hoist_file", database: database).stdout
         #expect(runRow == "ok|8|0\n", "\(runRow) \(fileRows)")
-        #expect(try server.psql("SELECT status FROM hoist_worker WHERE pid = \(stopped.0.processIdentifier)", database: database).stdout
+        #expect(try server.psql("SELECT status FROM hoist_worker WHERE pid = \(stopped.pid)", database: database).stdout
             == "interrupted\n")
         try job.expectEveryFileInTheBucket()
         #expect(uploaded(interrupted.output).map { $0 + (uploaded(rest.output) ?? 0) } == 8, "\(interrupted.output)\(rest.output)")
     }
 
-    /// Eight files of 400 kB to a local bucket at 1 MB/s, two at a time, on a database of its
-    /// own: slow enough to stop a worker in the middle.
+    /// Eight files (or `files`) of 400 kB to a local bucket at 1 MB/s, two at a time, on a
+    /// database of its own: slow enough to stop a worker in the middle.
     struct SlowJob {
         let server: PostgresServer
         let url: String
         let database: String
         let fixture: JobFixture
-        let sizes = (0..<8).map { 400_000 + $0 * 1_000 }
+        let sizes: [Int]
         let manifest: String
 
-        init() throws {
+        init(files: Int = 8) throws {
+            sizes = (0..<files).map { 400_000 + $0 * 1_000 }
             server = try PostgresServer.shared()
             url = try server.makeDatabase()
             database = PostgresServer.database(of: url)
@@ -398,7 +387,7 @@ import Testing
     @Test func aWorkerWithAnotherManifestIsRefused() throws {
         let job = try SlowJob()
         let first = try start(["run", "--worker", "--journal", job.url, job.manifest])
-        #expect(try job.waitUntilHolding(first.0.processIdentifier, states: "'pending', 'uploading'"))
+        #expect(try job.waitUntilHolding(first.pid, states: "'pending', 'uploading'"))
         let other = job.fixture.directory.url.appendingPathComponent("other.yaml").path
         try String(contentsOfFile: job.manifest, encoding: .utf8).replacingOccurrences(of: "root: src", with: "root: elsewhere")
             .write(toFile: other, atomically: true, encoding: .utf8)
@@ -406,7 +395,7 @@ import Testing
         let refused = try runProcess(hoist, ["run", "--worker", "--journal", job.url, other])
         #expect(refused.status == 2)
         #expect(refused.stderr.contains("this worker's manifest differs from the one the shared run of test was planned with (by pid "
-            + "\(first.0.processIdentifier) on "), "\(refused.stderr)")
+            + "\(first.pid) on "), "\(refused.stderr)")
         let result = finish(first)
         #expect(result.status == 0, "\(result.output)")
         #expect(try job.server.psql("SELECT status, uploaded, failed FROM hoist_run", database: job.database).stdout == "ok|8|0\n")

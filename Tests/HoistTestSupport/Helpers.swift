@@ -71,3 +71,49 @@ public func waitForAPart(in uploads: URL, holdingMoreThan bytes: Int, seconds: D
         usleep(20_000)
     }
 }
+
+/// A program started in the background, its standard output and error read into one text as
+/// they come (so a chatty program never blocks on a full pipe).
+public final class StartedProcess: @unchecked Sendable {
+    public let process: Process
+    private let lock = NSLock()
+    private var output = Data()
+    private let read = DispatchSemaphore(value: 0)
+
+    public var pid: Int32 { process.processIdentifier }
+
+    public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        if let environment { process.environment = environment }
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        DispatchQueue.global().async { [self] in
+            let data = pipe.fileHandleForReading.readDataToEndOfFile()
+            lock.withLock { output = data }
+            read.signal()
+        }
+    }
+
+    /// Waits for its end: its exit status (the signal's number when killed) and its output.
+    public func finish() -> (status: Int32, output: String) {
+        process.waitUntilExit()
+        read.wait()
+        read.signal()
+        return (process.terminationStatus, lock.withLock { String(decoding: output, as: UTF8.self) })
+    }
+
+    /// Waits up to `seconds` for its end; a process still running then is killed (SIGKILL) and
+    /// `ended` is false.
+    public func finish(within seconds: Double) -> (ended: Bool, status: Int32, output: String) {
+        let deadline = Date().addingTimeInterval(seconds)
+        while process.isRunning, Date() < deadline { usleep(20_000) }
+        let ended = !process.isRunning
+        if !ended { kill(process.processIdentifier, SIGKILL) }
+        let (status, output) = finish()
+        return (ended, status, output)
+    }
+}

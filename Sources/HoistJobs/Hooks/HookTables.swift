@@ -86,6 +86,7 @@ enum HookTables {
             if destination != item.destination || attributes != item.attributes {
                 changed = PlanItem(file: item.file, destination: destination, attributes: attributes, decision: item.decision,
                                    fileSetIndex: item.fileSetIndex, resumeSession: item.resumeSession)
+                changed.mayBeStored = item.mayBeStored
             }
         default:
             break

@@ -35,6 +35,9 @@ public final class PostgresJournal: JournalStore {
     /// Whether the hold of the run this process claimed (its lock's connection) is gone,
     /// checked before each write.
     let holdLost = Mutex<(@Sendable () -> Bool)?>(nil)
+    /// The shared run and worker this process writes as (`SharedRun` sets it): its writes to
+    /// file rows then take effect only on rows it holds (`heldByWriter`).
+    let writer = Mutex<(run: String, worker: String)?>(nil)
 
     static let logger = Logger(label: "hoist.journal.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
     private static let connectionIDs = Atomic<Int>(0)
@@ -369,9 +372,13 @@ public final class PostgresJournal: JournalStore {
                         }
                         _ = try run(try upsertFiles(files))
                     case .progress(let source, let destination, let session, let offset):
+                        let (writerRun, worker) = writer.withLock { ($0?.run, $0?.worker) }
                         _ = try run("""
                             UPDATE hoist_file SET session = \(session), confirmed_offset = \(offset), updated = \(Date().timeIntervalSince1970)
                             WHERE job = \(job) AND source = \(source) AND destination = \(destination)
+                              -- As `upsertFiles`: a worker writes only the rows it holds.
+                              AND (\(writerRun)::text IS NULL OR run_id IS DISTINCT FROM \(writerRun)::text
+                                   OR (worker = \(worker)::text AND state <> 'done'))
                             """)
                         index += 1
                     case .run(let record):
@@ -401,19 +408,27 @@ public final class PostgresJournal: JournalStore {
         var last: [Bytewise: Int] = [:]
         for (offset, record) in files.enumerated() { last[Bytewise(record.source + "\u{0}" + record.destination)] = offset }
         let rows = files.enumerated().filter { last[Bytewise($0.element.source + "\u{0}" + $0.element.destination)] == $0.offset }.map(\.element)
-        let encoder = JSONEncoder()
-        let json = String(decoding: try encoder.encode(rows), as: UTF8.self)
+        let json = String(decoding: try JSONEncoder().encode(rows), as: UTF8.self)
+        // A worker of a shared run writes only the rows it holds, and never over a finished one:
+        // a worker frozen past its lease and thawed must not put its cancelled files back to
+        // `pending` over the `done` rows of the worker that took them (issue #36, item 4:
+        // `SharedRunFencingTests`). A row of an earlier run is nobody's: it takes it. Outside a
+        // shared run, `run` and `worker` are NULL and every row is written.
+        let (run, worker) = writer.withLock { ($0?.run, $0?.worker) }
         return """
-            INSERT INTO hoist_file (job, \(unescaped: Self.fileColumns))
+            INSERT INTO hoist_file (job, \(unescaped: Self.fileColumns), worker)
             SELECT \(job), source, destination, size, mtime, attributes, state, session, "confirmedOffset", "md5Hash", crc32c,
-                   generation, error, "runID", updated
+                   generation, error, "runID", updated, \(worker)
             FROM jsonb_to_recordset(\(json)::jsonb) AS r(source text, destination text, size bigint, mtime double precision,
                  attributes text, state text, session text, "confirmedOffset" bigint, "md5Hash" text, crc32c text,
                  generation bigint, error text, "runID" text, updated double precision)
             ON CONFLICT (job, source, destination) DO UPDATE SET size = EXCLUDED.size, mtime = EXCLUDED.mtime,
                 attributes = EXCLUDED.attributes, state = EXCLUDED.state, session = EXCLUDED.session,
                 confirmed_offset = EXCLUDED.confirmed_offset, md5_hash = EXCLUDED.md5_hash, crc32c = EXCLUDED.crc32c,
-                generation = EXCLUDED.generation, error = EXCLUDED.error, run_id = EXCLUDED.run_id, updated = EXCLUDED.updated
+                generation = EXCLUDED.generation, error = EXCLUDED.error, run_id = EXCLUDED.run_id, updated = EXCLUDED.updated,
+                worker = COALESCE(EXCLUDED.worker, hoist_file.worker)
+            WHERE \(run)::text IS NULL OR hoist_file.run_id IS DISTINCT FROM \(run)::text
+               OR (hoist_file.worker = \(worker)::text AND hoist_file.state <> 'done')
             """
     }
 

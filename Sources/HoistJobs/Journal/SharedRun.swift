@@ -101,6 +101,7 @@ public final class SharedRun: JobRunLock, Sendable {
         self.worker = worker
         self.hold = hold
         journal.holdLost.withLock { $0 = { hold.isClosed } }
+        journal.writer.withLock { $0 = (runID, worker) }
         startHeartbeat()
     }
 
@@ -245,6 +246,8 @@ public final class SharedRun: JobRunLock, Sendable {
     }
 
     /// This worker lost its hold: its uploads must stop (once).
+    ///
+    /// (Before it learns so, a worker thawed after a freeze sends nothing: `isOpen`.)
     private func lose(_ failure: String) {
         let message = "lost this worker's hold on \(journal.job) in the journal \(journal.location): \(failure). "
             + "Stopped so that no file is sent by two workers; the others (or the next run) go on from what was recorded."
@@ -294,12 +297,15 @@ public final class SharedRun: JobRunLock, Sendable {
             _ = try journal.query("""
                 INSERT INTO hoist_file (job, source, destination, size, mtime, attributes, state, session, confirmed_offset, run_id,
                                         updated, file_set, relative_path)
-                SELECT \(journal.job), source, destination, size, mtime, attributes, 'pending', session, 0, "runID", updated,
+                SELECT \(journal.job), source, destination, size, mtime, attributes,
+                       -- `uploading`: begun by an earlier run, perhaps stored (`PlanItem.mayBeStored`).
+                       CASE WHEN state = 'uploading' THEN 'uploading' ELSE 'pending' END, session, 0, "runID", updated,
                        "fileSet", "relativePath"
                 FROM jsonb_to_recordset(\(json)::jsonb) AS r(source text, destination text, size bigint, mtime double precision,
-                     attributes text, session text, "runID" text, updated double precision, "fileSet" integer, "relativePath" text)
+                     attributes text, state text, session text, "runID" text, updated double precision, "fileSet" integer,
+                     "relativePath" text)
                 ON CONFLICT (job, source, destination) DO UPDATE SET size = EXCLUDED.size, mtime = EXCLUDED.mtime,
-                    attributes = EXCLUDED.attributes, state = 'pending', session = EXCLUDED.session, run_id = EXCLUDED.run_id,
+                    attributes = EXCLUDED.attributes, state = EXCLUDED.state, session = EXCLUDED.session, run_id = EXCLUDED.run_id,
                     updated = EXCLUDED.updated, file_set = EXCLUDED.file_set, relative_path = EXCLUDED.relative_path,
                     worker = NULL, error = NULL
                 """)
@@ -377,7 +383,7 @@ public final class SharedRun: JobRunLock, Sendable {
                 UPDATE hoist_file f SET worker = \(worker)
                 FROM taken WHERE f.job = taken.job AND f.source = taken.source AND f.destination = taken.destination
                 RETURNING f.source, f.destination, f.size, f.mtime, f.attributes, f.session, f.file_set, f.relative_path,
-                          taken.previous IS NOT NULL
+                          taken.previous IS NOT NULL OR f.state = 'uploading'
                 """)
             var files: [Journal.ClaimedFile] = []
             for row in rows {
@@ -403,8 +409,35 @@ public final class SharedRun: JobRunLock, Sendable {
         do {
             _ = try journal.query("""
                 DELETE FROM hoist_file WHERE job = \(journal.job) AND source = \(source) AND destination = \(destination)
-                  AND run_id = \(runID) AND state = 'pending'
+                  AND run_id = \(runID) AND state = 'pending' AND worker = \(worker)
                 """)
+        } catch {
+            throw JournalError(postgres: journal.target, doing: "write", error)
+        }
+    }
+
+    /// Unfinished rows of the run that name this worker (at most `limit`), by key.
+    func heldRows(limit: Int = 100) throws -> [(source: String, destination: String)] {
+        do {
+            return try journal.query("""
+                SELECT source, destination FROM hoist_file
+                WHERE job = \(journal.job) AND run_id = \(runID) AND worker = \(worker) AND state IN ('pending', 'uploading') LIMIT \(limit)
+                """).map { try $0.decode((String, String).self) }.map { (source: $0.0, destination: $0.1) }
+        } catch {
+            throw JournalError(postgres: journal.target, doing: "claim files from", error)
+        }
+    }
+
+    /// Puts rows this worker holds back in the queue, for any worker to claim (and judge) anew.
+    func giveBack(_ rows: [(source: String, destination: String)]) throws {
+        do {
+            for row in rows {
+                _ = try journal.query("""
+                    UPDATE hoist_file SET worker = NULL
+                    WHERE job = \(journal.job) AND source = \(row.source) AND destination = \(row.destination) AND run_id = \(runID)
+                      AND worker = \(worker) AND state IN ('pending', 'uploading')
+                    """)
+            }
         } catch {
             throw JournalError(postgres: journal.target, doing: "write", error)
         }
@@ -416,6 +449,7 @@ public final class SharedRun: JobRunLock, Sendable {
             _ = try journal.query("""
                 UPDATE hoist_file SET state = 'failed', error = \(message), updated = \(Date().timeIntervalSince1970)
                 WHERE job = \(journal.job) AND source = \(source) AND destination = \(destination) AND run_id = \(runID)
+                  AND worker = \(worker) AND state <> 'done'
                 """)
         } catch {
             throw JournalError(postgres: journal.target, doing: "write", error)
@@ -486,6 +520,17 @@ public final class SharedRun: JobRunLock, Sendable {
     }
 }
 
+/// The fence of this worker's uploads (`Storage.transferFence`): open while its last heartbeat
+/// reached the journal within 60% of its lease (it beats every third) and it has not lost its
+/// hold. A worker frozen (SIGSTOP, a paused VM) past that sends no byte and starts no request of
+/// an upload once thawed until a heartbeat tells whether its files are still its own; the
+/// others take them only once the whole lease has passed (`SharedRunFencingTests`).
+extension SharedRun: TransferFence {
+    public var isOpen: Bool {
+        state.withLock { state in state.lost == nil && !state.released && Date().timeIntervalSince(state.lastBeat) < lease * 0.6 }
+    }
+}
+
 extension Journal {
     /// A file a worker claimed from a shared run's plan.
     public struct ClaimedFile: Sendable {
@@ -498,7 +543,8 @@ extension Journal {
         public let session: String?
         public let fileSetIndex: Int
         public let relativePath: String
-        /// Taken from a worker that died or went silent: it may have stored the object already.
+        /// Taken from a worker that died or went silent, or begun by an earlier run: it may have
+        /// stored the object already.
         public let takenOver: Bool
     }
 }

@@ -167,6 +167,8 @@ public final class JobSession: Sendable {
 
     /// The runner of this run, with `observers` after the journal's recorder and the hooks.
     public func makeRunner(observers: [any JobObserver]) -> JobRunner {
+        // A worker sends nothing while its hold on its files is unconfirmed (`SharedRun.isOpen`).
+        if let shared { storage.transferFence = shared }
         let runner = JobRunner(job: job, storage: storage, observers: observers, hooks: hooks, journal: journal, force: options.force,
                                remoteCheck: options.remoteCheck, runID: runID, shared: shared)
         // Cut off from the journal, the run's last writes may never return, and its files are

@@ -131,7 +131,8 @@ final class RunPass {
         } else {
             let record = Journal.FileRecord(source: item.file.path, destination: item.destination, size: item.file.size,
                                             mtime: item.file.modified.timeIntervalSince1970, attributes: Journal.attributesText(item.attributes),
-                                            state: .pending, session: item.resumeSession, runID: shared.runID)
+                                            state: item.mayBeStored ? .uploading : .pending, session: item.resumeSession,
+                                            runID: shared.runID)
             do { try shared.plan(record, fileSet: item.fileSetIndex, relativePath: item.file.relativePath) } catch { fatal(describe(error)) }
         }
         return .handled
@@ -162,7 +163,7 @@ final class RunPass {
     private func takeClaimed() async -> Taken {
         guard claims != nil, !(claims?.finished ?? true) else { return .nothing }
         let next: Result<PlanItem, ClaimSource.ClaimRefused>?
-        do { next = try claims!.next(running: slots.running) } catch {
+        do { next = try claims!.next(running: slots.running, holding: slots.running + slots.deferred.count) } catch {
             fatal(describe(error))
             return .nothing
         }

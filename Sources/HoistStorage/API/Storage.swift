@@ -31,6 +31,7 @@ public final class Storage: NSObject, Sendable {
         var retryInitialDelay: TimeInterval = 1
         var maxUploadRetries = Int.max
         var bandwidthLimiter: BandwidthLimiter?
+        var transferFence: (any TransferFence)?
     }
 
     private static let instances = Mutex<[String: Storage]>([:])
@@ -122,6 +123,13 @@ public final class Storage: NSObject, Sendable {
     public var bandwidthLimiter: BandwidthLimiter? {
         get { settings.withLock { $0.bandwidthLimiter } }
         set { settings.withLock { $0.bandwidthLimiter = newValue } }
+    }
+
+    /// Holds back every byte of this storage's uploads while closed (a job sets it: a shared
+    /// run's worker whose hold on its files is unconfirmed). Default none.
+    package var transferFence: (any TransferFence)? {
+        get { settings.withLock { $0.transferFence } }
+        set { settings.withLock { $0.transferFence = newValue } }
     }
 
     /// The retry policy of other operations (metadata, download URLs).

@@ -50,7 +50,7 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
         // Before the object is stored, the queue catches up only when it has something of this
         // task's still to run.
         control = TransferControl(
-            limiter: storage.bandwidthLimiter, chunkSize: storage.effectiveChunkSize,
+            limiter: storage.bandwidthLimiter, fence: storage.transferFence, chunkSize: storage.effectiveChunkSize,
             observerQueue: { deliveries.any ? storage.callbackQueue : nil })
         super.init(reference: reference, deliveries: deliveries)
         // Known from the start, so a progress observer added early sees the real total.

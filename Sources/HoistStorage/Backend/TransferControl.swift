@@ -1,6 +1,13 @@
 import Foundation
 import Synchronization
 
+/// Something outside a transfer that holds all its bytes back while closed: a shared run's
+/// worker whose hold on its files is not confirmed (after a freeze, until a heartbeat reaches
+/// the journal). Asked between pieces of I/O, so `isOpen` must be quick.
+public protocol TransferFence: Sendable {
+    var isOpen: Bool { get }
+}
+
 /// The pause and cancel switch of one transfer, checked by backends between pieces of I/O.
 public final class TransferControl: Sendable {
     private struct State {
@@ -14,6 +21,8 @@ public final class TransferControl: Sendable {
     private let state = Mutex(State())
     /// The bandwidth limit this transfer shares with others, if any.
     public let limiter: BandwidthLimiter?
+    /// What holds every byte back while closed, if anything (`TransferFence`).
+    public let fence: (any TransferFence)?
     /// The most a backend sends at once (the storage's `uploadChunkSizeBytes`, rounded to
     /// 256 KiB); nil for no limit. Progress is reported at least once per chunk.
     public let chunkSize: Int64?
@@ -21,9 +30,10 @@ public final class TransferControl: Sendable {
     /// nothing of this task's is waiting on it).
     private let observerQueue: (@Sendable () -> DispatchQueue?)?
 
-    public init(limiter: BandwidthLimiter? = nil, chunkSize: Int64? = nil,
+    public init(limiter: BandwidthLimiter? = nil, fence: (any TransferFence)? = nil, chunkSize: Int64? = nil,
                 observerQueue: (@Sendable () -> DispatchQueue?)? = nil) {
         self.limiter = limiter
+        self.fence = fence
         self.chunkSize = chunkSize
         self.observerQueue = observerQueue
     }
@@ -55,8 +65,9 @@ public final class TransferControl: Sendable {
         if wait > 0 { try await sleep(wait) }
     }
 
-    /// Returns at once while running; waits while paused; throws `cancelled` once cancelled.
+    /// Returns at once while running; waits while paused or fenced; throws `cancelled` once cancelled.
     public func checkpoint() async throws {
+        while let fence, !fence.isOpen, !isCancelled { try? await Task.sleep(for: .milliseconds(20)) }
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             let verdict: Result<Void, any Error>? = state.withLock { state in
                 if state.cancelled { return .failure(Self.cancelledError) }
@@ -79,6 +90,9 @@ public final class TransferControl: Sendable {
         }
         if isCancelled { throw Self.cancelledError }
     }
+
+    /// Whether the fence (if any) lets bytes go now.
+    public var isFenceOpen: Bool { fence?.isOpen ?? true }
 
     /// True while paused: a backend that cannot wait (a C callback) asks this instead.
     public var isPaused: Bool { state.withLock { $0.paused } }

@@ -426,10 +426,11 @@ public final class GCSBackend: StorageBackend {
     }
 }
 
-/// A task's switch is what the curl engine asks between reads: pause, cancel, bandwidth credit.
+/// A task's switch is what the curl engine asks between reads: pause, cancel, bandwidth credit
+/// (none while the fence is closed: the transfer pauses on the wire until it opens).
 extension TransferControl: TransferGate {
-    public func takeCredit(_ count: Int) -> Bool { limiter?.takeIfAvailable(count) ?? true }
-    public var hasCredit: Bool { limiter?.hasCredit ?? true }
+    public func takeCredit(_ count: Int) -> Bool { isFenceOpen && (limiter?.takeIfAvailable(count) ?? true) }
+    public var hasCredit: Bool { isFenceOpen && (limiter?.hasCredit ?? true) }
 }
 
 /// A source's open file is what a request body reads.
