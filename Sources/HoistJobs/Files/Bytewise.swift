@@ -13,7 +13,7 @@ public struct Bytewise: Hashable, Comparable, Sendable {
 
     public static func == (a: Bytewise, b: Bytewise) -> Bool { a.text.hasSameBytes(as: b.text) }
 
-    public static func < (a: Bytewise, b: Bytewise) -> Bool { a.text.utf8.lexicographicallyPrecedes(b.text.utf8) }
+    public static func < (a: Bytewise, b: Bytewise) -> Bool { a.text.precedesBytewise(b.text) }
 
     /// String's own hash (its fast path over the bytes): canonically equivalent twins share it,
     /// a collision that `==` then tells apart.
@@ -30,4 +30,21 @@ extension String {
         for index in mine.indices where mine[index] != theirs[index] { return false }
         return true
     }
+
+    /// Whether this string's UTF-8 bytes come before `other`'s (a shorter prefix first), as
+    /// SQLite and PostgreSQL (C collation) order them. A loop over the two spans: the generic
+    /// `utf8.lexicographicallyPrecedes` took ten times the instructions, once per walked file.
+    public func precedesBytewise(_ other: String) -> Bool { bytesPrecede(utf8Span.span, other.utf8Span.span) }
+}
+
+/// Whether bytes `a` come before bytes `b` (a shorter prefix first).
+func bytesPrecede(_ a: Span<UInt8>, _ b: Span<UInt8>) -> Bool {
+    let common = min(a.count, b.count)
+    var index = 0
+    while index < common {
+        let (x, y) = (a[index], b[index])
+        if x != y { return x < y }
+        index += 1
+    }
+    return a.count < b.count
 }

@@ -11,7 +11,12 @@ public struct PlanItem: Sendable {
     public internal(set) var file: WalkedFile
     /// The object path in the bucket (empty for a file skipped before its destination was made).
     public let destination: String
-    public let attributes: ObjectResource
+    /// The object's metadata.
+    public var attributes: ObjectResource { metadata.value }
+    /// Held by reference: the items of a file set share one (the planner reuses it while the
+    /// metadata is the same), and an item, handed from stage to stage of a run, copies a pointer
+    /// rather than its sixteen fields.
+    let metadata: SharedMetadata
     public var decision: Decision
     /// Which entry of `files:` it came from.
     public let fileSetIndex: Int
@@ -24,13 +29,27 @@ public struct PlanItem: Sendable {
 
     public init(file: WalkedFile, destination: String, attributes: ObjectResource, decision: Decision, fileSetIndex: Int,
                 resumeSession: String? = nil) {
+        self.init(file: file, destination: destination, metadata: SharedMetadata(attributes), decision: decision,
+                  fileSetIndex: fileSetIndex, resumeSession: resumeSession)
+    }
+
+    init(file: WalkedFile, destination: String, metadata: SharedMetadata, decision: Decision, fileSetIndex: Int,
+         resumeSession: String? = nil) {
         self.file = file
         self.destination = destination
-        self.attributes = attributes
+        self.metadata = metadata
         self.decision = decision
         self.fileSetIndex = fileSetIndex
         self.resumeSession = resumeSession
     }
+}
+
+/// An object's metadata, shared by the plan items that have the same.
+final class SharedMetadata: Sendable {
+    let value: ObjectResource
+    init(_ value: ObjectResource) { self.value = value }
+    /// No metadata (skipped items).
+    static let none = SharedMetadata(ObjectResource())
 }
 
 /// A problem that stops a job before it starts: names the files involved.
@@ -108,7 +127,7 @@ public struct Planner: Sequence, Sendable {
         /// The journal's rows, read in walk order a thousand at a time.
         private var merge = JournalMerge()
         /// The metadata last compared with the journal, as its text: files of one set share it.
-        private var lastAttributes: (attributes: ObjectResource, text: String, problem: String?)?
+        private var lastAttributes: (text: String, problem: String?, shared: SharedMetadata)?
         /// Files and bytes to upload so far.
         public private(set) var uploadCount = 0
         public private(set) var uploadBytes: Int64 = 0
@@ -159,7 +178,7 @@ public struct Planner: Sequence, Sendable {
         mutating func plan(_ file: WalkedFile, _ set: FileSet, _ index: Int) -> PlanItem? {
             let path = file.relativePath
             func skipped(_ reason: SkipReason) -> PlanItem {
-                PlanItem(file: file, destination: "", attributes: ObjectResource(), decision: .skip(reason), fileSetIndex: index)
+                PlanItem(file: file, destination: "", metadata: .none, decision: .skip(reason), fileSetIndex: index)
             }
             if !set.include.isEmpty, !set.include.contains(where: { $0.matches(path) }) {
                 return skipped(.notIncluded)
@@ -186,7 +205,7 @@ public struct Planner: Sequence, Sendable {
                     problems.append(WalkProblem(path: file.path, message: problem, isFailure: true))
                     return nil
                 }
-                var item = PlanItem(file: file, destination: destination, attributes: attributes, decision: .upload, fileSetIndex: index)
+                var item = PlanItem(file: file, destination: destination, metadata: checked.shared, decision: .upload, fileSetIndex: index)
                 if let journal = planner.journal, !planner.force {
                     let text = checked.text
                     // Read alongside the walk; a file the merge does not find (new, or reached
@@ -219,10 +238,10 @@ public struct Planner: Sequence, Sendable {
 
         /// The journal's text of `attributes` and what makes them impossible as headers, worked
         /// out once for a run of equal ones (the files of a set mostly share their metadata).
-        private mutating func check(_ attributes: ObjectResource) -> (text: String, problem: String?) {
-            if let last = lastAttributes, last.attributes == attributes { return (last.text, last.problem) }
-            let checked = (text: Journal.attributesText(attributes), problem: Self.headerProblem(attributes))
-            lastAttributes = (attributes, checked.text, checked.problem)
+        private mutating func check(_ attributes: ObjectResource) -> (text: String, problem: String?, shared: SharedMetadata) {
+            if let last = lastAttributes, last.shared.value == attributes { return (last.text, last.problem, last.shared) }
+            let checked = (text: Journal.attributesText(attributes), problem: Self.headerProblem(attributes), shared: SharedMetadata(attributes))
+            lastAttributes = checked
             return checked
         }
 
@@ -310,7 +329,7 @@ struct JournalMerge {
             self.set = set
             self.root = root
         }
-        let inOrder = lastSource.map { !source.utf8.lexicographicallyPrecedes($0.utf8) } ?? true
+        let inOrder = lastSource.map { !source.precedesBytewise($0) } ?? true
         lastSource = source
         provedAbsent = false
         // A nil below, reached in walk order, is a proof.
@@ -330,7 +349,7 @@ struct JournalMerge {
             let row = buffer[index]
             // Mostly the walk's next file is the next row (equal strings compare as bytes, fast).
             if !row.source.hasSameBytes(as: source) {
-                if row.source.utf8.lexicographicallyPrecedes(source.utf8) {
+                if row.source.precedesBytewise(source) {
                     index += 1
                     continue
                 }
@@ -338,14 +357,14 @@ struct JournalMerge {
             }
             // The rows of this source (one per destination) follow each other.
             var probe = index
-            while probe < buffer.count, buffer[probe].source.hasSameBytes(as: source) {
+            repeat {
                 if buffer[probe].destination.hasSameBytes(as: destination) {
                     // The walk never comes back to this row (one file, one destination per set).
                     index = probe + 1
                     return buffer[probe].known
                 }
                 probe += 1
-            }
+            } while probe < buffer.count && buffer[probe].source.hasSameBytes(as: source)
             if probe < buffer.count || exhausted { return absent() }
             // The source's rows run past this chunk: rare; ask for this one directly.
             return try journal.lookup(source: source, destination: destination)

@@ -111,7 +111,8 @@ final class RunPass {
     }
 
     private func takeFromWalk() async -> Taken {
-        guard var item = await walk!.next(tell: tellProblems) else {
+        if walk!.shouldYield() { await Task.yield() }
+        guard var item = walk!.next(tell: tellProblems) else {
             walkEnded()
             return .handled
         }
@@ -122,6 +123,11 @@ final class RunPass {
         leftOut.taken(item)
         if runner.remoteCheck, item.decision == .skip(.unchanged), await !runner.storedAsJournaled(item) {
             item.decision = .upload
+        }
+        // A skipped file no hook can rename needs no admission: no async hop per unchanged file.
+        if case .skip(let reason) = item.decision, !admission.rewrites {
+            skipped(item, reason)
+            return .handled
         }
         guard let shared = runner.shared else { return await admit(item, claimed: false) }
         // Planned for the workers (this one among them), who check no-clobber and run

@@ -16,12 +16,9 @@ struct WalkSource {
 
     /// The next planned file, or nil at the end of the walk. Problems the walk met since the
     /// last call (folders it could not list, links not followed) go to `tell` first.
-    mutating func next(tell: ([WalkProblem]) -> Void) async -> PlanItem? {
-        walkedSinceYield += 1
-        if walkedSinceYield == 256 {
-            walkedSinceYield = 0
-            await Task.yield()
-        }
+    /// (Not async: a hop per walked file cost more than the walk of a no-change run; the caller
+    /// yields every `stretch` files, `shouldYield`.)
+    mutating func next(tell: ([WalkProblem]) -> Void) -> PlanItem? {
         let item = iterator.next()
         if iterator.problems.count > problemsTold {
             tell(Array(iterator.problems.dropFirst(problemsTold)))
@@ -29,6 +26,14 @@ struct WalkSource {
         }
         if item == nil { ended = true }
         return item
+    }
+
+    /// Whether the caller should give the executor a turn now (once every 256 files).
+    mutating func shouldYield() -> Bool {
+        walkedSinceYield += 1
+        guard walkedSinceYield == 256 else { return false }
+        walkedSinceYield = 0
+        return true
     }
 
     /// What stopped the plan, if something did.
