@@ -8,7 +8,18 @@ struct YAMLComposer {
     /// Unset variables and duplicate keys found while composing: each is a mistake, all are
     /// reported (in file order) once the document is read, before anything is decoded from it.
     private let unset = Mistakes()
-    private final class Mistakes { var errors: [YAMLError] = [] }
+    private final class Mistakes {
+        var errors: [YAMLError] = []
+        /// Whether every mistake recorded is a duplicate key (the tree is then whole: the first
+        /// of the key's values stands).
+        var onlyDuplicates = true
+    }
+    /// Whether duplicate keys alone leave the tree to the caller, with the mistakes in
+    /// `recorded`, instead of throwing: decoding goes on, so one validate reports them with the
+    /// mistakes in the values (`YAMLMistakesTests.aDuplicateKeyDoesNotHideTheOtherMistakes`).
+    var toleratesDuplicateKeys = false
+    /// The mistakes recorded while composing that did not stop it.
+    var recorded: [YAMLError] { unset.errors }
     /// Whether `substitute` records an unset variable (and goes on) instead of throwing.
     private var collectsUnset = false
     private var events: [YAMLEvent] = []
@@ -35,6 +46,7 @@ struct YAMLComposer {
         var mistakes: [YAMLError] = []
         do {
             _ = try composeFirstDocument()
+            mistakes = unset.errors   // duplicate keys, when they did not stop it
         } catch let error as YAMLError {
             mistakes = error.all
         }
@@ -66,7 +78,7 @@ struct YAMLComposer {
                     // A mistake that stops the reading comes with the ones recorded before it.
                     throw YAMLError(combining: unset.errors + [error])
                 }
-                if !unset.errors.isEmpty { throw YAMLError(combining: unset.errors) }
+                if !unset.errors.isEmpty, !(toleratesDuplicateKeys && unset.onlyDuplicates) { throw YAMLError(combining: unset.errors) }
                 return root
             }
         }
@@ -214,6 +226,7 @@ struct YAMLComposer {
                 let error = source.error("environment variable \(name) is not set (write ${\(name):-default} for a default)", at: here)
                 guard collectsUnset else { throw error }
                 unset.errors.append(error)
+                unset.onlyDuplicates = false
             }
             index = value.index(after: close)
         }

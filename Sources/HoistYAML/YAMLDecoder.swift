@@ -30,9 +30,11 @@ public struct YAMLDecoder {
 
     /// The document's node tree with `${VAR}` left as written: to read a section that sets
     /// variables before the rest is read with them (see `substitute(_:file:text:)`).
+    /// Duplicate keys do not stop it (the first value stands; `decode` reports them).
     public func composeUninterpolated(_ text: String, file: String) throws -> YAMLNode? {
         var composer = YAMLComposer(source: YAMLSource(file: file, text: text), environment: environment)
         composer.interpolates = false
+        composer.toleratesDuplicateKeys = true
         return try composer.compose(text)
     }
 
@@ -52,8 +54,11 @@ public struct YAMLDecoder {
     public func decode<T: Decodable>(_ type: T.Type, from text: String, file: String) throws -> T {
         let source = YAMLSource(file: file, text: text)
         var composer = YAMLComposer(source: source, environment: environment)
+        composer.toleratesDuplicateKeys = true
         let root = try composer.compose(text) ?? YAMLNode(.mapping([]), mark: YAMLMark(line: 1, column: 1))
+        // Duplicate keys, reported with the rest.
         let context = DecodingContext(source: source, root: root)
+        context.issues = composer.recorded
         let value: T
         do {
             value = try T(from: NodeDecoder(node: root, codingPath: [], context: context))

@@ -36,6 +36,27 @@ import Testing
         ])
     }
 
+    /// A duplicate key does not stop the reading: the first value stands, and the mistakes in
+    /// the values (of that key's first value too) come in the same report, in file order.
+    @Test func aDuplicateKeyDoesNotHideTheOtherMistakes() {
+        struct Document: Decodable {
+            let name: String
+            let count: Int?
+            let size: Int?
+        }
+        let text = "name: a\ncount: eight\nname: b\nsize: huge\n"
+        do {
+            _ = try YAMLDecoder(environment: [:]).decode(Document.self, from: text, file: "job.yaml")
+            Issue.record("decoded")
+        } catch let error as YAMLError {
+            let lines = error.all.map { ($0.mark.line, $0.summary) }
+            #expect(lines.map(\.0) == [2, 3, 4], "\(lines)")
+            #expect(lines.map(\.1).contains("job.yaml:3:1: duplicate key 'name' (first at line 1)"), "\(lines)")
+        } catch {
+            Issue.record("not a YAMLError: \(error)")
+        }
+    }
+
     @Test func duplicateKeysBeforeASyntaxErrorAreReportedWithIt() {
         let text = """
             name: a
