@@ -95,9 +95,10 @@ public final class S3Backend: StorageBackend {
     }
 
     /// `HEAD` for the ETag, whose hash the generation must be, then `DELETE` with `If-Match`
-    /// on that ETag: a server that honours it (AWS since 2024) refuses (412) to delete an
-    /// object replaced in between; one that ignores it (moto, rclone serve s3) deletes what is
-    /// there then, so the window is the time between the two requests.
+    /// on that ETag: a server that honours it (AWS since 2024, moto) refuses (412) to delete an
+    /// object replaced in between; one that ignores it (`rclone serve s3`) deletes what is
+    /// there then, so the window is the time between the two requests
+    /// (`S3ConditionalDeleteTests`).
     public func deleteObject(_ path: String, generation: Int64) async throws -> DeleteOutcome {
         let head = try await send("HEAD", key: key(path))
         if head.status == 404 { return .absent }
