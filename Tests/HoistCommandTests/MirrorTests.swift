@@ -204,6 +204,21 @@ enum MirrorTarget: String, CaseIterable, Sendable, CustomTestStringConvertible {
         #expect(run.stdout.contains("1 deleted, 1 kept from deletion"), "\(run.stdout)")
     }
 
+    /// `before_delete` fails closed: a hook's error keeps the object and fails the run.
+    @Test func aBeforeDeleteErrorKeepsTheObject() async throws {
+        let setup = try await setUp(.local, files: ["a.txt": 10], hooks: """
+            hooks:
+              - inline: |
+                  function before_delete(o) error("no deletes today") end
+            """)
+        #expect(try setup.run().status == 0)
+        try setup.removeFile("a.txt")
+        let run = try setup.run()
+        #expect(run.status == 1)
+        #expect(run.stderr.contains("no deletes today"), "\(run.stderr)")
+        #expect(await setup.exists("site/a.txt"))
+    }
+
     @Test(arguments: MirrorTarget.allCases)
     func listedRemovesAStrayAndNothingOutsideThePrefix(target: MirrorTarget) async throws {
         let setup = try await setUp(target, files: ["a.txt": 10, "sub/b.txt": 20, "skip.tmp": 30], set: ", exclude: ['*.tmp']")
