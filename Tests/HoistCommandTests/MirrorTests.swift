@@ -219,6 +219,33 @@ enum MirrorTarget: String, CaseIterable, Sendable, CustomTestStringConvertible {
         #expect(await setup.exists("site/a.txt"))
     }
 
+    /// The same on a PostgreSQL journal: its rows say what was stored, and mark what went.
+    @Test func aMirrorOnAPostgreSQLJournal() async throws {
+        let url = try PostgresServer.shared().makeDatabase()
+        let fixture = try JobFixture()
+        for name in ["a.txt", "b.txt", "c.txt"] { try fixture.file(name, 100) }
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        try """
+            version: 1
+            name: test
+            journal: ${HOIST_PG}
+            storage: { url: 'file:bucket' }
+            files: [{ root: src, destination: 'site/{relpath}', mirror: true }]
+
+            """.write(toFile: manifest, atomically: true, encoding: .utf8)
+        var environment = ProcessInfo.processInfo.environment
+        environment["HOIST_PG"] = url
+        #expect(try runProcess(hoist, ["run", manifest], environment: environment).status == 0)
+        try FileManager.default.removeItem(at: fixture.directory.url.appendingPathComponent("src/b.txt"))
+        let run = try runProcess(hoist, ["run", manifest], environment: environment)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.contains("2 unchanged, 1 deleted"), "\(run.stdout)")
+        let bucket = fixture.directory.url.appendingPathComponent("bucket/site")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: bucket.path).sorted() == ["a.txt", "c.txt"])
+        #expect(try runProcess(hoist, ["run", manifest], environment: environment).stdout.hasPrefix("test: 0 uploaded (0 B), 2 unchanged in"))
+        #expect(try runProcess(hoist, ["status", manifest], environment: environment).stdout.contains("files: 2 uploaded, 0 pending, 0 failed, 1 deleted by mirror"))
+    }
+
     @Test(arguments: MirrorTarget.allCases)
     func listedRemovesAStrayAndNothingOutsideThePrefix(target: MirrorTarget) async throws {
         let setup = try await setUp(target, files: ["a.txt": 10, "sub/b.txt": 20, "skip.tmp": 30], set: ", exclude: ['*.tmp']")

@@ -44,6 +44,34 @@ import Testing
         #expect(Set(listed.keys) == [target.object("site/a.html"), target.object("site/deep/b.css")])
         for (path, generation) in listed { #expect(generation == generations[path], "\(path)") }
     }
+
+    /// More objects than a page (500 on GCS and S3, 1,000 in a local bucket): every one is
+    /// listed once, through the servers' page tokens.
+    @Test(arguments: [ConformanceBackend.local, .fakeGCS, .s3(.moto), .s3(.rclone)])
+    func aListingFollowsItsPages(_ backend: ConformanceBackend) async throws {
+        let target = try await backend.makeTarget([])
+        let names = (0..<1_050).map { target.object("many/\($0 % 10)/o\($0).txt") }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for slice in stride(from: 0, to: names.count, by: 75).map({ names[$0..<min($0 + 75, names.count)] }) {
+                group.addTask {
+                    for name in slice { _ = try await target.storage.reference(withPath: name).putDataAsync(Data(name.utf8)) }
+                }
+            }
+            try await group.waitForAll()
+        }
+        var listed: [String] = []
+        var page: String?
+        var pages = 0
+        repeat {
+            let listing = try await target.backend.list(prefix: target.object("many/"), page: page)
+            listed += listing.objects.map(\.path)
+            page = listing.next
+            pages += 1
+        } while page != nil
+        #expect(listed.count == names.count)
+        #expect(Set(listed) == Set(names))
+        #expect(pages >= 2)
+    }
 }
 
 /// What S3 servers do with `If-Match` on `DeleteObject` (AWS honours it since 2024): recorded
