@@ -345,7 +345,7 @@ private func plannedDeletes(_ job: Job, journal: (any JournalStore)?, planned: @
     guard job.manifest.files.contains(where: { $0.mirror != .off }) else { return nil }
     let backend = job.manifest.files.contains { $0.mirror == .listed } ? (try? job.makeStorage())?.backend : nil
     let found: (deletions: [Deletion], objects: Int)
-    do { found = try await Mirror(job: job, journal: journal, backend: backend, planned: planned).deletions() } catch {
+    do { found = try await MirrorPlan(job: job, journal: journal, backend: backend, planned: planned).deletions() } catch {
         FileHandle.standardError.write(Data((printable("hoist: mirror: \(describe(error)): a run would delete nothing") + "\n").utf8))
         return 0
     }

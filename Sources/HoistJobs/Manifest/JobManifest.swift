@@ -156,7 +156,7 @@ public struct FileSet: Decodable, Sendable {
     /// false: `*.jpg` does not match `SCAN.JPG`).
     public var ignoreCase: Bool
     /// Delete the objects whose files are gone (`true`), and with `listed` also the strays a
-    /// listing of the destination prefix finds (default false). See `Mirror`.
+    /// listing of the destination prefix finds (default false). See `MirrorPlan`.
     public var mirror: MirrorMode = .off
     /// Let `mirror` work on a destination with no fixed prefix: the whole bucket (default false).
     public var mirrorWholeBucket = false

@@ -52,9 +52,17 @@ final class Mover: Sendable {
     }
 
     /// Removes the folders below each root that moving emptied, deepest first (never a root;
-    /// a folder that is not empty stays). Returns the moved count and the files kept.
-    func finish() -> (moved: Int, kept: [(path: String, why: String)]) {
-        let (moved, kept, folders) = state.withLock { ($0.moved, $0.kept, $0.folders) }
+    /// a folder that is not empty stays): those of files moved by this run, and, read from the
+    /// journal, those of files an earlier run stored and that are gone (a run killed after its
+    /// unlinks left their folders). Returns the moved count and the files kept.
+    func finish(journal: (any JournalStore)?, job: Job) -> (moved: Int, kept: [(path: String, why: String)]) {
+        var (moved, kept, folders) = state.withLock { ($0.moved, $0.kept, $0.folders) }
+        for (index, set) in sets.enumerated() where set.move && set.removeEmptyFolders {
+            guard let journal else { break }
+            do { folders[index, default: []].formUnion(try movedEarlier(below: job.root(of: set), journal: journal)) } catch {
+                kept.append((job.root(of: set), "cannot read the journal for folders to remove: \(error)"))
+            }
+        }
         for (index, relatives) in folders {
             guard let root = roots[index] else { continue }
             var all = Set<String>()
@@ -71,5 +79,16 @@ final class Mover: Sendable {
             }
         }
         return (moved, kept)
+    }
+
+    /// The folders (relative to `root`) of files the journal holds done below `root` that are gone.
+    private func movedEarlier(below root: String, journal: any JournalStore) throws -> Set<String> {
+        var folders = Set<String>()
+        try journal.forEachDoneRow(below: root) { row in
+            let relative = row.source.dropFirst(root.count + 1)
+            guard let slash = relative.lastIndex(of: "/"), !folders.contains(String(relative[..<slash])), isNothingAt(row.source) else { return }
+            folders.insert(String(relative[..<slash]))
+        }
+        return folders
     }
 }

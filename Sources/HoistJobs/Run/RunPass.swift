@@ -251,7 +251,7 @@ final class RunPass {
     /// `mirror`'s deletions, only when every upload of the run succeeded. The summary.
     func afterUploads() async -> JobSummary {
         runner.recorder?.commitNow()
-        let (moved, kept) = mover.finish()
+        let (moved, kept) = mover.finish(journal: runner.journal, job: runner.job)
         tally.moved(moved)
         for (path, why) in kept { for observer in observers { observer.walkWarning(path: path, message: why) } }
         if runner.job.manifest.files.contains(where: { $0.mirror != .off }) { await mirror() }
@@ -278,7 +278,7 @@ final class RunPass {
         }
         let walk = self.walk
         let redirected = self.redirected
-        let mirror = Mirror(job: job, journal: runner.journal, backend: runner.storage.backend,
+        let mirror = MirrorPlan(job: job, journal: runner.journal, backend: runner.storage.backend,
                             planned: { walk?.planned($0) == true || redirected.contains(Bytewise($0)) })
         let found: (deletions: [Deletion], objects: Int)
         do { found = try await mirror.deletions() } catch {

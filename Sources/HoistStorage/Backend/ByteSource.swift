@@ -88,6 +88,9 @@ public final class ByteSource: Sendable {
         package func remove(_ relative: String, ifStill expected: (device: UInt64, inode: UInt64, size: Int64, mtime: Double))
             -> Removal
         {
+            if relative.contains("/"), !ByteSource.resolveBeneath.load(ordering: .relaxed) {
+                return .failed("this system has no openat2 (Linux 5.6), so no file below the root's top is removed")
+            }
             guard let folder = folder(holding: relative) else { return .gone }
             defer { if folder.descriptor != descriptor { close(folder.descriptor) } }
             var info = stat()

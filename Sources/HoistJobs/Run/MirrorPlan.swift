@@ -44,7 +44,7 @@ public enum DeletionOutcome: Sendable, Equatable {
 /// destination prefix (`Template.literalPrefix`), never an object a file of this run went to
 /// (`planned`), never one whose file is still there (`lstat`: a file left out by a filter keeps
 /// its object, as rclone's filters do), and for a set whose root is missing, nothing.
-public struct Mirror {
+public struct MirrorPlan {
     let job: Job
     let journal: (any JournalStore)?
     /// Lists the bucket (`mirror: listed`); nil in a plan that cannot reach the storage.
@@ -70,17 +70,19 @@ public struct Mirror {
             // A root that is gone (an optional set, a mount that went away) deletes nothing.
             guard lstat(root, &info) == 0 || stat(root, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else { continue }
             let prefix = set.destination.literalPrefix
+            var held = 0
             if let journal {
                 let known = try gone(set: index, root: root, prefix: prefix, journal: journal)
-                objects += known.objects
+                held = known.objects
                 for deletion in known.deletions where found.insert(Bytewise(deletion.object)).inserted { deletions.append(deletion) }
             }
             if set.mirror == .listed {
                 guard let backend else { throw StorageFailure(.invalidArgument, "mirror: listed needs the storage to list \(prefix)") }
                 let listed = try await strays(set: set, index: index, root: root, prefix: prefix, backend: backend, known: found)
-                objects = max(objects, listed.objects)
+                held = max(held, listed.objects)
                 for deletion in listed.deletions where found.insert(Bytewise(deletion.object)).inserted { deletions.append(deletion) }
             }
+            objects += held
         }
         return (deletions, objects)
     }
@@ -91,19 +93,14 @@ public struct Mirror {
     {
         var deletions: [Deletion] = []
         var objects = 0
-        var after: (source: String, destination: String)?
-        while true {
-            let rows = try journal.rows(from: root + "/", below: root + "0", after: after, limit: 1000)
-            for row in rows where row.known.state == .done && row.destination.hasPrefix(prefix) {
-                objects += 1
-                let relative = String(row.source.dropFirst(root.count + 1))
-                if let shard = job.shard, !shard.contains(relative) { continue }
-                guard !planned(row.destination), isGone(row.source),
-                      let generation = try journal.record(source: row.source, destination: row.destination)?.generation else { continue }
-                deletions.append(Deletion(object: row.destination, generation: generation, source: row.source, fileSetIndex: index))
-            }
-            guard rows.count == 1000, let last = rows.last else { break }
-            after = (last.source, last.destination)
+        try journal.forEachDoneRow(below: root) { row in
+            guard row.destination.hasPrefix(prefix) else { return }
+            objects += 1
+            let relative = String(row.source.dropFirst(root.count + 1))
+            if let shard = job.shard, !shard.contains(relative) { return }
+            guard !planned(row.destination), isGone(row.source),
+                  let generation = try journal.record(source: row.source, destination: row.destination)?.generation else { return }
+            deletions.append(Deletion(object: row.destination, generation: generation, source: row.source, fileSetIndex: index))
         }
         return (deletions, objects)
     }
@@ -142,11 +139,26 @@ public struct Mirror {
             || (!set.hidden && relative.split(separator: "/").contains { $0.hasPrefix(".") })
     }
 
-    /// Nothing is at `path` (not found, or a file where a folder was): an error reading it is not "gone".
-    private func isGone(_ path: String) -> Bool {
-        var info = stat()
-        guard lstat(path, &info) != 0 else { return false }
-        return errno == ENOENT || errno == ENOTDIR
+    private func isGone(_ path: String) -> Bool { isNothingAt(path) }
+}
+
+/// Nothing is at `path` (not found, or a file where a folder was): an error reading it is not "gone".
+func isNothingAt(_ path: String) -> Bool {
+    var info = stat()
+    guard lstat(path, &info) != 0 else { return false }
+    return errno == ENOENT || errno == ENOTDIR
+}
+
+extension JournalStore {
+    /// Each `done` row of a file below `root`, in walk order, a thousand rows a query.
+    func forEachDoneRow(below root: String, _ body: (Journal.KnownRow) throws -> Void) throws {
+        var after: (source: String, destination: String)?
+        while true {
+            let rows = try self.rows(from: root + "/", below: root + "0", after: after, limit: 1000)
+            for row in rows where row.known.state == .done { try body(row) }
+            guard rows.count == 1000, let last = rows.last else { return }
+            after = (last.source, last.destination)
+        }
     }
 }
 
