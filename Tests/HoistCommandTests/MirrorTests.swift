@@ -246,6 +246,36 @@ enum MirrorTarget: String, CaseIterable, Sendable, CustomTestStringConvertible {
         #expect(try runProcess(hoist, ["status", manifest], environment: environment).stdout.contains("files: 2 uploaded, 0 pending, 0 failed, 1 deleted by mirror"))
     }
 
+    /// A root that went away (an optional set, a mount gone) is not "every file gone": nothing
+    /// is deleted. A later hook cannot undo an earlier hook's veto. The metrics count deletions.
+    @Test func aMissingRootDeletesNothingAndAVetoIsFinal() async throws {
+        let setup = try await setUp(.local, files: ["a.txt": 10, "b.txt": 20], set: ", optional: true", hooks: """
+            hooks:
+              - inline: |
+                  function before_delete(o) if o.object == "site/a.txt" then return false end end
+              - inline: |
+                  function before_delete(o) return true end
+            """)
+        #expect(try setup.run().status == 0)
+        let root = setup.fixture.directory.url.appendingPathComponent("src")
+        let away = setup.fixture.directory.url.appendingPathComponent("src-away")
+        try FileManager.default.moveItem(at: root, to: away)
+        let missing = try setup.run()
+        #expect(missing.status == 0, "\(missing.stderr)")
+        #expect(await setup.exists("site/a.txt"))
+        #expect(await setup.exists("site/b.txt"))
+        try FileManager.default.moveItem(at: away, to: root)
+        try setup.removeFile("a.txt")
+        try setup.removeFile("b.txt")
+        let metrics = setup.fixture.directory.url.appendingPathComponent("hoist.prom").path
+        #expect(try setup.run(["--metrics-file", metrics]).status == 0)
+        #expect(await setup.exists("site/a.txt"), "the first hook's veto stands")
+        #expect(await !setup.exists("site/b.txt"))
+        let text = try String(contentsOfFile: metrics, encoding: .utf8)
+        #expect(text.contains("hoist_last_run_objects_deleted{job=\"test\",outcome=\"deleted\"} 1"), "\(text)")
+        #expect(text.contains("hoist_last_run_objects_deleted{job=\"test\",outcome=\"kept\"} 1"), "\(text)")
+    }
+
     @Test(arguments: MirrorTarget.allCases)
     func listedRemovesAStrayAndNothingOutsideThePrefix(target: MirrorTarget) async throws {
         let setup = try await setUp(target, files: ["a.txt": 10, "sub/b.txt": 20, "skip.tmp": 30], set: ", exclude: ['*.tmp']")
