@@ -279,7 +279,7 @@ final class RunPass {
         let walk = self.walk
         let redirected = self.redirected
         let mirror = MirrorPlan(job: job, journal: runner.journal, backend: runner.storage.backend,
-                            planned: { walk?.planned($0) == true || redirected.contains(Bytewise($0)) })
+                                planned: { walk?.planned($0) == true || redirected.contains(Bytewise($0)) })
         let found: (deletions: [Deletion], objects: Int)
         do { found = try await mirror.deletions() } catch {
             tally.afterUploadsFailed(manifest: job.file, message: "mirror: \(describe(error)): nothing deleted")
