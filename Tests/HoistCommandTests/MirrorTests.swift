@@ -109,6 +109,10 @@ enum MirrorTarget: String, CaseIterable, Sendable, CustomTestStringConvertible {
         let dry = try setup.run(["--dry-run"])
         #expect(dry.stdout.contains("delete  site/d1/f1.html"), "\(dry.stdout)")
         #expect(await setup.exists("site/d1/f1.html"), "a dry run deletes nothing")
+        let lines = try setup.run(["--dry-run", "--json"]).stdout.split(separator: "\n")
+            .compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        #expect(Set(lines.filter { $0["action"] as? String == "delete" }.compactMap { $0["object"] as? String }) == Set(gone.map { "site/" + $0 }))
+        #expect(lines.last?["delete"] as? Int == 3)
 
         let second = try setup.run(["--json"])
         #expect(second.status == 0, "\(second.stderr)")
