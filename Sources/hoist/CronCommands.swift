@@ -86,7 +86,7 @@ extension Hoist {
             show("\(job.manifest.name): journal \(journal.location)")
             let counts = (try? journal.fileCounts()) ?? [:]
             show("files: \(counts[.done] ?? 0) uploaded, \((counts[.uploading] ?? 0) + (counts[.pending] ?? 0)) pending, "
-                  + "\(counts[.failed] ?? 0) failed")
+                  + "\(counts[.failed] ?? 0) failed" + ((counts[.deleted] ?? 0) > 0 ? ", \(counts[.deleted] ?? 0) deleted by mirror" : ""))
             if let shared = try? journal.sharedRunStatus() {
                 printWorkers(shared)
             }

@@ -325,12 +325,42 @@ func printPlan(_ job: Job, journal: (any JournalStore)?, force: Bool = false, ho
         throw ExitCode(2)
     }
     for problem in iterator.problems { FileHandle.standardError.write(Data((printable("hoist: warning: \(problem)") + "\n").utf8)) }
+    let walked = iterator
+    let deletes = await plannedDeletes(job, journal: journal, planned: { walked.planned($0) }, json: json, quiet: summary)
     let total = "\(job.manifest.name): \(uploads) to upload (\(ByteFormatter.string(bytes))), \(skips) to skip"
+        + (deletes.map { ", \($0) to delete" } ?? "")
         + (failures > 0 ? ", \(failures) failed in before_upload" : "")
         + (job.manifest.upload.noClobber && uploads > 0 ? ", each upload unless its object exists (noClobber)" : "") + suffix
     var fields: [String: any Sendable] = ["action": "total", "upload": uploads, "skip": skips, "bytes": bytes]
+    if let deletes { fields["delete"] = deletes }
     if failures > 0 { fields["fail"] = failures }
     if !options.quiet { print(json ? JSONLine.encode(fields) : total) }
+}
+
+/// The deletions of the job's `mirror` file sets, printed (`delete  OBJECT (file gone: PATH)`,
+/// or `{"action":"delete",...}`) as a run would make them if every upload succeeded; nil when no
+/// set mirrors. A listing that fails, or a `maxDelete` passed, is said on standard error.
+private func plannedDeletes(_ job: Job, journal: (any JournalStore)?, planned: @escaping (String) -> Bool, json: Bool,
+                            quiet: Bool) async -> Int? {
+    guard job.manifest.files.contains(where: { $0.mirror != .off }) else { return nil }
+    let backend = job.manifest.files.contains { $0.mirror == .listed } ? (try? job.makeStorage())?.backend : nil
+    let found: (deletions: [Deletion], objects: Int)
+    do { found = try await MirrorPlan(job: job, journal: journal, backend: backend, planned: planned).deletions() } catch {
+        FileHandle.standardError.write(Data((printable("hoist: mirror: \(describe(error)): a run would delete nothing") + "\n").utf8))
+        return 0
+    }
+    var output = BufferedOutput()
+    for deletion in found.deletions where !quiet {
+        output.write(json
+            ? JSONLine.encode(["action": "delete", "object": deletion.object, "reason": deletion.reason, "file": deletion.source ?? ""])
+            : printable("delete  \(deletion.object) (" + (deletion.source.map { "file gone: \($0)" } ?? "stray: no file goes there") + ")"))
+    }
+    output.flush()
+    if let limit = job.manifest.upload.maxDelete, !limit.allows(found.deletions.count, of: found.objects) {
+        FileHandle.standardError.write(Data(("hoist: mirror would delete \(found.deletions.count) of \(found.objects) objects, more than "
+            + "upload.maxDelete (\(limit.description)): a run would delete nothing and exit 1\n").utf8))
+    }
+    return found.deletions.count
 }
 
 /// With `--verbose`, what an upload's object gets besides its bytes: " [contentType=image/png, ...]".

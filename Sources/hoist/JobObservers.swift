@@ -89,6 +89,15 @@ final class JSONEventLog: JobRetryObserver {
         emit(["event": "warning", "file": path, "message": message])
     }
 
+    /// `{"event":"delete","object":...,"outcome":"deleted"}`: a mirror's deletion.
+    func objectDeleted(_ deletion: Deletion, _ outcome: DeletionOutcome) {
+        var fields: [String: any Sendable] = ["event": "delete", "object": deletion.object, "reason": deletion.reason,
+                                              "outcome": outcome.name, "generation": deletion.generation]
+        if let source = deletion.source { fields["file"] = source }
+        if case .failed(let message) = outcome { fields["message"] = message }
+        emit(fields)
+    }
+
     /// What a run that could not start prints with `--json`: a `job_end` saying why.
     func startFailed(job: String, reason: String) {
         var summary = JobSummary(job: job)
@@ -112,6 +121,7 @@ final class JSONEventLog: JobRetryObserver {
         emit(["event": "job_end", "job": summary.job, "uploaded": summary.uploaded, "failed": summary.failed,
               "skipped": summary.skipped, "cancelled": summary.cancelled, "bytes": summary.bytes,
               "unchanged": summary.unchanged, "seconds": summary.seconds, "interrupted": summary.interrupted,
+              "deleted": summary.deleted, "moved": summary.moved,
               "peakRSSBytes": peakResidentBytes()].merging(summary.fatal.map { ["fatal": $0] } ?? [:]) { a, _ in a })
     }
 }
@@ -152,6 +162,16 @@ final class FileLines: JobObserver {
             say("hoist: \(item.file.path): \(failure.code.name): \(failure.message)", true)
         default:
             return
+        }
+    }
+
+    func objectDeleted(_ deletion: Deletion, _ outcome: DeletionOutcome) {
+        switch outcome {
+        case .failed(let message): say("hoist: \(deletion.object): mirror could not delete it: \(message)", true)
+        case .deleted: if verbose { say("deleted   \(deletion.object) (\(deletion.source == nil ? "stray" : "file gone"))", false) }
+        case .changed: if verbose { say("kept      \(deletion.object) (another writer replaced it)", false) }
+        case .vetoed: if verbose { say("kept      \(deletion.object) (before_delete)", false) }
+        case .absent: break
         }
     }
 

@@ -188,4 +188,7 @@ let brokenManifests: [(file: String, expected: String)] = [
     ("47-rate-unit-case.yaml", "47-rate-unit-case.yaml:6:14: bad rate '50mb/s': units are case-sensitive (did you mean '50MB/s'?)"),
     ("48-size-unit-case.yaml", "48-size-unit-case.yaml:6:14: bad size '2gib': units are case-sensitive (did you mean '2GiB'?)"),
     ("49-destination-parent.yaml", "49-destination-parent.yaml:6:18: destination '../../etc/{name}' has a '..' segment: object names stay below the bucket's root, and '..' cannot be normalized away"),
+    ("50-mirror-whole-bucket.yaml", "50-mirror-whole-bucket.yaml:6:13: mirror on destination '{relpath}' would delete across the whole bucket: give the destination a fixed prefix (site/{relpath}), or set mirrorWholeBucket: true"),
+    ("51-max-delete.yaml", "51-max-delete.yaml:8:22: bad maxDelete '10 percent': write a count (50) or a percentage of the mirrored objects (10%)"),
+    ("52-move-and-mirror.yaml", "52-move-and-mirror.yaml:8:11: move and mirror together would delete every object whose file was moved: choose one"),
 ]

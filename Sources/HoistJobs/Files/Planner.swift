@@ -134,6 +134,10 @@ public struct Planner: Sequence, Sendable {
 
         init(planner: Planner) { self.planner = planner }
 
+        /// Whether a file of this plan went to `destination` so far (by its hash: a collision
+        /// keeps an object a mirror would delete, never the other way).
+        public func planned(_ destination: String) -> Bool { destinations.contains(Bytewise(destination).hashValue) }
+
         public mutating func next() -> PlanItem? {
             guard let item = nextPlanned() else { return nil }
             if !item.destination.isEmpty, !destinations.insert(Bytewise(item.destination).hashValue).inserted,

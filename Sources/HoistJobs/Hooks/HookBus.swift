@@ -116,7 +116,7 @@ public final class HookBus: JobObserver, @unchecked Sendable {
     }
 
     static let hookNames = ["on_resume", "on_progress", "on_pause", "on_success", "on_failure", "on_job_start",
-                            "on_job_end", "before_upload"]
+                            "on_job_end", "before_upload", "before_delete", "on_delete"]
 
     /// Lets hooks pause and resume the whole job (`hoist.pause_job()`, `hoist.resume_job()`).
     public func attach(pause: @escaping @Sendable () -> Void, resume: @escaping @Sendable () -> Void) {
@@ -226,6 +226,7 @@ public final class HookBus: JobObserver, @unchecked Sendable {
             "failed": .integer(Int64(summary.failed)), "skipped": .integer(Int64(summary.skipped)),
             "cancelled": .integer(Int64(summary.cancelled)), "bytes": .integer(summary.bytes),
             "seconds": .number(summary.seconds), "interrupted": .boolean(summary.interrupted),
+            "deleted": .integer(Int64(summary.deleted)), "moved": .integer(Int64(summary.moved)),
         ]))
     }
 
@@ -260,6 +261,47 @@ public final class HookBus: JobObserver, @unchecked Sendable {
             }
         }
         return .success(current)
+    }
+
+    /// Asks `before_delete(object)` of each script defining it, in order: false keeps the
+    /// object (a veto is final), anything else lets the delete go on.
+    /// - Throws: `HookError` when a hook fails: the object is then kept, and the run fails.
+    public func beforeDelete(_ deletion: Deletion) async throws(HookError) -> Bool {
+        guard defined.contains("before_delete") else { return true }
+        let table = Self.deletionTable(deletion, outcome: nil)
+        let answered: Result<Bool, HookError> = await withCheckedContinuation { continuation in
+            queue.async { [self] in
+                for script in scripts {
+                    switch call(script, "before_delete", [table]) {
+                    case .failure(let error): return continuation.resume(returning: .failure(HookError(description: "before_delete failed: \(error.description)")))
+                    case .success(let results?) where results.first == .boolean(false): return continuation.resume(returning: .success(false))
+                    case .success: continue
+                    }
+                }
+                continuation.resume(returning: .success(true))
+            }
+        }
+        let allowed = try answered.get()
+        if runtime.isCancelled { throw HookError(description: "before_delete failed: stopped: the job is stopping") }
+        return allowed
+    }
+
+    /// `on_delete(object)`: a mirror's deletion and its outcome.
+    public func objectDeleted(_ deletion: Deletion, _ outcome: DeletionOutcome) {
+        deliver("on_delete", Self.deletionTable(deletion, outcome: outcome))
+    }
+
+    /// What `before_delete` and `on_delete` are given.
+    static func deletionTable(_ deletion: Deletion, outcome: DeletionOutcome?) -> LuaValue {
+        var table: [String: LuaValue] = [
+            "object": .string(deletion.object), "generation": .integer(deletion.generation), "reason": .string(deletion.reason),
+        ]
+        if let source = deletion.source { table["path"] = .string(source) }
+        if let outcome {
+            table["outcome"] = .string(outcome.name)
+            if case .failed(let message) = outcome { table["error"] = .string(message) }
+        }
+        return .table(table)
     }
 
     /// What `before_upload` is given.

@@ -29,6 +29,8 @@ final class JournalRecorder: JobObserver {
         /// Where in `pending` each file's row is (by `key`): a later row of the file replaces it
         /// there, a progress write updates it.
         var pendingRows: [Bytewise: Int] = [:]
+        /// Run once the writes recorded before them are committed (`whenCommitted`).
+        var afterCommit: [@Sendable () -> Void] = []
     }
     private let state = Mutex(State())
     /// A file's session and confirmed offset are saved at most once a second.
@@ -75,25 +77,44 @@ final class JournalRecorder: JobObserver {
         if later { writer.asyncAfter(deadline: .now() + Self.batchDelay) { self.flush() } }
     }
 
+    /// Runs `action` (on the writer's queue) once every write recorded so far is committed:
+    /// a file's `done` row, for `move`. Never when a batch failed: then nothing is known durable.
+    func whenCommitted(_ action: @escaping @Sendable () -> Void) {
+        let schedule = state.withLock { state -> Bool in
+            state.afterCommit.append(action)
+            if state.flushScheduled { return false }
+            state.flushScheduled = true
+            return true
+        }
+        if schedule { writer.asyncAfter(deadline: .now() + Self.batchDelay) { self.flush() } }
+    }
+
+    /// Commits what is pending now, and runs what waited for it.
+    func commitNow() { writer.sync { flush() } }
+
     /// Commits what is pending (on the writer queue).
     private func flush() {
-        let (writes, done) = state.withLock { state -> ([Journal.Write], Bool) in
+        let (writes, done, actions) = state.withLock { state -> ([Journal.Write], Bool, [@Sendable () -> Void]) in
             defer {
                 state.pending.removeAll(keepingCapacity: true)
                 state.pendingRows.removeAll(keepingCapacity: true)
                 state.pendingDone = false
                 state.flushScheduled = false
+                state.afterCommit.removeAll()
             }
-            return (state.pending, state.pendingDone)
+            return (state.pending, state.pendingDone, state.afterCommit)
         }
-        guard !writes.isEmpty else { return }
-        do {
-            if done { try persist() }
-            try journal.apply(writes)
-        } catch {
-            let failure = error as? JournalError ?? JournalError(message: "cannot record finished uploads in \(journal.location): \(error)")
-            state.withLock { if $0.failure == nil { $0.failure = failure } }
+        if !writes.isEmpty {
+            do {
+                if done { try persist() }
+                try journal.apply(writes)
+            } catch {
+                let failure = error as? JournalError ?? JournalError(message: "cannot record finished uploads in \(journal.location): \(error)")
+                state.withLock { if $0.failure == nil { $0.failure = failure } }
+            }
         }
+        guard state.withLock({ $0.failure == nil }) else { return }
+        for action in actions { action() }
     }
 
     func jobStarted(_ job: Job, files: Int?, bytes: Int64?) {

@@ -92,6 +92,9 @@ public enum Journal {
         case done
         /// The last attempt failed; `error` says why. The next run tries again.
         case failed
+        /// The file is gone and `mirror` deleted its object, or left it to another writer who
+        /// replaced it (`error` says so): no later run deletes it again.
+        case deleted
     }
 
     /// How a run ended (or that it is still going).

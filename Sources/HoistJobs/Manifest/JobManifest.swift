@@ -155,9 +155,19 @@ public struct FileSet: Decodable, Sendable {
     /// Globs (`include`, `exclude`, rules' `match`) match letters whatever their case (default
     /// false: `*.jpg` does not match `SCAN.JPG`).
     public var ignoreCase: Bool
+    /// Delete the objects whose files are gone (`true`), and with `listed` also the strays a
+    /// listing of the destination prefix finds (default false). See `MirrorPlan`.
+    public var mirror: MirrorMode = .off
+    /// Let `mirror` work on a destination with no fixed prefix: the whole bucket (default false).
+    public var mirrorWholeBucket = false
+    /// Remove each file once its object is verified and recorded done (default false). See `Mover`.
+    public var move = false
+    /// With `move`, remove the folders below the root that moving emptied (default false).
+    public var removeEmptyFolders = false
 
     enum CodingKeys: String, CodingKey, CaseIterable {
         case root, include, exclude, destination, metadata, rules, hidden, followSymlinks, minSize, maxSize, minAge, optional, ignoreCase
+        case mirror, mirrorWholeBucket, move, removeEmptyFolders
     }
 
     /// A file set made in code (`hoist cp`). `root` may also be one file: the set is that file.
@@ -200,9 +210,32 @@ public struct FileSet: Decodable, Sendable {
             exclude = exclude.map { $0.ignoringCase() }
             for index in rules.indices { rules[index].match = rules[index].match.map { $0.ignoringCase() } }
         }
+        try decodeMirrorAndMove(c, decoder)
         if let minSize, let maxSize, minSize > maxSize {
             try decoder.report(.dataCorruptedError(forKey: .maxSize, in: c,
                 debugDescription: "maxSize (\(maxSize.bytes) B) is smaller than minSize (\(minSize.bytes) B)"))
+        }
+    }
+}
+
+extension FileSet {
+    /// `mirror`, `mirrorWholeBucket`, `move`, `removeEmptyFolders`, and what they refuse.
+    private mutating func decodeMirrorAndMove(_ c: KeyedDecodingContainer<CodingKeys>, _ decoder: any Decoder) throws {
+        mirror = try c.decodeIfPresent(MirrorMode.self, forKey: .mirror) ?? .off
+        mirrorWholeBucket = try c.decodeIfPresent(Bool.self, forKey: .mirrorWholeBucket) ?? false
+        move = try c.decodeIfPresent(Bool.self, forKey: .move) ?? false
+        removeEmptyFolders = try c.decodeIfPresent(Bool.self, forKey: .removeEmptyFolders) ?? false
+        if mirror != .off, destination.literalPrefix.isEmpty, !mirrorWholeBucket {
+            try decoder.report(.dataCorruptedError(forKey: .mirror, in: c,
+                debugDescription: "mirror on destination '\(destination.text)' would delete across the whole bucket: give the destination a fixed prefix (site/{relpath}), or set mirrorWholeBucket: true"))
+        }
+        if mirror != .off, move {
+            try decoder.report(.dataCorruptedError(forKey: .move, in: c,
+                debugDescription: "move and mirror together would delete every object whose file was moved: choose one"))
+        }
+        if removeEmptyFolders, !move {
+            try decoder.report(.dataCorruptedError(forKey: .removeEmptyFolders, in: c,
+                debugDescription: "removeEmptyFolders removes the folders move emptied: set move: true too"))
         }
     }
 }
@@ -295,10 +328,15 @@ public struct UploadSettings: Decodable, Sendable {
     /// Skip a file whose object already exists in the bucket, asking the server before each
     /// upload (default false; `hoist cp --no-clobber`).
     public var noClobber: Bool = false
+    /// The most objects a run's `mirror` may delete: a count or a percentage (default: no limit).
+    public var maxDelete: DeleteLimit?
 
     public init() {}
 
-    enum CodingKeys: String, CodingKey, CaseIterable { case concurrency, retries, retryTime, bandwidth, skipUnchanged, remoteCheck, maxErrors, failFast, noClobber }
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case concurrency, retries, retryTime, bandwidth, skipUnchanged, remoteCheck, maxErrors, failFast, noClobber
+        case maxDelete
+    }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -323,6 +361,7 @@ public struct UploadSettings: Decodable, Sendable {
             self.maxErrors = nil
         }
         failFast = try c.decodeIfPresent(Bool.self, forKey: .failFast) ?? false
+        maxDelete = try c.decodeIfPresent(DeleteLimit.self, forKey: .maxDelete)
     }
 }
 

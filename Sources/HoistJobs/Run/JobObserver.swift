@@ -26,6 +26,8 @@ public protocol JobObserver: Sendable {
     /// Something the walk left out on purpose but that a user should know of (links not
     /// followed, a link whose target is gone, a link loop): not a failure.
     func walkWarning(path: String, message: String)
+    /// A `mirror` deletion was tried (after every upload of the run succeeded): its outcome.
+    func objectDeleted(_ deletion: Deletion, _ outcome: DeletionOutcome)
     func jobFinished(_ summary: JobSummary)
 }
 
@@ -35,6 +37,7 @@ extension JobObserver {
     public func planCounted(files: Int, bytes: Int64) {}
     public func fileFailed(path: String, destination: String, size: Int64, message: String) {}
     public func walkWarning(path: String, message: String) {}
+    public func objectDeleted(_ deletion: Deletion, _ outcome: DeletionOutcome) {}
 }
 
 /// How a run ended.
@@ -59,6 +62,12 @@ public struct JobSummary: Sendable {
     /// Skipped because the object exists (`upload.noClobber`).
     public var existing = 0
     public var bytes: Int64 = 0
+    /// Objects `mirror` deleted.
+    public var deleted = 0
+    /// Objects `mirror` left: replaced by another writer since, or kept by `before_delete`.
+    public var deleteKept = 0
+    /// Files `move` removed once their objects were stored.
+    public var moved = 0
     public var seconds: Double = 0
     /// Stopped by a signal or `cancelAll()`.
     public var interrupted = false
@@ -78,6 +87,9 @@ public struct JobSummary: Sendable {
         if skipped - unchanged - vetoed - existing > 0 { parts.append("\(skipped - unchanged - vetoed - existing) not included") }
         if vetoed > 0 { parts.append("\(vetoed) vetoed by a hook") }
         if existing > 0 { parts.append("\(existing) already in the bucket") }
+        if deleted > 0 { parts.append("\(deleted) deleted") }
+        if deleteKept > 0 { parts.append("\(deleteKept) kept from deletion") }
+        if moved > 0 { parts.append("\(moved) moved") }
         if failed > 0 { parts.append("\(failed) failed") }
         if cancelled > 0 { parts.append("\(cancelled) cancelled") }
         return "\(job): " + parts.joined(separator: ", ") + String(format: " in %.1f s", seconds) + (interrupted ? " (interrupted)" : "")

@@ -44,7 +44,7 @@ public final class JobRunner: Sendable {
     }
     private let state = Mutex(State())
     /// The file sets' root folders, open (nil for a root that is a file, or missing).
-    private let roots: [ByteSource.RootFolder?]
+    let roots: [ByteSource.RootFolder?]
 
     /// - Parameter hooks: the job's Lua hooks; they also hear every event, and `before_upload`
     ///   may change or skip each file before it starts.
@@ -114,7 +114,8 @@ public final class JobRunner: Sendable {
     private func runHere(totals: (files: Int, bytes: Int64)?) async -> JobSummary {
         let started = Date()
         for observer in observers { observer.jobStarted(job, files: totals?.files, bytes: totals?.bytes) }
-        var summary = await RunPass(runner: self, observers: observers, totalsKnown: totals != nil).run()
+        let pass = RunPass(runner: self, observers: observers, totalsKnown: totals != nil)
+        _ = await pass.run()
         // The uploads' last events reach the queued observers (hooks, output) on the callback
         // queue after their tasks have ended: all of them have when the queue gets here. (The
         // journal hears them in place, before each task ends.)
@@ -122,6 +123,8 @@ public final class JobRunner: Sendable {
             let callbacks = storage.callbackQueue
             await withCheckedContinuation { (caughtUp: CheckedContinuation<Void, Never>) in callbacks.async { caughtUp.resume() } }
         }
+        // `move`'s removals once the journal holds their files done, then `mirror`'s deletions.
+        var summary = await pass.afterUploads()
         summary.interrupted = isInterrupted
         if summary.fatal == nil, let fatal = state.withLock({ $0.fatal }) { summary.fatal = fatal }
         summary.seconds = Date().timeIntervalSince(started)
@@ -131,8 +134,13 @@ public final class JobRunner: Sendable {
         return summary
     }
 
-    func upload(_ planned: PlanItem) async -> UploadOutcome {
+    /// Uploads `planned`'s file: how it ended, and the item as the file was when opened.
+    func upload(_ planned: PlanItem) async -> (UploadOutcome, PlanItem) {
         var item = planned
+        return (await upload(&item), item)
+    }
+
+    private func upload(_ item: inout PlanItem) async -> UploadOutcome {
         let source: Result<ByteSource, StorageFailure>
         switch openWalked(&item) {
         case .success(let opened): source = .success(opened)

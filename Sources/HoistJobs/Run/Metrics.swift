@@ -16,6 +16,11 @@ public enum Metrics {
             hoist_last_run_files{job="\(job)",outcome="skipped"} \(summary.skipped)
             hoist_last_run_files{job="\(job)",outcome="failed"} \(summary.failed)
             hoist_last_run_files{job="\(job)",outcome="cancelled"} \(summary.cancelled)
+            hoist_last_run_files{job="\(job)",outcome="moved"} \(summary.moved)
+            # HELP hoist_last_run_objects_deleted Objects the last run's mirror deleted, and left (replaced by another writer, or kept by a hook).
+            # TYPE hoist_last_run_objects_deleted gauge
+            hoist_last_run_objects_deleted{job="\(job)",outcome="deleted"} \(summary.deleted)
+            hoist_last_run_objects_deleted{job="\(job)",outcome="kept"} \(summary.deleteKept)
             # HELP hoist_last_run_bytes Bytes uploaded by the last run.
             # TYPE hoist_last_run_bytes gauge
             hoist_last_run_bytes{job="\(job)"} \(summary.bytes)

@@ -23,6 +23,11 @@ final class RunPass {
     private var leftOut: LeftOut
     /// Counts the totals on a thread of its own once the walk waits behind the uploads.
     private let countAhead: CountAhead
+    /// `move`: removes files once their `done` rows are durable.
+    private let mover: Mover
+    /// Objects a `before_upload` hook sent files to instead of their planned ones: a mirror
+    /// leaves them too.
+    private var redirected = Set<Bytewise>()
 
     init(runner: JobRunner, observers: [any JobObserver], totalsKnown: Bool) {
         let job = runner.job
@@ -37,6 +42,7 @@ final class RunPass {
         claims = runner.shared.map { ClaimSource(shared: $0, job: job, concurrency: settings.concurrency) }
         leftOut = LeftOut(roots: job.manifest.files.map { job.root(of: $0) })
         countAhead = CountAhead(planner: planner, observers: observers)
+        mover = Mover(job: job, roots: runner.roots)
         let hooks = runner.hooks
         admission = Admission(noClobber: settings.noClobber, objectExists: { await runner.exists($0) },
                               beforeUpload: hooks.map { hooks in { try await hooks.beforeUpload($0) } },
@@ -100,7 +106,10 @@ final class RunPass {
     }
 
     private func start(_ item: PlanItem, large: Bool, in group: inout TaskGroup<Finished>) {
-        group.addTask { [runner] in (item, large, await runner.upload(item)) }
+        group.addTask { [runner] in
+            let (outcome, opened) = await runner.upload(item)
+            return (opened, large, outcome)
+        }
     }
 
     private func takeWork() async -> Taken {
@@ -190,6 +199,7 @@ final class RunPass {
         switch await admission.admit(planned) {
         case .upload(let item):
             if claimed, item.destination != planned.destination { release(planned) }
+            if item.destination != planned.destination { redirected.insert(Bytewise(item.destination)) }
             return .upload(item)
         case .skip(let item, let reason):
             skipped(item, reason)
@@ -222,6 +232,7 @@ final class RunPass {
             failBeforeStart(item, message)
         } else {
             apply(tally.uploadEnded(file: item.file.path, destination: item.destination, finished.outcome, stopping: runner.isStopping))
+            if case .success = finished.outcome, mover.moves(item) { removeWhenDurable(item) }
         }
         if tally.summary.fatal == nil, let failure = runner.recorder?.failure {
             // Without a journal, done work would be forgotten and failures unrecorded: stop.
@@ -230,8 +241,69 @@ final class RunPass {
     }
 
     private func skipped(_ item: PlanItem, _ reason: SkipReason) {
+        // Stored, verified and recorded done by an earlier run (killed before it removed it).
+        if reason == .unchanged, mover.moves(item) { removeWhenDurable(item) }
         tally.skipped(reason)
         for observer in observers { observer.fileSkipped(item, reason: reason.description) }
+    }
+
+    /// `move`: the file goes once the journal holds its `done` row (at once without a journal:
+    /// the object was verified before its upload succeeded).
+    private func removeWhenDurable(_ item: PlanItem) {
+        guard let recorder = runner.recorder else { return mover.remove(item) }
+        recorder.whenCommitted { [mover] in mover.remove(item) }
+    }
+
+    /// After the uploads (and their observers): `move`'s last removals and emptied folders, then
+    /// `mirror`'s deletions, only when every upload of the run succeeded. The summary.
+    func afterUploads() async -> JobSummary {
+        runner.recorder?.commitNow()
+        let (moved, kept) = mover.finish(journal: runner.journal, job: runner.job)
+        tally.moved(moved)
+        for (path, why) in kept { for observer in observers { observer.walkWarning(path: path, message: why) } }
+        if runner.job.manifest.files.contains(where: { $0.mirror != .off }) { await mirror() }
+        return tally.summary
+    }
+
+    private func mirror() async {
+        let job = runner.job
+        let summary = tally.summary
+        guard summary.failed == 0, summary.fatal == nil, !runner.isInterrupted, !runner.isStopping,
+              runner.recorder?.failure == nil else {
+            if !runner.isInterrupted, summary.fatal == nil {
+                for observer in observers {
+                    observer.walkWarning(path: job.file, message: "mirror: nothing deleted, as not every upload of the run succeeded")
+                }
+            }
+            return
+        }
+        guard runner.shared == nil else {
+            for observer in observers {
+                observer.walkWarning(path: job.file, message: "mirror: a shared run's workers delete nothing; run the job alone to mirror")
+            }
+            return
+        }
+        let walk = self.walk
+        let redirected = self.redirected
+        let mirror = MirrorPlan(job: job, journal: runner.journal, backend: runner.storage.backend,
+                                planned: { walk?.planned($0) == true || redirected.contains(Bytewise($0)) })
+        let found: (deletions: [Deletion], objects: Int)
+        do { found = try await mirror.deletions() } catch {
+            tally.afterUploadsFailed(manifest: job.file, message: "mirror: \(describe(error)): nothing deleted")
+            return
+        }
+        if let limit = job.manifest.upload.maxDelete, !limit.allows(found.deletions.count, of: found.objects) {
+            tally.afterUploadsFailed(manifest: job.file, message: "mirror would delete \(found.deletions.count) of \(found.objects) objects, "
+                + "more than upload.maxDelete (\(limit.description)): nothing deleted")
+            return
+        }
+        await MirrorDeletes(runner: runner, observers: observers).run(found.deletions) { deletion, outcome in
+            self.tally.deletion(outcome)
+            if case .failed(let message) = outcome {
+                self.tally.afterUploadsFailed(manifest: deletion.source ?? job.file, destination: deletion.object,
+                                              message: "mirror could not delete \(deletion.object): \(message)")
+            }
+        }
     }
 
     /// A file that failed before its upload started (a claimed one: recorded so, the run does not wait for it).

@@ -109,6 +109,24 @@ struct RunTally {
         if summary.fatal == nil { summary.fatal = message }
     }
 
+    /// The run's `mirror` or `move` could not do its work (a listing failed, `maxDelete` was
+    /// passed, a delete failed, a moved file was kept): a failure the run exits 1 with.
+    mutating func afterUploadsFailed(manifest: String, destination: String = "", message: String) {
+        summary.failed += 1
+        keep(.init(file: manifest, destination: destination, code: .invalidArgument, message: message))
+    }
+
+    /// A deletion ended.
+    mutating func deletion(_ outcome: DeletionOutcome) {
+        switch outcome {
+        case .deleted: summary.deleted += 1
+        case .changed, .vetoed: summary.deleteKept += 1
+        case .absent, .failed: break
+        }
+    }
+
+    mutating func moved(_ count: Int) { summary.moved += count }
+
     mutating func ended(interrupted: Bool, fatal: String?, seconds: Double) {
         summary.interrupted = interrupted
         if summary.fatal == nil, let fatal { summary.fatal = fatal }

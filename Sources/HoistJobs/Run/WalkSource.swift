@@ -42,4 +42,6 @@ struct WalkSource {
     /// Files and bytes the walk found to upload.
     var uploadCount: Int { iterator.uploadCount }
     var uploadBytes: Int64 { iterator.uploadBytes }
+    /// Whether a file of the walk went to `destination`.
+    func planned(_ destination: String) -> Bool { iterator.planned(destination) }
 }

@@ -50,6 +50,40 @@ extension StorageReference {
         getMetadata(completion: Self.resultCallback(completion))
     }
 
+    /// Deletes the object, as FirebaseStorage's `delete()`.
+    /// - Throws: `StorageError.objectNotFound` when nothing is stored here.
+    public func delete() async throws {
+        do { _ = try await deleteStored() } catch { throw StorageError(error) }
+    }
+
+    /// Deletes the object; `completion` gets nil, or the error (an `NSError` in
+    /// `StorageErrorDomain`), on the callback queue.
+    public func delete(completion: (@Sendable (_ error: (any Error)?) -> Void)?) {
+        deliver({ (_: Bool?, error: (any Error)?) in completion?(error) }) { try await self.deleteStored() }
+    }
+
+    /// Deletes the object only while it is still `generation` (retrying transient failures as
+    /// `getMetadata` does); what it did, or a `StorageFailure`.
+    package func delete(ifGeneration generation: Int64) async throws -> DeleteOutcome {
+        guard let object = path.object else { return .absent }
+        return try await withOperationRetries { try await self.storage.backend.deleteObject(object, generation: generation) }
+    }
+
+    /// The stored object deleted (whichever generation it is); failures as storage `NSError`s.
+    private func deleteStored() async throws -> Bool {
+        let metadata = try await fetchMetadata()
+        do {
+            guard try await delete(ifGeneration: metadata.generation) != .absent else {
+                throw StorageErrorCode.objectNotFound.error("Object \(path.object ?? "") does not exist.")
+            }
+        } catch let error as NSError where error.domain == StorageErrorDomain {
+            throw error
+        } catch {
+            throw NSError.storage(error)
+        }
+        return true
+    }
+
     /// The download URL; failures as storage `NSError`s.
     private func fetchDownloadURL() async throws -> URL {
         guard let object = path.object else {

@@ -67,6 +67,72 @@ public final class ByteSource: Sendable {
         }
 
         deinit { if descriptor >= 0 { close(descriptor) } }
+
+        /// What `remove(_:ifStill:)` did.
+        package enum Removal: Sendable, Equatable {
+            case removed
+            /// Nothing there any more.
+            case gone
+            /// Another file, or this one changed (size, time, inode), or a link: left alone.
+            case changed
+            case failed(String)
+        }
+
+        /// Removes the file at `relative` (below this root) only while it is still the regular
+        /// file `expected` (device, inode, size, mtime seconds): its folder is located beneath
+        /// the root following no link (`openat2`, as uploads open files), the file checked with
+        /// `fstatat(AT_SYMLINK_NOFOLLOW)` in that folder and unlinked from that same folder, so a
+        /// folder swapped for a link on the way leads nowhere and a link swapped in is never
+        /// followed. (A file renamed over it between the check and the unlink, a few system
+        /// calls, is removed in its place: no unlink can be conditional.)
+        package func remove(_ relative: String, ifStill expected: (device: UInt64, inode: UInt64, size: Int64, mtime: Double))
+            -> Removal
+        {
+            if relative.contains("/"), !ByteSource.resolveBeneath.load(ordering: .relaxed) {
+                return .failed("this system has no openat2 (Linux 5.6), so no file below the root's top is removed")
+            }
+            guard let folder = folder(holding: relative) else { return .gone }
+            defer { if folder.descriptor != descriptor { close(folder.descriptor) } }
+            var info = stat()
+            guard fstatat(folder.descriptor, folder.name, &info, AT_SYMLINK_NOFOLLOW) == 0 else {
+                return errno == ENOENT || errno == ENOTDIR ? .gone : .failed(String(cString: strerror(errno)))
+            }
+            let mtime = Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
+            guard (info.st_mode & S_IFMT) == S_IFREG, UInt64(info.st_dev) == expected.device, UInt64(info.st_ino) == expected.inode,
+                  Int64(info.st_size) == expected.size, abs(mtime - expected.mtime) < 0.001 else { return .changed }
+            guard unlinkat(folder.descriptor, folder.name, 0) == 0 else {
+                return errno == ENOENT ? .gone : .failed(String(cString: strerror(errno)))
+            }
+            return .removed
+        }
+
+        /// Removes the folder at `relative` (below this root, never the root) if it is empty
+        /// and a folder, not a link; whether it did.
+        @discardableResult
+        package func removeEmptyFolder(_ relative: String) -> Bool {
+            guard !relative.isEmpty, let folder = folder(holding: relative) else { return false }
+            defer { if folder.descriptor != descriptor { close(folder.descriptor) } }
+            return unlinkat(folder.descriptor, folder.name, AT_REMOVEDIR) == 0
+        }
+
+        /// The folder holding `relative` (located beneath the root, no link followed; the
+        /// root's own descriptor for a name at the top) and the last name; nil when it is not
+        /// there, not a folder, or only reached through a link.
+        private func folder(holding relative: String) -> (descriptor: Int32, name: String)? {
+            let parts = relative.split(separator: "/", omittingEmptySubsequences: false)
+            guard let last = parts.last, !last.isEmpty, last != ".", last != "..",
+                  !parts.contains(where: { $0.isEmpty || $0 == ".." }) else { return nil }
+            guard parts.count > 1 else { return (descriptor, String(last)) }
+            let parent = parts.dropLast().joined(separator: "/")
+            let located = ByteSource.resolveBeneath.load(ordering: .relaxed) ? hoist_locate_beneath(descriptor, parent) : -1
+            guard located >= 0 else { return nil }   // without openat2: nothing is removed below the top
+            var info = stat()
+            guard fstat(located, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
+                close(located)
+                return nil
+            }
+            return (located, String(last))
+        }
     }
 
     /// Whether `openat2` answers here (Linux 5.6, and no seccomp filter refusing it); turned off

@@ -36,6 +36,17 @@ public protocol StorageBackend: Sendable {
     /// object that must not stay (its file changed while it was read).
     func delete(_ path: String, generation: Int64?) async throws
 
+    /// Deletes the object at `path` only while it is still `generation` (GCS: `ifGenerationMatch`;
+    /// S3: the ETag the generation stands for, sent as `If-Match`; a local bucket: under the
+    /// object's lock), and says what it did: an object another writer replaced since is left
+    /// alone (`changed`). The default reads the metadata, then deletes that generation.
+    func deleteObject(_ path: String, generation: Int64) async throws -> DeleteOutcome
+
+    /// One page of the objects whose paths start with `prefix`, in the order the server lists
+    /// them, from `page` (a token of the previous page; nil for the first). The default fails
+    /// with `invalidArgument`: a backend that cannot list.
+    func list(prefix: String, page: String?) async throws -> ObjectListing
+
     /// Checks, before the first byte moves, that uploads can work at all: credentials found,
     /// host reached, bucket there. Fails within seconds, naming the cause and the fix.
     func checkAccess() async throws
@@ -65,6 +76,20 @@ public protocol StorageBackend: Sendable {
 extension StorageBackend {
     public func resumeUpload(id: String, for path: String) async throws -> any UploadSession {
         try await resumeUpload(id: id)
+    }
+
+    public func deleteObject(_ path: String, generation: Int64) async throws -> DeleteOutcome {
+        let stored: ObjectResource
+        do { stored = try await metadata(of: path) } catch let failure as StorageFailure where failure.code == .objectNotFound {
+            return .absent
+        }
+        guard stored.generation == generation else { return .changed }
+        try await delete(path, generation: generation)
+        return .deleted
+    }
+
+    public func list(prefix: String, page: String?) async throws -> ObjectListing {
+        throw StorageFailure(.invalidArgument, "This storage (\(bucket)) cannot list its objects.", details: ["bucket": bucket])
     }
 
     /// Lets objects stored from now on wait for `persist()` to become durable, instead of each
@@ -126,4 +151,51 @@ public enum SendOutcome: Sendable, Equatable {
     case partial(Int64)
     /// The object is stored.
     case finished(ObjectResource)
+}
+
+/// What a conditional delete (`deleteObject(_:generation:)`) did.
+public enum DeleteOutcome: String, Sendable, Equatable {
+    /// The object was that generation, and is gone.
+    case deleted
+    /// There was no object.
+    case absent
+    /// The object is another generation now (someone replaced it): left alone.
+    case changed
+}
+
+extension DeleteOutcome {
+    /// What a conditional `DELETE` answered with `status` did (GCS and S3 alike): 200/204
+    /// deleted, 404 absent, 412 another generation; nil for any other status (a failure).
+    package init?(deleteStatus status: Int) {
+        switch status {
+        case 200, 204: self = .deleted
+        case 404: self = .absent
+        case 412: self = .changed
+        default: return nil
+        }
+    }
+}
+
+/// One object of a listing: its path (below the storage URL's prefix) and generation.
+public struct ListedObject: Sendable, Equatable {
+    public let path: String
+    public let generation: Int64?
+    public let size: Int64?
+
+    public init(path: String, generation: Int64?, size: Int64?) {
+        self.path = path
+        self.generation = generation
+        self.size = size
+    }
+}
+
+/// A page of a listing and the token of the next (nil: the last page).
+public struct ObjectListing: Sendable {
+    public var objects: [ListedObject]
+    public var next: String?
+
+    public init(objects: [ListedObject], next: String?) {
+        self.objects = objects
+        self.next = next
+    }
 }

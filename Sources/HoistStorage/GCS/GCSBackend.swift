@@ -196,6 +196,46 @@ public final class GCSBackend: StorageBackend {
         guard [200, 204, 404, 412].contains(response.status) else { throw failure(response, object: path, bucketLevel: false) }
     }
 
+    /// `DELETE ?ifGenerationMatch=G`: 412 is another generation (left alone), 404 no object.
+    /// The object's generation is read first too: fake-gcs-server ignores `ifGenerationMatch`
+    /// on a delete (GCS itself makes the check and the delete one step).
+    public func deleteObject(_ path: String, generation: Int64) async throws -> DeleteOutcome {
+        do {
+            guard try await metadata(of: path).generation == generation else { return .changed }
+        } catch let failure as StorageFailure where failure.code == .objectNotFound {
+            return .absent
+        }
+        let response = try await send(HTTPRequest(method: "DELETE", url: objectURL(path) + "?ifGenerationMatch=\(generation)"))
+        guard let outcome = DeleteOutcome(deleteStatus: response.status) else { throw failure(response, object: path, bucketLevel: false) }
+        return outcome
+    }
+
+    /// `objects.list` with `prefix`, 500 names a page (`fields` keeps each answer small where
+    /// the server honours it; the engine bounds it anyway). Names and generations are checked
+    /// as they are read: an item that is not an object's is refused.
+    public func list(prefix: String, page: String?) async throws -> ObjectListing {
+        var url = "\(configuration.endpoint)/storage/v1/b/\(Self.encode(bucket))/o?prefix=\(Self.encode(prefix))&maxResults=500"
+            + "&fields=\(Self.encode("items(name,generation,size),nextPageToken"))"
+        if let page { url += "&pageToken=\(Self.encode(page))" }
+        let response = try await send(HTTPRequest(method: "GET", url: url))
+        guard response.status == 200 else { throw failure(response, object: nil, bucketLevel: true) }
+        guard let answer = try? JSONSerialization.jsonObject(with: response.body) as? [String: Any] else {
+            throw StorageFailure(.unknown, "Cloud Storage answered a listing with something else than JSON.", httpStatus: response.status,
+                                 responseBody: String(response.bodyText.prefix(500)), details: ["bucket": bucket])
+        }
+        var objects: [ListedObject] = []
+        for item in answer["items"] as? [Any] ?? [] {
+            guard let item = item as? [String: Any], let name = item["name"] as? String, name.hasPrefix(prefix) else {
+                throw StorageFailure(.unknown, "Cloud Storage listed an object outside \(prefix) or without a name.", details: ["bucket": bucket])
+            }
+            let generation = (item["generation"] as? String).flatMap { Int64($0) } ?? (item["generation"] as? NSNumber)?.int64Value
+            let size = (item["size"] as? String).flatMap { Int64($0) } ?? (item["size"] as? NSNumber)?.int64Value
+            objects.append(ListedObject(path: name, generation: generation, size: size))
+        }
+        let next = answer["nextPageToken"] as? String
+        return ObjectListing(objects: objects, next: next.flatMap { $0.isEmpty || $0.count > 4096 ? nil : $0 })
+    }
+
     public func metadata(of path: String) async throws -> ObjectResource {
         let response = try await send(HTTPRequest(method: "GET", url: objectURL(path)))
         guard response.status == 200 else { throw failure(response, object: path, bucketLevel: false) }

@@ -170,6 +170,50 @@ public final class LocalBucket: StorageBackend {
         }
     }
 
+    /// Under the object's lock: deleted only while its sidecar still says `generation`.
+    public func deleteObject(_ path: String, generation: Int64) async throws -> DeleteOutcome {
+        try validate(path)
+        return try locked(path) {
+            guard let stored = try? storedMetadata(of: path) else { return .absent }
+            guard stored.generation == generation else { return .changed }
+            do {
+                try FileManager.default.removeItem(at: objectURL(path))
+                try? FileManager.default.removeItem(at: metaURL(path))
+            } catch {
+                throw Self.ioError(error, doing: "deleting \(path)")
+            }
+            return .deleted
+        }
+    }
+
+    /// The regular files below the bucket's folder whose paths start with `prefix` (not its own
+    /// `.hoist` folder, no link followed), in byte order, 1,000 a page; a page's token is the
+    /// last path it gave.
+    public func list(prefix: String, page: String?) async throws -> ObjectListing {
+        let folder = prefix.lastIndex(of: "/").map { String(prefix[..<$0]) } ?? ""
+        let start = folder.isEmpty ? directoryPath : directoryPath + "/" + folder
+        guard !folder.split(separator: "/").contains(where: { $0 == ".." || $0 == "." }),
+              let walk = FileManager.default.enumerator(atPath: start) else { return ObjectListing(objects: [], next: nil) }
+        var paths: [String] = []
+        while let relative = walk.nextObject() as? String {
+            let path = folder.isEmpty ? relative : folder + "/" + relative
+            if path == Self.reservedName || path.hasPrefix(Self.reservedName + "/") {
+                walk.skipDescendants()
+                continue
+            }
+            guard walk.fileAttributes?[.type] as? FileAttributeType == .typeRegular, path.hasPrefix(prefix),
+                  page.map({ $0.utf8.lexicographicallyPrecedes(path.utf8) }) ?? true else { continue }
+            paths.append(path)
+        }
+        paths.sort { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        let taken = paths.prefix(1000)
+        let objects = taken.map { path in
+            let stored = try? storedMetadata(of: path)
+            return ListedObject(path: path, generation: stored?.generation, size: stored?.size)
+        }
+        return ObjectListing(objects: objects, next: paths.count > 1000 ? taken.last : nil)
+    }
+
     public func downloadURL(for path: String) async throws -> URL {
         _ = try await metadata(of: path)
         return objectURL(path)

@@ -94,6 +94,42 @@ public final class S3Backend: StorageBackend {
         guard [200, 204, 404].contains(response.status) else { throw failure(response, object: path, bucketLevel: false) }
     }
 
+    /// `HEAD` for the ETag, whose hash the generation must be, then `DELETE` with `If-Match`
+    /// on that ETag: a server that honours it (AWS since 2024, moto) refuses (412) to delete an
+    /// object replaced in between; one that ignores it (`rclone serve s3`) deletes what is
+    /// there then, so the window is the time between the two requests
+    /// (`S3ConditionalDeleteTests`).
+    public func deleteObject(_ path: String, generation: Int64) async throws -> DeleteOutcome {
+        let head = try await send("HEAD", key: key(path))
+        if head.status == 404 { return .absent }
+        guard head.status == 200 else { throw failure(head, object: path, bucketLevel: false) }
+        guard let header = head.header("etag"), let etag = S3ETag(header), etag.generation == generation else { return .changed }
+        let response = try await send("DELETE", key: key(path), headers: [("If-Match", "\"\(etag.value)\"")])
+        guard let outcome = DeleteOutcome(deleteStatus: response.status) else { throw failure(response, object: path, bucketLevel: false) }
+        return outcome
+    }
+
+    /// `ListObjectsV2` under the URL's prefix and `prefix`, 500 keys a page; keys are read back
+    /// as paths below the URL's prefix, and one outside it is refused.
+    public func list(prefix: String, page: String?) async throws -> ObjectListing {
+        var query: [(name: String, value: String)] = [("list-type", "2"), ("max-keys", "500"), ("prefix", key(prefix))]
+        if let page { query.append(("continuation-token", page)) }
+        let response = try await send("GET", key: nil, query: query)
+        guard response.status == 200 else { throw failure(response, object: nil, bucketLevel: true) }
+        let xml = try parse(response)
+        var objects: [ListedObject] = []
+        for record in xml.records("*/Contents") {
+            guard let key = record["Key"], key.hasPrefix(self.key(prefix)) else {
+                throw StorageFailure(.unknown, "S3 listed a key outside \(self.key(prefix)) or without a name.", details: ["bucket": bucket])
+            }
+            objects.append(ListedObject(path: path(ofKey: key), generation: record["ETag"].flatMap(S3ETag.init)?.generation,
+                                        size: record["Size"].flatMap { Int64($0) }))
+        }
+        let truncated = xml.first("*/IsTruncated") == "true"
+        let next = truncated ? xml.first("*/NextContinuationToken").flatMap { $0.isEmpty || $0.count > 4096 ? nil : $0 } : nil
+        return ObjectListing(objects: objects, next: next)
+    }
+
     public func downloadURL(for path: String) async throws -> URL {
         _ = try await metadata(of: path)
         return try presignedURL(path, credentials: try await credentialSource.credentials())
