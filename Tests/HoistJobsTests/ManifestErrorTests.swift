@@ -188,4 +188,7 @@ let brokenManifests: [(file: String, expected: String)] = [
     ("47-rate-unit-case.yaml", "47-rate-unit-case.yaml:6:14: bad rate '50mb/s': units are case-sensitive (did you mean '50MB/s'?)"),
     ("48-size-unit-case.yaml", "48-size-unit-case.yaml:6:14: bad size '2gib': units are case-sensitive (did you mean '2GiB'?)"),
     ("49-destination-parent.yaml", "49-destination-parent.yaml:6:18: destination '../../etc/{name}' has a '..' segment: object names stay below the bucket's root, and '..' cannot be normalized away"),
+    ("70-compress-format.yaml", "70-compress-format.yaml:6:15: compress 'zip' is not a format: use gzip, or { format: gzip, level: 6, include: [GLOBS] }"),
+    ("71-compress-level.yaml", "71-compress-level.yaml:6:38: compress level 12 is out of range 1-9"),
+    ("72-skip-unchanged-mode.yaml", "72-skip-unchanged-mode.yaml:6:18: skipUnchanged is true, false or checksum, not 'content'"),
 ]

@@ -135,6 +135,7 @@ public final class JobRunner: Sendable {
         var item = planned
         let source: Result<ByteSource, StorageFailure>
         switch openWalked(&item) {
+        case .success(let opened) where item.compression != nil: source = await compressed(opened, &item)
         case .success(let opened): source = .success(opened)
         case .failure(.refused(let problem)): return .refused(problem)
         case .failure(.failed(let failure)): source = .failure(failure)   // the task fails with it
@@ -143,7 +144,9 @@ public final class JobRunner: Sendable {
         let ref = storage.reference(withPath: item.destination)
         // Run here, in this file's own task: its end comes back without a hop through the
         // callback queue, where the observers hear of it (the run waits for them before it ends).
-        let task = ref.uploadTask(source: source, path: item.file.path, size: item.file.size, metadata: metadata,
+        // A compressed file's size is its gzip stream's: what its progress counts and its object holds.
+        let size = item.compression == nil ? item.file.size : ((try? source.get())?.size ?? item.file.size)
+        let task = ref.uploadTask(source: source, path: item.file.path, size: size, metadata: metadata,
                                   resumingSession: item.resumeSession, unlessStored: item.mayBeStored)
         let retryObservers = self.retryObservers
         let opened = item
@@ -172,6 +175,25 @@ public final class JobRunner: Sendable {
         if last.status == .success { return .success(bytes: last.metadata?.size ?? item.file.size) }
         let failure = last.failure ?? (.unknown, "failed")
         return .failure(failure.code, failure.message)
+    }
+
+    /// The file gzipped at its item's level (`compress:`), off the caller's executor (a Cloud
+    /// Storage run's is the HTTP engine's thread); the item keeps the CRC32C of what was compressed.
+    func compressed(_ opened: ByteSource, _ item: inout PlanItem) async -> Result<ByteSource, StorageFailure> {
+        let level = item.compression ?? 6
+        let folder = job.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        let made = await Task.detached { () -> Result<ByteSource.Gzipped, StorageFailure> in
+            do { return .success(try opened.gzipped(level: level, temporaryFolder: folder)) } catch {
+                return .failure(error as? StorageFailure ?? StorageFailure(.unknown, "\(error)"))
+            }
+        }.value
+        switch made {
+        case .success(let gzipped):
+            item.contentCRC32C = gzipped.contentCRC32C
+            return .success(gzipped.source)
+        case .failure(let failure):
+            return .failure(failure)
+        }
     }
 
     /// Why a file is not opened: refused (gone since the walk, or out of place: not uploaded),
