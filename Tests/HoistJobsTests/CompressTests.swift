@@ -60,6 +60,25 @@ import Testing
         #expect(try Data(contentsOf: bucket.appendingPathComponent("app.log")) == storedLog)
     }
 
+    /// A compressed file's progress events count its gzip stream, whose size they know from the
+    /// first event; they only grow, and end at the bytes stored, which `job_end` gives too.
+    @Test func progressCountsTheGzipStreamAndOnlyGrows() throws {
+        let fixture = try JobFixture()
+        _ = try fixture.directory.write("src/app.log", patternData(12 << 20))
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src, compress: { level: 1 } }]\n")
+        let result = try runProcess(hoist, ["run", "--json", fixture.directory.url.appendingPathComponent("job.yaml").path])
+        #expect(result.status == 0, "\(result.stderr)")
+        let events = result.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        let stored = try Data(contentsOf: fixture.directory.url.appendingPathComponent("bucket/app.log")).count
+        #expect(try gunzip(try Data(contentsOf: fixture.directory.url.appendingPathComponent("bucket/app.log"))) == patternData(12 << 20))
+        let progress = events.filter { $0["event"] as? String == "progress" }
+        #expect(!progress.isEmpty)
+        #expect(progress.allSatisfy { $0["total"] as? Int == stored }, "\(progress)")
+        let completed = progress.compactMap { $0["completed"] as? Int }
+        #expect(completed == completed.sorted() && completed.last == stored, "\(completed)")
+        #expect(events.first { $0["event"] as? String == "job_end" }?["bytes"] as? Int == stored)
+    }
+
     @Test func cloudStorageObjectsSayContentEncodingGzip() async throws {
         let port = try FakeGCS.port()
         let bucket = try await FakeGCS.makeBucket()

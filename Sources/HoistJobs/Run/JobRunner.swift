@@ -167,7 +167,13 @@ public final class JobRunner: Sendable {
             }
         }
         let id = ObjectIdentifier(task)
-        state.withLock { $0.tasks[id] = task }
+        // Interrupted while the file was compressed (before the task could be cancelled): it
+        // ends cancelled before it starts.
+        let interrupted = state.withLock { state in
+            state.tasks[id] = task
+            return state.interrupted || state.fatal != nil
+        }
+        if interrupted { task.cancel() }
         // `pauseAll` sets `paused`, then pauses the tasks it holds: one not running yet misses
         // that, and pauses here (under the lock, so a `resumeAll` comes before or after).
         let last = await task.runToEnd { state.withLock { if $0.paused { task.pause() } } }
