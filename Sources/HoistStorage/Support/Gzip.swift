@@ -9,12 +9,14 @@ private import CHoistSystem
 final class GzipStream {
     private let handle: OpaquePointer
     /// Where zlib writes, reused for every call.
-    private var output = [UInt8](repeating: 0, count: 256 << 10)
+    private var output: [UInt8]
 
-    /// A stream at `level` (1-9); nil for another level.
-    init?(level: Int) {
+    /// A stream at `level` (1-9) that hands out its output `outputSize` bytes at a time at most
+    /// (a small file's stream needs no large buffer); nil for another level.
+    init?(level: Int, outputSize: Int = 256 << 10) {
         guard let handle = hoist_gzip_new(Int32(level)) else { return nil }
         self.handle = handle
+        output = [UInt8](repeating: 0, count: max(1 << 10, outputSize))
     }
 
     deinit { hoist_gzip_free(handle) }
@@ -65,7 +67,7 @@ extension ByteSource {
     /// bytes', and whether the file changed while it was read is still asked of the file.
     /// - Throws: `StorageFailure` when the file cannot be read or the temporary file written.
     package func gzipped(level: Int, temporaryFolder: String) throws -> Gzipped {
-        guard let stream = GzipStream(level: level) else {
+        guard let stream = GzipStream(level: level, outputSize: Int(min(256 << 10, size / 2))) else {
             throw StorageFailure(.invalidArgument, "gzip level \(level) is out of range 1-9.")
         }
         let name = filePath ?? "data"
