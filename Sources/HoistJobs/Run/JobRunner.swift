@@ -140,7 +140,10 @@ public final class JobRunner: Sendable {
         case .failure(.refused(let problem)): return .refused(problem)
         case .failure(.failed(let failure)): source = .failure(failure)   // the task fails with it
         }
-        let metadata = StorageMetadata(item.attributes)
+        var attributes = item.attributes
+        // The object is gzip, whatever a `before_upload` hook did to the header.
+        if item.compression != nil { attributes.contentEncoding = "gzip" }
+        let metadata = StorageMetadata(attributes)
         let ref = storage.reference(withPath: item.destination)
         // Run here, in this file's own task: its end comes back without a hop through the
         // callback queue, where the observers hear of it (the run waits for them before it ends).
@@ -244,12 +247,15 @@ public final class JobRunner: Sendable {
         }
     }
 
-    /// Whether the server still holds the object as the journal recorded it (size and MD5).
+    /// Whether the server still holds the object as the journal recorded it (size and MD5). A
+    /// compressed file's object has its gzip stream's size, which a done row keeps as its
+    /// confirmed offset.
     func storedAsJournaled(_ item: PlanItem) async -> Bool {
         guard let record = (try? journal?.record(source: item.file.path, destination: item.destination)) ?? nil,
               let stored = try? await storage.reference(withPath: item.destination).getMetadata()
         else { return false }
-        return stored.size == record.size && stored.md5Hash != nil && stored.md5Hash == record.md5Hash
+        let size = item.compression == nil ? record.size : record.confirmedOffset
+        return stored.size == size && stored.md5Hash != nil && stored.md5Hash == record.md5Hash
     }
 
     /// Whether the bucket holds `object` (an error other than "not found" counts as yes: nothing
