@@ -92,7 +92,7 @@ import Testing
             }
             try await group.waitForAll()
         }
-        #expect(try server.psql("SELECT count(*) FROM hoist_migrations", database: PostgresServer.database(of: url)).stdout == "2\n")
+        #expect(try server.psql("SELECT count(*) FROM hoist_migrations", database: PostgresServer.database(of: url)).stdout == "3\n")
     }
 
     @Test func aJobRunTwiceOnASharedJournalSkipsUnchangedFilesAndStatusReadsIt() throws {
