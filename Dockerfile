@@ -8,7 +8,7 @@
 FROM swift:6.3-bookworm AS build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      pkg-config liblua5.4-dev libcurl4-openssl-dev libyaml-dev libsqlite3-dev linux-libc-dev \
+      pkg-config liblua5.4-dev libcurl4-openssl-dev libyaml-dev libsqlite3-dev zlib1g-dev linux-libc-dev \
       dpkg-dev fakeroot binutils git \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src

@@ -39,6 +39,9 @@ let package = Package(
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
 
         .target(name: "CHoistChecksum"),
+        // gzip on the system's zlib (`compress:` on a file set), behind an opaque handle: a
+        // deterministic header (no time, no name, OS 255) that a pkg-config module map cannot set up.
+        .target(name: "CHoistGzip", linkerSettings: [.linkedLibrary("z")]),
         // System calls the Glibc module leaves out (GNU extensions, Linux-only flags): syncfs(2)
         // for the local bucket's batched durability, getrandom(2), O_TMPFILE files linked into
         // place, and O_PATH / openat2(2) to locate a file, check it and open that very file
@@ -51,6 +54,7 @@ let package = Package(
             dependencies: [
                 "HoistHTTP",
                 "CHoistChecksum",
+                "CHoistGzip",
                 "CHoistSystem",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),

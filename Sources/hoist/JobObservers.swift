@@ -271,7 +271,11 @@ final class ProgressDisplay: JobRetryObserver {
                 if snapshot.status == .success { state.doneBytes += item.file.size }
             default:
                 let completed = snapshot.completed
-                state.inFlight[item.file.relativePath] = completed
+                // The job's line counts the files' bytes, as its total does: a compressed file's
+                // progress (of its gzip stream, whose size is known before a byte goes) is
+                // scaled to its file's size, so the line only grows and ends at the total.
+                state.inFlight[item.file.relativePath] = item.compression == nil || snapshot.total <= 0 ? completed
+                    : min(item.file.size, Int64(Double(completed) / Double(snapshot.total) * Double(item.file.size)))
                 // Bytes moving again after the wait: the retry is under way, no longer waiting.
                 if let waiting = state.retrying[item.file.relativePath], Date() >= waiting.next, completed > waiting.retry.completed {
                     state.retrying[item.file.relativePath] = nil

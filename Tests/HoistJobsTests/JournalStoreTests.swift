@@ -69,6 +69,24 @@ import Testing
         withExtendedLifetime(keep) {}
     }
 
+    /// `skipUnchanged: checksum`'s content hash: written with a done row, read back by a plan's
+    /// look-up and walk-order rows, and replaced with the file's new mtime by a `.content` write,
+    /// which leaves a row that is not done alone.
+    @Test(arguments: kinds) func contentHashesAreKeptAndUpdated(kind: Kind) throws {
+        let (journal, keep) = try kind.make()
+        var done = file("/s/a", "a", state: .done, size: 100, md5: "bWQ1")
+        done.content = "AAAAAA== 1:100:5:6"
+        try journal.apply([.file(done), .file(file("/s/b", "b", state: .uploading, size: 10))])
+        #expect(try journal.lookup(source: "/s/a", destination: "a")?.content == "AAAAAA== 1:100:5:6")
+        #expect(try journal.rows(from: "/s/", below: "/s0", after: nil, limit: 10).map(\.known.content) == ["AAAAAA== 1:100:5:6", nil])
+        try journal.apply([.content(source: "/s/a", destination: "a", mtime: 42, content: "AAAAAA== 1:100:7:8"),
+                           .content(source: "/s/b", destination: "b", mtime: 42, content: "BBBBBB== 2:10:7:8")])
+        let updated = try #require(try journal.record(source: "/s/a", destination: "a"))
+        #expect(updated.content == "AAAAAA== 1:100:7:8" && updated.mtime == 42 && updated.md5Hash == "bWQ1")
+        #expect(try journal.record(source: "/s/b", destination: "b")?.content == nil)
+        withExtendedLifetime(keep) {}
+    }
+
     /// One run at a time: a second claim is refused while the first holds the job, and runs a
     /// dead process left `running` are shown `interrupted` by the next claim.
     @Test(arguments: kinds) func claimsExcludeEachOtherAndMarkDeadRuns(kind: Kind) throws {

@@ -191,4 +191,7 @@ let brokenManifests: [(file: String, expected: String)] = [
     ("50-mirror-whole-bucket.yaml", "50-mirror-whole-bucket.yaml:6:13: mirror on destination '{relpath}' would delete across the whole bucket: give the destination a fixed prefix (site/{relpath}), or set mirrorWholeBucket: true"),
     ("51-max-delete.yaml", "51-max-delete.yaml:8:22: bad maxDelete '10 percent': write a count (50) or a percentage of the mirrored objects (10%)"),
     ("52-move-and-mirror.yaml", "52-move-and-mirror.yaml:8:11: move and mirror together would delete every object whose file was moved: choose one"),
+    ("70-compress-format.yaml", "70-compress-format.yaml:6:15: compress 'zip' is not a format: use gzip, or { format: gzip, level: 6, include: [GLOBS] }"),
+    ("71-compress-level.yaml", "71-compress-level.yaml:6:38: compress level 12 is out of range 1-9"),
+    ("72-skip-unchanged-mode.yaml", "72-skip-unchanged-mode.yaml:6:18: skipUnchanged is true, false or checksum, not 'content'"),
 ]

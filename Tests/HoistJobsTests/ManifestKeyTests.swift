@@ -28,6 +28,8 @@ import Testing
         Section(name: "metadata", keys: names(MetadataSettings.CodingKeys.self), schema: [["$defs", "metadata"]], docs: "### `metadata`"),
         Section(name: "rules[]", keys: names(MetadataRule.CodingKeys.self), schema: [["$defs", "fileSet", "properties", "rules", "items"]],
                 docs: nil),
+        Section(name: "compress", keys: names(Compression.CodingKeys.self),
+                schema: [["$defs", "fileSet", "properties", "compress", "oneOf", "1"]], docs: nil),
         Section(name: "upload", keys: names(UploadSettings.CodingKeys.self), schema: [["properties", "upload"]], docs: "## `upload`"),
         Section(name: "lua", keys: names(LuaSettings.CodingKeys.self), schema: [["properties", "lua"]], docs: nil),
         Section(name: "hooks[]", keys: names(HookSource.CodingKeys.self),

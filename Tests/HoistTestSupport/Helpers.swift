@@ -18,6 +18,27 @@ public func patternData(_ count: Int, seed: UInt8 = 7) -> Data {
     return data
 }
 
+/// Text that compresses as logs do (gzip makes it about a tenth): request lines with counters.
+public func logText(_ size: Int) -> Data {
+    var text = Data(capacity: size + 100)
+    var line = 0
+    while text.count < size {
+        text.append(contentsOf: "2026-11-26T12:\(line % 60):\(line % 7)Z app[\(line % 97)] GET /api/items/\(line * 7919 % 100_003) 200 \(line % 1000)ms\n".utf8)
+        line += 1
+    }
+    return text.prefix(size)
+}
+
+/// `gzip -dc` of `data`: what any client that decompresses an object gets.
+public func gunzip(_ data: Data) throws -> Data {
+    let directory = try TemporaryDirectory()
+    let compressed = try directory.write("stream.gz", data)
+    let plain = directory.url.appendingPathComponent("plain")
+    let result = try runProcess("/bin/sh", ["-c", "gzip -dc < '\(compressed.path)' > '\(plain.path)'"])
+    guard result.status == 0 else { throw TestServerError("gzip -dc failed: \(result.stderr)") }
+    return try Data(contentsOf: plain)
+}
+
 /// Base64 MD5, as GCS's md5Hash.
 public func md5Base64(_ data: Data) -> String { Data(Insecure.MD5.hash(data: data)).base64EncodedString() }
 

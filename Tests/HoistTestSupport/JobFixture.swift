@@ -21,6 +21,12 @@ public struct JobFixture {
     }
 
     public func plan(_ body: String) throws -> [PlanItem] { Array(Planner(job: try job(body))) }
+
+    /// Runs `job` in this process with its journal at `journal.sqlite` in the fixture.
+    public func run(_ job: Job) async throws -> JobSummary {
+        let journal = try SQLiteJournal(path: directory.url.appendingPathComponent("journal.sqlite").path)
+        return await JobRunner(job: job, storage: try job.makeStorage(), observers: [], journal: journal).run()
+    }
 }
 
 /// A job of a `JobFixture` uploading to gcp-storage-emulator through a fault proxy that logs

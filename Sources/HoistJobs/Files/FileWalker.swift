@@ -11,6 +11,14 @@ public struct WalkedFile: Sendable {
     /// The device and inode the walk found at `path`: the file an upload must still find there.
     public var device: UInt64 = 0
     public var inode: UInt64 = 0
+    /// The modification and status-change times in nanoseconds: with the inode and size, what
+    /// `skipUnchanged: checksum` keeps a file's hash under (a content written and its mtime set
+    /// back still changes the ctime, which no user can set).
+    public var modifiedNanoseconds: Int64 = 0
+    public var changedNanoseconds: Int64 = 0
+
+    /// `INODE:SIZE:MTIME:CTIME`, the status a content hash is kept under.
+    public var statusKey: String { "\(inode):\(size):\(modifiedNanoseconds):\(changedNanoseconds)" }
 }
 
 /// Something the walk could not see: a folder that cannot be listed, a name that is not UTF-8.
@@ -66,6 +74,7 @@ public struct FileWalker: Sequence, IteratorProtocol {
         let nanoseconds: Int
         let device: UInt64
         let inode: UInt64
+        let changed: Int64
 
         init(_ info: stat) {
             mode = UInt32(info.st_mode)
@@ -74,6 +83,7 @@ public struct FileWalker: Sequence, IteratorProtocol {
             nanoseconds = Int(info.st_mtim.tv_nsec)
             device = UInt64(info.st_dev)
             inode = UInt64(info.st_ino)
+            changed = Int64(info.st_ctim.tv_sec) &* 1_000_000_000 &+ Int64(info.st_ctim.tv_nsec)
         }
 
         var kind: UInt32 { mode & UInt32(S_IFMT) }
@@ -240,6 +250,8 @@ public struct FileWalker: Sequence, IteratorProtocol {
                               modified: modified(seconds: status.seconds, nanoseconds: status.nanoseconds))
         file.device = status.device
         file.inode = status.inode
+        file.modifiedNanoseconds = Int64(status.seconds) &* 1_000_000_000 &+ Int64(status.nanoseconds)
+        file.changedNanoseconds = status.changed
         return file
     }
 
@@ -258,5 +270,7 @@ extension WalkedFile {
         inode = UInt64(info.st_ino)
         size = Int64(info.st_size)
         modified = FileWalker.modified(seconds: Int(info.st_mtim.tv_sec), nanoseconds: Int(info.st_mtim.tv_nsec))
+        modifiedNanoseconds = Int64(info.st_mtim.tv_sec) &* 1_000_000_000 &+ Int64(info.st_mtim.tv_nsec)
+        changedNanoseconds = Int64(info.st_ctim.tv_sec) &* 1_000_000_000 &+ Int64(info.st_ctim.tv_nsec)
     }
 }

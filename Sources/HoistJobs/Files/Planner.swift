@@ -26,15 +26,24 @@ public struct PlanItem: Sendable {
     /// died, a run killed between storing a file and recording it): an object already stored
     /// with the file's bytes and metadata is taken as its upload.
     public var mayBeStored = false
+    /// The gzip level the file is compressed at on its way up (`compress:`); nil: sent as it is.
+    public let compression: Int?
+    /// The CRC32C of the file's content as it was uploaded (a compressed file's, computed as it
+    /// was compressed), for the journal's content hash.
+    public var contentCRC32C: String?
+    /// The content hash `skipUnchanged: checksum` read anew for a file it found unchanged: the
+    /// journal keeps it, so the next run need not read the file.
+    public var rehashed: Journal.ContentHash?
 
     public init(file: WalkedFile, destination: String, attributes: ObjectResource, decision: Decision, fileSetIndex: Int,
-                resumeSession: String? = nil) {
+                resumeSession: String? = nil, compression: Int? = nil) {
         self.init(file: file, destination: destination, metadata: SharedMetadata(attributes), decision: decision,
-                  fileSetIndex: fileSetIndex, resumeSession: resumeSession)
+                  fileSetIndex: fileSetIndex, resumeSession: resumeSession, compression: compression)
     }
 
     init(file: WalkedFile, destination: String, metadata: SharedMetadata, decision: Decision, fileSetIndex: Int,
-         resumeSession: String? = nil) {
+         resumeSession: String? = nil, compression: Int? = nil) {
+        self.compression = compression
         self.file = file
         self.destination = destination
         self.metadata = metadata
@@ -42,6 +51,9 @@ public struct PlanItem: Sendable {
         self.fileSetIndex = fileSetIndex
         self.resumeSession = resumeSession
     }
+
+    /// The journal's text of its metadata (and compression).
+    public var attributesText: String { Journal.attributesText(attributes, compressed: compression != nil) }
 }
 
 /// An object's metadata, shared by the plan items that have the same.
@@ -91,17 +103,19 @@ public struct Planner: Sequence, Sendable {
         decide(&item, try journal.lookup(source: item.file.path, destination: item.destination), attributesText: attributesText)
     }
 
-    /// Skip a file the journal knows done with the same size, mtime and metadata; resume one it
-    /// knows half-sent; upload anything else.
+    /// Skip a file the journal knows done with the same size, mtime and metadata (or, with
+    /// `skipUnchanged: checksum`, size, content and metadata); resume one it knows half-sent with
+    /// the same size and mtime; upload anything else.
     func decide(_ item: inout PlanItem, _ known: Journal.Known?, attributesText: String?) {
         item.decision = .upload
         item.resumeSession = nil
-        guard !force, let record = known,
-              record.size == item.file.size, abs(record.mtime - item.file.modified.timeIntervalSince1970) < 0.001,
-              record.attributes == attributesText ?? Journal.attributesText(item.attributes) else { return }
+        item.rehashed = nil
+        guard !force, let record = known, record.size == item.file.size,
+              record.attributes == attributesText ?? item.attributesText else { return }
+        let sameTime = abs(record.mtime - item.file.modified.timeIntervalSince1970) < 0.001
         if record.state == .done, job.manifest.upload.skipUnchanged {
-            item.decision = .skip(.unchanged)
-        } else if record.state == .uploading || record.state == .pending, let session = record.session {
+            if job.manifest.upload.skipByChecksum ? unchangedContent(&item, record) : sameTime { item.decision = .skip(.unchanged) }
+        } else if sameTime, record.state == .uploading || record.state == .pending, let session = record.session {
             item.resumeSession = session
         } else if record.state == .uploading {
             // Begun with no session known (a small file, or killed before its session was
@@ -109,6 +123,20 @@ public struct Planner: Sequence, Sendable {
             // taken as its upload rather than sent again (issue #36, item 8: `SharedRunFencingTests`).
             item.mayBeStored = true
         }
+    }
+
+    /// Whether a file holds the content the journal recorded (`skipUnchanged: checksum`): the
+    /// hash kept with the file's status, while that status is unchanged (nothing is read), else
+    /// the file's CRC32C read now, which the journal then keeps with the new status (`rehashed`).
+    func unchangedContent(_ item: inout PlanItem, _ record: Journal.Known) -> Bool {
+        guard let kept = record.content.flatMap(Journal.ContentHash.init(text:)) else { return false }
+        let status = item.file.statusKey
+        if kept.status == status { return true }
+        let followingLinks = job.manifest.files.indices.contains(item.fileSetIndex) && job.manifest.files[item.fileSetIndex].followSymlinks
+        guard let crc = try? ByteSource.contentCRC32C(ofFileAt: item.file.path, followingLinks: followingLinks), crc == kept.crc32c
+        else { return false }
+        item.rehashed = Journal.ContentHash(crc32c: crc, status: status)
+        return true
     }
 
     public struct Iterator: IteratorProtocol {
@@ -127,7 +155,7 @@ public struct Planner: Sequence, Sendable {
         /// The journal's rows, read in walk order a thousand at a time.
         private var merge = JournalMerge()
         /// The metadata last compared with the journal, as its text: files of one set share it.
-        private var lastAttributes: (text: String, problem: String?, shared: SharedMetadata)?
+        private var lastAttributes: (compressed: Bool, text: String, problem: String?, shared: SharedMetadata)?
         /// Files and bytes to upload so far.
         public private(set) var uploadCount = 0
         public private(set) var uploadBytes: Int64 = 0
@@ -202,14 +230,18 @@ public struct Planner: Sequence, Sendable {
                     guard let settings else { continue }
                     try apply(settings, to: &attributes, context)
                 }
+                // Stored gzipped, served decompressed to clients that do not take gzip (GCS).
+                let compression = set.compress.flatMap { $0.applies(to: path) ? $0.level : nil }
+                if compression != nil { attributes.contentEncoding = "gzip" }
                 // A name or a header this one file makes impossible (from its own name): that file
                 // fails, the others go on.
-                let checked = check(attributes)
+                let checked = check(attributes, compressed: compression != nil)
                 if let problem = objectNameProblem(destination) ?? checked.problem {
                     problems.append(WalkProblem(path: file.path, message: problem, isFailure: true))
                     return nil
                 }
-                var item = PlanItem(file: file, destination: destination, metadata: checked.shared, decision: .upload, fileSetIndex: index)
+                var item = PlanItem(file: file, destination: destination, metadata: checked.shared, decision: .upload, fileSetIndex: index,
+                                    compression: compression)
                 if let journal = planner.journal, !planner.force {
                     let text = checked.text
                     // Read alongside the walk; a file the merge does not find (new, or reached
@@ -242,10 +274,13 @@ public struct Planner: Sequence, Sendable {
 
         /// The journal's text of `attributes` and what makes them impossible as headers, worked
         /// out once for a run of equal ones (the files of a set mostly share their metadata).
-        private mutating func check(_ attributes: ObjectResource) -> (text: String, problem: String?, shared: SharedMetadata) {
-            if let last = lastAttributes, last.shared.value == attributes { return (last.text, last.problem, last.shared) }
-            let checked = (text: Journal.attributesText(attributes), problem: Self.headerProblem(attributes), shared: SharedMetadata(attributes))
-            lastAttributes = checked
+        private mutating func check(_ attributes: ObjectResource, compressed: Bool) -> (text: String, problem: String?, shared: SharedMetadata) {
+            if let last = lastAttributes, last.shared.value == attributes, last.compressed == compressed {
+                return (last.text, last.problem, last.shared)
+            }
+            let checked = (text: Journal.attributesText(attributes, compressed: compressed), problem: Self.headerProblem(attributes),
+                           shared: SharedMetadata(attributes))
+            lastAttributes = (compressed, checked.text, checked.problem, checked.shared)
             return checked
         }
 

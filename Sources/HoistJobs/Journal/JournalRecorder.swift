@@ -62,7 +62,7 @@ final class JournalRecorder: JobObserver {
                     (row.session, row.confirmedOffset, row.updated) = (session, offset, Date().timeIntervalSince1970)
                     state.pending[index] = .file(row)
                     return (false, false)
-                case .run:
+                case .run, .content:
                     break
                 }
             }
@@ -126,7 +126,13 @@ final class JournalRecorder: JobObserver {
         record(.run(run))
     }
 
-    func fileSkipped(_ item: PlanItem, reason: String) {}
+    /// A file `skipUnchanged: checksum` read and found unchanged keeps its hash under its new
+    /// status, so the next run need not read it.
+    func fileSkipped(_ item: PlanItem, reason: String) {
+        guard let hash = item.rehashed else { return }
+        record(.content(source: item.file.path, destination: item.destination, mtime: item.file.modified.timeIntervalSince1970,
+                        content: hash.text))
+    }
 
     /// Set once the run stops starting files: uploads cancelled from then on are pending, not failed.
     private let stopping = Atomic<Bool>(false)
@@ -168,6 +174,11 @@ final class JournalRecorder: JobObserver {
             done.md5Hash = snapshot.metadata?.md5Hash
             done.crc32c = snapshot.metadata?.resource.crc32c
             done.generation = snapshot.metadata?.generation
+            // The content's hash for `skipUnchanged: checksum`: a compressed file's from its
+            // compression, else the object's, which the backend verified against the file's.
+            if let crc = item.contentCRC32C ?? (item.compression == nil ? done.crc32c : nil) {
+                done.content = Journal.ContentHash(crc32c: crc, status: item.file.statusKey).text
+            }
             record(.file(done), done: true, key: key)
         case .failure:
             pacer.finished(key)
@@ -206,18 +217,19 @@ final class JournalRecorder: JobObserver {
 
     /// The last attributes written and their text: the files of a file set share theirs, and
     /// encoding them is JSONEncoder's work.
-    private let lastAttributes = Mutex<(ObjectResource, String)?>(nil)
+    private let lastAttributes = Mutex<(ObjectResource, Bool, String)?>(nil)
 
-    private func attributesText(_ attributes: ObjectResource) -> String {
-        if let (last, text) = lastAttributes.withLock({ $0 }), last == attributes { return text }
-        let text = Journal.attributesText(attributes)
-        lastAttributes.withLock { $0 = (attributes, text) }
+    private func attributesText(_ item: PlanItem) -> String {
+        let compressed = item.compression != nil
+        if let (last, wasCompressed, text) = lastAttributes.withLock({ $0 }), last == item.attributes, wasCompressed == compressed { return text }
+        let text = item.attributesText
+        lastAttributes.withLock { $0 = (item.attributes, compressed, text) }
         return text
     }
 
     private func row(_ item: PlanItem, state: Journal.FileState, session: String?) -> Journal.FileRecord {
         Journal.FileRecord(source: item.file.path, destination: item.destination, size: item.file.size,
-                           mtime: item.file.modified.timeIntervalSince1970, attributes: attributesText(item.attributes),
+                           mtime: item.file.modified.timeIntervalSince1970, attributes: attributesText(item),
                            state: state, session: session, confirmedOffset: 0, md5Hash: nil, crc32c: nil, generation: nil,
                            error: nil, runID: runID, updated: Date().timeIntervalSince1970)
     }

@@ -121,10 +121,15 @@ public enum Journal {
         public var error: String?
         public var runID: String
         public var updated: Double
+        /// The file's content hash and the status it was taken at (`ContentHash.text`), for
+        /// `skipUnchanged: checksum`; nil when not known.
+        public var content: String?
 
         public init(source: String, destination: String, size: Int64, mtime: Double, attributes: String, state: FileState,
                     session: String? = nil, confirmedOffset: Int64 = 0, md5Hash: String? = nil, crc32c: String? = nil,
-                    generation: Int64? = nil, error: String? = nil, runID: String, updated: Double = Date().timeIntervalSince1970) {
+                    generation: Int64? = nil, error: String? = nil, runID: String, updated: Double = Date().timeIntervalSince1970,
+                    content: String? = nil) {
+            self.content = content
             self.source = source
             self.destination = destination
             self.size = size
@@ -182,8 +187,11 @@ public enum Journal {
         public let attributes: String
         public let state: FileState
         public let session: String?
+        /// `FileRecord.content`.
+        public let content: String?
 
-        public init(size: Int64, mtime: Double, attributes: String, state: FileState, session: String?) {
+        public init(size: Int64, mtime: Double, attributes: String, state: FileState, session: String?, content: String? = nil) {
+            self.content = content
             self.size = size
             self.mtime = mtime
             self.attributes = attributes
@@ -211,6 +219,31 @@ public enum Journal {
         /// The session and confirmed offset of a file in flight.
         case progress(source: String, destination: String, session: String?, offset: Int64)
         case run(RunRecord)
+        /// A done file found unchanged by content (`skipUnchanged: checksum`) with a new status:
+        /// its mtime and content hash (`ContentHash.text`), so the next run need not read it.
+        case content(source: String, destination: String, mtime: Double, content: String)
+    }
+
+    /// A file's CRC32C (base64, as GCS writes it) and the status (`WalkedFile.statusKey`) it was
+    /// taken at: while the file's status is that one, its content is that one.
+    public struct ContentHash: Sendable, Equatable {
+        public let crc32c: String
+        public let status: String
+
+        public init(crc32c: String, status: String) {
+            self.crc32c = crc32c
+            self.status = status
+        }
+
+        /// As the journal keeps it: `CRC32C STATUS`.
+        public init?(text: String) {
+            let parts = text.split(separator: " ")
+            guard parts.count == 2 else { return nil }
+            crc32c = String(parts[0])
+            status = String(parts[1])
+        }
+
+        public var text: String { crc32c + " " + status }
     }
 
     /// The default journal of a job.
@@ -218,6 +251,12 @@ public enum Journal {
         let state = environment["XDG_STATE_HOME"].flatMap { $0.isEmpty ? nil : $0 }
             ?? ((environment["HOME"] ?? NSHomeDirectory()) + "/.local/state")
         return state + "/hoist/\(job).sqlite"
+    }
+
+    /// The metadata as the journal compares it, marked when the object is the file gzipped
+    /// (`compress:`), so turning compression on or off uploads the file again.
+    public static func attributesText(_ attributes: ObjectResource, compressed: Bool) -> String {
+        compressed ? "gzip " + attributesText(attributes) : attributesText(attributes)
     }
 
     /// The metadata as the journal compares it.

@@ -210,6 +210,8 @@ public final class PostgresJournal: JournalStore {
             )
             """,
         ]),
+        // `skipUnchanged: checksum`: a file's content hash and the status it was taken at.
+        ("v3", ["ALTER TABLE hoist_file ADD COLUMN content text"]),
     ]
 
     /// Applies the migrations this database lacks, once, whoever else starts at the same time.
@@ -310,12 +312,13 @@ public final class PostgresJournal: JournalStore {
     public func lookup(source: String, destination: String) throws -> Journal.Known? {
         try reading {
             let rows = try query("""
-                SELECT size, mtime, attributes, state, session FROM hoist_file
+                SELECT size, mtime, attributes, state, session, content FROM hoist_file
                 WHERE job = \(job) AND source = \(source) AND destination = \(destination)
                 """)
             guard let row = rows.first else { return nil }
-            let (size, mtime, attributes, state, session) = try row.decode((Int64, Double, String, String, String?).self)
-            return Journal.Known(size: size, mtime: mtime, attributes: attributes, state: SQLiteJournal.state(state), session: session)
+            let (size, mtime, attributes, state, session, content) = try row.decode((Int64, Double, String, String, String?, String?).self)
+            return Journal.Known(size: size, mtime: mtime, attributes: attributes, state: SQLiteJournal.state(state), session: session,
+                                 content: content)
         }
     }
 
@@ -323,22 +326,23 @@ public final class PostgresJournal: JournalStore {
         try reading {
             // The row value bounds the primary key's index scan from below.
             let rows = try query("""
-                SELECT source, destination, size, mtime, attributes, state, session FROM hoist_file
+                SELECT source, destination, size, mtime, attributes, state, session, content FROM hoist_file
                 WHERE job = \(job) AND (job, source, destination) > (\(job), \(after?.source ?? from), \(after?.destination ?? ""))
                   AND source < \(below)
                 ORDER BY job, source, destination LIMIT \(limit)
                 """)
             return try rows.map { row in
-                let (source, destination, size, mtime, attributes, state, session)
-                    = try row.decode((String, String, Int64, Double, String, String, String?).self)
+                let (source, destination, size, mtime, attributes, state, session, content)
+                    = try row.decode((String, String, Int64, Double, String, String, String?, String?).self)
                 return Journal.KnownRow(source: source, destination: destination, known: Journal.Known(
-                    size: size, mtime: mtime, attributes: attributes, state: SQLiteJournal.state(state), session: session))
+                    size: size, mtime: mtime, attributes: attributes, state: SQLiteJournal.state(state), session: session, content: content))
             }
         }
     }
 
     static let fileColumns = """
-        source, destination, size, mtime, attributes, state, session, confirmed_offset, md5_hash, crc32c, generation, error, run_id, updated
+        source, destination, size, mtime, attributes, state, session, confirmed_offset, md5_hash, crc32c, generation, error, run_id, updated,
+        content
         """
 
     public func record(source: String, destination: String) throws -> Journal.FileRecord? {
@@ -381,6 +385,12 @@ public final class PostgresJournal: JournalStore {
                                    OR (worker = \(worker)::text AND state <> 'done'))
                             """)
                         index += 1
+                    case .content(let source, let destination, let mtime, let content):
+                        _ = try run("""
+                            UPDATE hoist_file SET mtime = \(mtime), content = \(content)
+                            WHERE job = \(job) AND source = \(source) AND destination = \(destination) AND state = 'done'
+                            """)
+                        index += 1
                     case .run(let record):
                         _ = try run("""
                             INSERT INTO hoist_run (id, job, started, finished, uploaded, skipped, failed, cancelled, bytes, status, pid, host, error, lock_key)
@@ -418,15 +428,15 @@ public final class PostgresJournal: JournalStore {
         return """
             INSERT INTO hoist_file (job, \(unescaped: Self.fileColumns), worker)
             SELECT \(job), source, destination, size, mtime, attributes, state, session, "confirmedOffset", "md5Hash", crc32c,
-                   generation, error, "runID", updated, \(worker)
+                   generation, error, "runID", updated, content, \(worker)
             FROM jsonb_to_recordset(\(json)::jsonb) AS r(source text, destination text, size bigint, mtime double precision,
                  attributes text, state text, session text, "confirmedOffset" bigint, "md5Hash" text, crc32c text,
-                 generation bigint, error text, "runID" text, updated double precision)
+                 generation bigint, error text, "runID" text, updated double precision, content text)
             ON CONFLICT (job, source, destination) DO UPDATE SET size = EXCLUDED.size, mtime = EXCLUDED.mtime,
                 attributes = EXCLUDED.attributes, state = EXCLUDED.state, session = EXCLUDED.session,
                 confirmed_offset = EXCLUDED.confirmed_offset, md5_hash = EXCLUDED.md5_hash, crc32c = EXCLUDED.crc32c,
                 generation = EXCLUDED.generation, error = EXCLUDED.error, run_id = EXCLUDED.run_id, updated = EXCLUDED.updated,
-                worker = COALESCE(EXCLUDED.worker, hoist_file.worker)
+                content = EXCLUDED.content, worker = COALESCE(EXCLUDED.worker, hoist_file.worker)
             WHERE \(run)::text IS NULL OR hoist_file.run_id IS DISTINCT FROM \(run)::text
                OR (hoist_file.worker = \(worker)::text AND hoist_file.state <> 'done')
             """
@@ -479,11 +489,12 @@ public final class PostgresJournal: JournalStore {
     }
 
     private static func fileRecord(_ row: PostgresRow) throws -> Journal.FileRecord {
-        let (source, destination, size, mtime, attributes, state, session, offset, md5, crc, generation, error, runID, updated)
-            = try row.decode((String, String, Int64, Double, String, String, String?, Int64, String?, String?, Int64?, String?, String, Double).self)
+        let (source, destination, size, mtime, attributes, state, session, offset, md5, crc, generation, error, runID, updated, content)
+            = try row.decode((String, String, Int64, Double, String, String, String?, Int64, String?, String?, Int64?, String?, String, Double,
+                              String?).self)
         return Journal.FileRecord(source: source, destination: destination, size: size, mtime: mtime, attributes: attributes,
                                   state: SQLiteJournal.state(state), session: session, confirmedOffset: offset, md5Hash: md5,
-                                  crc32c: crc, generation: generation, error: error, runID: runID, updated: updated)
+                                  crc32c: crc, generation: generation, error: error, runID: runID, updated: updated, content: content)
     }
 }
 

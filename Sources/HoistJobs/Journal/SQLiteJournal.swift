@@ -77,15 +77,18 @@ public final class SQLiteJournal: JournalStore {
                     // row through Codable each time (12% of a first run's CPU).
                     try db.cachedStatement(sql: """
                         INSERT OR REPLACE INTO file (source, destination, size, mtime, attributes, state, session, confirmedOffset,
-                                                     md5Hash, crc32c, generation, error, runID, updated)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                                     md5Hash, crc32c, generation, error, runID, updated, content)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                         """).execute(arguments: [row.source, row.destination, row.size, row.mtime, row.attributes, row.state.rawValue,
                                                  row.session, row.confirmedOffset, row.md5Hash, row.crc32c, row.generation, row.error,
-                                                 row.runID, row.updated])
+                                                 row.runID, row.updated, row.content])
                 case .run(let record): try record.insert(db, onConflict: .replace)
                 case .progress(let source, let destination, let session, let offset):
                     try db.cachedStatement(sql: "UPDATE file SET session = ?, confirmedOffset = ?, updated = ? WHERE source = ? AND destination = ?")
                         .execute(arguments: [session, offset, Date().timeIntervalSince1970, source, destination])
+                case .content(let source, let destination, let mtime, let content):
+                    try db.cachedStatement(sql: "UPDATE file SET mtime = ?, content = ? WHERE source = ? AND destination = ? AND state = 'done'")
+                        .execute(arguments: [mtime, content, source, destination])
                 }
             }
         }
@@ -142,6 +145,9 @@ public final class SQLiteJournal: JournalStore {
         migrator.registerMigration("v2: why a run failed") { db in
             try db.alter(table: "run") { t in t.add(column: "error", .text) }
         }
+        migrator.registerMigration("v3: content hashes") { db in
+            try db.alter(table: "file") { t in t.add(column: "content", .text) }
+        }
         return migrator
     }
 
@@ -151,12 +157,13 @@ public final class SQLiteJournal: JournalStore {
         do {
             return try database.inDatabase { db in
                 let statement = try db.cachedStatement(
-                    sql: "SELECT size, mtime, attributes, state, session FROM file WHERE source = ? AND destination = ?")
+                    sql: "SELECT size, mtime, attributes, state, session, content FROM file WHERE source = ? AND destination = ?")
                 statement.setUncheckedArguments([source, destination])
                 // A cursor's row reads the statement's columns in place (fetchOne copies the row).
                 let rows = try Row.fetchCursor(statement)
                 guard let row = try rows.next() else { return nil }
-                return Journal.Known(size: row[0], mtime: row[1], attributes: row[2], state: Self.state(row[3]), session: row[4])
+                return Journal.Known(size: row[0], mtime: row[1], attributes: row[2], state: Self.state(row[3]), session: row[4],
+                                     content: row[5])
             }
         } catch {
             throw JournalError(reading: path, error)
@@ -172,7 +179,7 @@ public final class SQLiteJournal: JournalStore {
                 // The row value alone bounds the index search from below (with `source >= ?` as
                 // well, SQLite scans from the range's start: quadratic over a large journal).
                 let statement = try db.cachedStatement(sql: """
-                    SELECT source, destination, size, mtime, attributes, state, session FROM file
+                    SELECT source, destination, size, mtime, attributes, state, session, content FROM file
                     WHERE (source, destination) > (?, ?) AND source < ?
                     ORDER BY source, destination LIMIT ?
                     """)
@@ -181,7 +188,8 @@ public final class SQLiteJournal: JournalStore {
                 let cursor = try Row.fetchCursor(statement)
                 while let row = try cursor.next() {
                     found.append(Journal.KnownRow(source: row[0], destination: row[1], known: Journal.Known(
-                        size: row[2], mtime: row[3], attributes: row[4], state: Self.state(row[5]), session: row[6])))
+                        size: row[2], mtime: row[3], attributes: row[4], state: Self.state(row[5]), session: row[6],
+                        content: row[7])))
                 }
                 return found
             }

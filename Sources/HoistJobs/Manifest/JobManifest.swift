@@ -165,9 +165,13 @@ public struct FileSet: Decodable, Sendable {
     /// With `move`, remove the folders below the root that moving emptied (default false).
     public var removeEmptyFolders = false
 
+    /// gzip the files on the way up (all of them, or those `include` names); nil: sent as they are.
+    public var compress: Compression?
+
     enum CodingKeys: String, CodingKey, CaseIterable {
         case root, include, exclude, destination, metadata, rules, hidden, followSymlinks, minSize, maxSize, minAge, optional, ignoreCase
         case mirror, mirrorWholeBucket, move, removeEmptyFolders
+        case compress
     }
 
     /// A file set made in code (`hoist cp`). `root` may also be one file: the set is that file.
@@ -205,7 +209,12 @@ public struct FileSet: Decodable, Sendable {
         minAge = try c.decodeIfPresent(TimeSpan.self, forKey: .minAge)
         optional = try c.decodeIfPresent(Bool.self, forKey: .optional) ?? false
         ignoreCase = try c.decodeIfPresent(Bool.self, forKey: .ignoreCase) ?? false
+        compress = try c.decodeIfPresent(Compression.self, forKey: .compress)
         if ignoreCase {
+            if var compressing = compress {
+                compressing.include = compressing.include.map { $0.ignoringCase() }
+                compress = compressing
+            }
             include = include.map { $0.ignoringCase() }
             exclude = exclude.map { $0.ignoringCase() }
             for index in rules.indices { rules[index].match = rules[index].match.map { $0.ignoringCase() } }
@@ -237,6 +246,52 @@ extension FileSet {
             try decoder.report(.dataCorruptedError(forKey: .removeEmptyFolders, in: c,
                 debugDescription: "removeEmptyFolders removes the folders move emptied: set move: true too"))
         }
+    }
+}
+
+/// `compress:` on a file set: `gzip` for every file, or `{ format: gzip, level: 6, include: [GLOBS] }`.
+/// Files are stored gzipped with `Content-Encoding: gzip` (their content type unchanged).
+public struct Compression: Decodable, Sendable, Equatable {
+    /// The only format: gzip.
+    public var format = "gzip"
+    /// zlib's level, 1 (fastest) to 9 (smallest); 6, gzip's own default, unless set.
+    public var level = 6
+    /// The files to compress, globs as `include`'s (default: every file of the set).
+    public var include: [Glob] = []
+
+    enum CodingKeys: String, CodingKey, CaseIterable { case format, level, include }
+
+    public init(level: Int = 6, include: [Glob] = []) {
+        self.level = level
+        self.include = include
+    }
+
+    public init(from decoder: any Decoder) throws {
+        if (try? decoder.container(keyedBy: AnyKey.self)) == nil {
+            let text = try decoder.singleValueContainer().decode(String.self)
+            guard text == "gzip" else {
+                throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath,
+                    debugDescription: "compress '\(text)' is not a format: use gzip, or { format: gzip, level: 6, include: [GLOBS] }"))
+            }
+            return
+        }
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        format = try c.decodeIfPresent(String.self, forKey: .format) ?? "gzip"
+        if format != "gzip" {
+            try decoder.report(.dataCorruptedError(forKey: .format, in: c, debugDescription: "compress format '\(format)' is not known: use gzip"))
+            format = "gzip"
+        }
+        level = try c.decodeIfPresent(Int.self, forKey: .level) ?? 6
+        if !(1...9).contains(level) {
+            try decoder.report(.dataCorruptedError(forKey: .level, in: c, debugDescription: "compress level \(level) is out of range 1-9"))
+            level = 6
+        }
+        include = try c.decodeIfPresent(GlobList.self, forKey: .include)?.globs ?? []
+    }
+
+    /// Whether the file at `relativePath` (below the set's root) is compressed.
+    public func applies(to relativePath: String) -> Bool {
+        include.isEmpty || include.contains { $0.matches(relativePath) }
     }
 }
 
@@ -318,6 +373,10 @@ public struct UploadSettings: Decodable, Sendable {
     public var bandwidth: ByteRate?
     /// Skip files uploaded unchanged before (default true; needs the journal).
     public var skipUnchanged: Bool = true
+    /// `skipUnchanged: checksum`: "unchanged" is decided by content (the file's CRC32C against
+    /// the journal's), not by modification time; a file's hash is kept in the journal with its
+    /// inode, size, mtime and ctime, so only files whose status changed are read again.
+    public var skipByChecksum = false
     /// Before skipping a file as unchanged, ask the server: upload it again when the object is
     /// gone or its size or MD5 differ from what the journal recorded (default false).
     public var remoteCheck: Bool = false
@@ -352,7 +411,9 @@ public struct UploadSettings: Decodable, Sendable {
         }
         retryTime = try c.decodeIfPresent(TimeSpan.self, forKey: .retryTime) ?? TimeSpan(seconds: 600)
         bandwidth = try c.decodeIfPresent(ByteRate.self, forKey: .bandwidth)
-        skipUnchanged = try c.decodeIfPresent(Bool.self, forKey: .skipUnchanged) ?? true
+        let skip = try c.decodeIfPresent(SkipUnchanged.self, forKey: .skipUnchanged) ?? .metadata
+        skipUnchanged = skip != .no
+        skipByChecksum = skip == .checksum
         remoteCheck = try c.decodeIfPresent(Bool.self, forKey: .remoteCheck) ?? false
         noClobber = try c.decodeIfPresent(Bool.self, forKey: .noClobber) ?? false
         maxErrors = try c.decodeIfPresent(Int.self, forKey: .maxErrors)
@@ -362,6 +423,24 @@ public struct UploadSettings: Decodable, Sendable {
         }
         failFast = try c.decodeIfPresent(Bool.self, forKey: .failFast) ?? false
         maxDelete = try c.decodeIfPresent(DeleteLimit.self, forKey: .maxDelete)
+    }
+}
+
+/// `upload.skipUnchanged`: `true` (size, mtime and metadata), `false`, or `checksum` (size,
+/// content and metadata).
+enum SkipUnchanged: Decodable {
+    case no, metadata, checksum
+
+    init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        switch text {
+        case "checksum": self = .checksum
+        case "true", "True", "TRUE", "yes", "on": self = .metadata
+        case "false", "False", "FALSE", "no", "off": self = .no
+        default:
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath,
+                debugDescription: "skipUnchanged is true, false or checksum, not '\(text)'"))
+        }
     }
 }
 

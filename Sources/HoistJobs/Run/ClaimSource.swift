@@ -131,7 +131,7 @@ struct ClaimSource {
         case .failure(let error): throw error
         }
         if case .skip(let reason) = item.decision { throw PlanError(message: notOurs + " to upload (\(reason)): not uploaded") }
-        guard item.destination == file.destination, Journal.attributesText(item.attributes) == file.attributes else {
+        guard item.destination == file.destination, item.attributesText == file.attributes else {
             throw PlanError(message: "the shared run's plan sends \(file.source) to '\(file.destination)' with other metadata or "
                 + "to another object than this worker's manifest ('\(item.destination)'): not uploaded. Run every worker with the same manifest")
         }

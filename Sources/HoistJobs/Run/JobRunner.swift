@@ -143,15 +143,21 @@ public final class JobRunner: Sendable {
     private func upload(_ item: inout PlanItem) async -> UploadOutcome {
         let source: Result<ByteSource, StorageFailure>
         switch openWalked(&item) {
+        case .success(let opened) where item.compression != nil: source = await compressed(opened, &item)
         case .success(let opened): source = .success(opened)
         case .failure(.refused(let problem)): return .refused(problem)
         case .failure(.failed(let failure)): source = .failure(failure)   // the task fails with it
         }
-        let metadata = StorageMetadata(item.attributes)
+        var attributes = item.attributes
+        // The object is gzip, whatever a `before_upload` hook did to the header.
+        if item.compression != nil { attributes.contentEncoding = "gzip" }
+        let metadata = StorageMetadata(attributes)
         let ref = storage.reference(withPath: item.destination)
         // Run here, in this file's own task: its end comes back without a hop through the
         // callback queue, where the observers hear of it (the run waits for them before it ends).
-        let task = ref.uploadTask(source: source, path: item.file.path, size: item.file.size, metadata: metadata,
+        // A compressed file's size is its gzip stream's: what its progress counts and its object holds.
+        let size = item.compression == nil ? item.file.size : ((try? source.get())?.size ?? item.file.size)
+        let task = ref.uploadTask(source: source, path: item.file.path, size: size, metadata: metadata,
                                   resumingSession: item.resumeSession, unlessStored: item.mayBeStored)
         let retryObservers = self.retryObservers
         let opened = item
@@ -172,7 +178,13 @@ public final class JobRunner: Sendable {
             }
         }
         let id = ObjectIdentifier(task)
-        state.withLock { $0.tasks[id] = task }
+        // Interrupted while the file was compressed (before the task could be cancelled): it
+        // ends cancelled before it starts.
+        let interrupted = state.withLock { state in
+            state.tasks[id] = task
+            return state.interrupted || state.fatal != nil
+        }
+        if interrupted { task.cancel() }
         // `pauseAll` sets `paused`, then pauses the tasks it holds: one not running yet misses
         // that, and pauses here (under the lock, so a `resumeAll` comes before or after).
         let last = await task.runToEnd { state.withLock { if $0.paused { task.pause() } } }
@@ -180,6 +192,25 @@ public final class JobRunner: Sendable {
         if last.status == .success { return .success(bytes: last.metadata?.size ?? item.file.size) }
         let failure = last.failure ?? (.unknown, "failed")
         return .failure(failure.code, failure.message)
+    }
+
+    /// The file gzipped at its item's level (`compress:`), off the caller's executor (a Cloud
+    /// Storage run's is the HTTP engine's thread); the item keeps the CRC32C of what was compressed.
+    func compressed(_ opened: ByteSource, _ item: inout PlanItem) async -> Result<ByteSource, StorageFailure> {
+        let level = item.compression ?? 6
+        let folder = job.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        let made = await Task.detached { () -> Result<ByteSource.Gzipped, StorageFailure> in
+            do { return .success(try opened.gzipped(level: level, temporaryFolder: folder)) } catch {
+                return .failure(error as? StorageFailure ?? StorageFailure(.unknown, "\(error)"))
+            }
+        }.value
+        switch made {
+        case .success(let gzipped):
+            item.contentCRC32C = gzipped.contentCRC32C
+            return .success(gzipped.source)
+        case .failure(let failure):
+            return .failure(failure)
+        }
     }
 
     /// Why a file is not opened: refused (gone since the walk, or out of place: not uploaded),
@@ -224,12 +255,15 @@ public final class JobRunner: Sendable {
         }
     }
 
-    /// Whether the server still holds the object as the journal recorded it (size and MD5).
+    /// Whether the server still holds the object as the journal recorded it (size and MD5). A
+    /// compressed file's object has its gzip stream's size, which a done row keeps as its
+    /// confirmed offset.
     func storedAsJournaled(_ item: PlanItem) async -> Bool {
         guard let record = (try? journal?.record(source: item.file.path, destination: item.destination)) ?? nil,
               let stored = try? await storage.reference(withPath: item.destination).getMetadata()
         else { return false }
-        return stored.size == record.size && stored.md5Hash != nil && stored.md5Hash == record.md5Hash
+        let size = item.compression == nil ? record.size : record.confirmedOffset
+        return stored.size == size && stored.md5Hash != nil && stored.md5Hash == record.md5Hash
     }
 
     /// Whether the bucket holds `object` (an error other than "not found" counts as yes: nothing

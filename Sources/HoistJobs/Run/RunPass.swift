@@ -145,7 +145,7 @@ final class RunPass {
             skipped(item, reason)
         } else {
             let record = Journal.FileRecord(source: item.file.path, destination: item.destination, size: item.file.size,
-                                            mtime: item.file.modified.timeIntervalSince1970, attributes: Journal.attributesText(item.attributes),
+                                            mtime: item.file.modified.timeIntervalSince1970, attributes: item.attributesText,
                                             state: item.mayBeStored ? .uploading : .pending, session: item.resumeSession,
                                             runID: shared.runID)
             do { try shared.plan(record, fileSet: item.fileSetIndex, relativePath: item.file.relativePath) } catch { fatal(describe(error)) }

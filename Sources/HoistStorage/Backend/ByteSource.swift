@@ -19,6 +19,24 @@ public final class ByteSource: Sendable {
         storage = .memory(data)
         size = Int64(data.count)
         opened = nil
+        watched = nil
+    }
+
+    /// A compressed copy of `original` (`gzipped`), in memory: whether it changed is asked of
+    /// the original's file.
+    init(compressed data: Data, of original: ByteSource) {
+        storage = .memory(data)
+        size = Int64(data.count)
+        opened = original.opened
+        watched = original.watched ?? original.openFile
+    }
+
+    /// A compressed copy of `original` in a temporary file of `size` bytes.
+    init(compressed file: OpenFile, size: Int64, of original: ByteSource) {
+        storage = .file(file)
+        self.size = size
+        opened = original.opened
+        watched = original.watched ?? original.openFile
     }
 
     /// The file at `path`, as it is now, opened.
@@ -41,6 +59,7 @@ public final class ByteSource: Sendable {
         storage = .file(file)
         opened = FileStatus(info)
         size = Int64(info.st_size)
+        watched = nil
     }
 
     /// What `openWalked` found at a job's file's path.
@@ -197,6 +216,21 @@ public final class ByteSource: Sendable {
         return .opened(ByteSource(file: try reopen(located, path: path), info: info), info)
     }
 
+    /// How many files `contentCRC32C(ofFileAt:followingLinks:)` has read in this process: a
+    /// test's proof that a run read no file it need not.
+    package static let contentReads = Atomic<Int>(0)
+
+    /// The CRC32C (base64 of the big-endian value, as GCS writes it) of the regular file at
+    /// `path`, read 1 MiB at a time (a link at its end is followed only when `followingLinks`).
+    package static func contentCRC32C(ofFileAt path: String, followingLinks: Bool) throws -> String {
+        let (file, info) = try openRegular(path, followingLinks: followingLinks)
+        contentReads.add(1, ordering: .relaxed)
+        let reader = Reader(file: file, offset: 0, end: Int64(info.st_size))
+        var crc = Checksums.CRC32C()
+        while case let piece = try reader.read(upTo: 1 << 20), !piece.isEmpty { piece.withUnsafeBytes { crc.update($0) } }
+        return crc.base64()
+    }
+
     /// `path` opened for reading if it is a regular file (located first: see `openWalked`).
     private static func openRegular(_ path: String, followingLinks: Bool) throws -> (OpenFile, stat) {
         guard let located = try locate(path, followingLinks: followingLinks) else {
@@ -280,6 +314,9 @@ public final class ByteSource: Sendable {
 
     /// The file's size and modification time when it was opened; nil for bytes in memory.
     private let opened: FileStatus?
+    /// The file whose changes `changeSinceOpened` looks for when it is not the one read: the
+    /// original of a compressed copy. Nil: the source's own file.
+    private let watched: OpenFile?
 
     /// Why the file is no longer as it was opened (its size or modification time differ), or nil
     /// when it is unchanged (and for bytes in memory). The open file is asked, not its path: what
@@ -287,7 +324,7 @@ public final class ByteSource: Sendable {
     /// caught; one replaced by another (saved anew, renamed over) or removed was read whole as it
     /// was, and the next run finds the new one.
     public func changeSinceOpened() -> String? {
-        guard case .file(let file) = storage, let opened else { return nil }
+        guard let file = watched ?? openFile, let opened else { return nil }
         guard let info = file.status() else { return "\(file.path) could not be checked after it was uploaded" }
         let now = FileStatus(info)
         if now.size != opened.size {
@@ -307,6 +344,7 @@ public final class ByteSource: Sendable {
 
     /// The local file's path, for a file source.
     public var filePath: String? {
+        if let watched { return watched.path }
         if case .file(let file) = storage { return file.path }
         return nil
     }
