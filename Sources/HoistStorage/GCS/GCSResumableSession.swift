@@ -8,6 +8,7 @@ import Synchronization
 final class GCSResumableSession: UploadSession {
     let id: String
     private let backend: GCSBackend
+    var continuesElsewhere: Bool { true }
     private let frontier = ChecksumFrontier()
     private struct State {
         var path: String?
@@ -23,6 +24,9 @@ final class GCSResumableSession: UploadSession {
         self.id = id
         state = Mutex(State(path: path, size: size, contentType: contentType))
     }
+
+    /// The CRC32C of the bytes counted so far (all of them once the session finished).
+    var crc32cValue: UInt32 { frontier.crc32cValue }
 
     /// Asks the server how many bytes it holds (`PUT` with `Content-Range: bytes */TOTAL`).
     func confirmedOffset() async throws -> Int64 {
@@ -78,8 +82,9 @@ final class GCSResumableSession: UploadSession {
             }
         }
         let frontier = self.frontier
+        let base = source.base
         var hooks = TransferHooks(
-            onContentBytes: { bytes, position in frontier.add(bytes, at: position) },
+            onContentBytes: { bytes, position in frontier.add(bytes, at: position - base) },
             onUploadProgress: { sent in progress(offset + sent) },
             control: control)
         if offset + length == size {
