@@ -68,7 +68,7 @@ import Testing
             }
         }
         while !recorder.statuses.contains(.pause) { try await Task.sleep(for: .milliseconds(5)) }
-        let components = try await listObjects(bucket: bucket, prefix: "hoist-parallel-uploads/")
+        let components = try await FakeGCS.list(bucket: bucket, prefix: "hoist-parallel-uploads/")
         #expect(!components.isEmpty, "no component stored by half-way")
         for component in components {
             let custom = component["metadata"] as? [String: String]
@@ -88,11 +88,18 @@ import Testing
         #expect(last.metadata?.contentType == "application/x-scene")
         #expect(last.metadata?.customMetadata?["team"] == "render")
         #expect(UUID(uuidString: last.metadata?.customMetadata?["firebaseStorageDownloadTokens"] ?? "") != nil)
+        // Two parts in flight at once (the streams): a second data PUT began before the first ended.
+        var inFlight = 0, most = 0
+        for entry in proxy.log where entry["method"] as? String == "PUT" {
+            inFlight += entry["event"] == nil ? 1 : (entry["event"] as? String == "answer" ? -1 : 0)
+            most = max(most, inFlight)
+        }
+        #expect(most == 2, "at most \(most) parts in flight")
         // Six sessions, one compose, and no component left.
         let posts = proxy.requests.filter { $0["method"] as? String == "POST" }.compactMap { $0["target"] as? String }
         #expect(posts.filter { $0.contains("uploadType=resumable") }.count == 6)
         #expect(posts.filter { $0.hasSuffix("/compose") }.count == 1)
-        #expect(try await listObjects(bucket: bucket, prefix: "hoist-parallel-uploads/").isEmpty)
+        #expect(try await FakeGCS.list(bucket: bucket, prefix: "hoist-parallel-uploads/").isEmpty)
         let progress = recorder.events.filter { $0.status == .progress }.map(\.completed)
         #expect(progress == progress.sorted() && progress.last == Int64(data.count))
         #expect(progress.filter { $0 == Int64(data.count) }.count == 1)
@@ -112,7 +119,7 @@ import Testing
         #expect(try await FakeGCS.download(bucket: bucket, object: "many.bin") == data)
         let composes = proxy.requests.compactMap { $0["target"] as? String }.filter { $0.hasSuffix("/compose") }
         #expect(composes.count == 3, "\(composes)")   // two intermediates of 32 and 8, then the object
-        #expect(try await listObjects(bucket: bucket, prefix: "hoist-parallel-uploads/").isEmpty)
+        #expect(try await FakeGCS.list(bucket: bucket, prefix: "hoist-parallel-uploads/").isEmpty)
     }
 
     /// A cancelled parallel upload fails with `cancelled` and leaves nothing: no object, no
@@ -135,7 +142,7 @@ import Testing
         #expect(last.status == .failure)
         #expect((last.error as NSError?)?.code == StorageErrorCode.cancelled.rawValue)
         #expect(try await !FakeGCS.exists(bucket: bucket, object: "gone.bin"))
-        #expect(try await listObjects(bucket: bucket, prefix: "hoist-parallel-uploads/").isEmpty)
+        #expect(try await FakeGCS.list(bucket: bucket, prefix: "hoist-parallel-uploads/").isEmpty)
     }
 
     /// Through a relay that caps each TCP connection (a WAN stream's limit), a parallel upload
@@ -145,7 +152,7 @@ import Testing
         let bucket = try await FakeGCS.makeBucket()
         let rate = 8 << 20
         let relay = try CountingRelay(upstreamPort: try FakeGCS.port(), bytesPerSecond: rate)
-        let data = patternData(32 << 20)
+        let data = patternData(48 << 20)
         let directory = try TemporaryDirectory()
         let file = try directory.write("wan.bin", data)
         let single = try curlResumablePut(file: file.path, size: data.count, bucket: bucket, object: "single.bin", port: relay.port)
@@ -170,15 +177,6 @@ func parallelStorage(bucket: String, port: Int, streams: Int, parts: Int?) -> St
         $0.parallelUploadParts = parts
         $0.multipartThreshold = 1 << 20
     }
-}
-
-/// The objects under `prefix`, as fake-gcs-server lists them (metadata included).
-func listObjects(bucket: String, prefix: String, port: Int? = nil) async throws -> [[String: Any]] {
-    let url = "http://127.0.0.1:\(try port ?? FakeGCS.port())/storage/v1/b/\(bucket)/o?prefix=\(GCSBackend.encode(prefix))"
-    let response = try await CurlEngine.shared.perform(HTTPRequest(method: "GET", url: url))
-    guard response.status == 200 else { throw TestServerError("list: \(response.status) \(response.bodyText)") }
-    let list = try JSONSerialization.jsonObject(with: response.body) as? [String: Any]
-    return list?["items"] as? [[String: Any]] ?? []
 }
 
 /// One resumable upload by curl (a session, then one streamed `PUT` of the file): its seconds.

@@ -158,6 +158,15 @@ public enum FakeGCS {
         return response.body
     }
 
+    /// The objects under `prefix`, metadata included (gcp-storage-emulator lists alike: pass its port).
+    public static func list(bucket: String, prefix: String, port: Int? = nil) async throws -> [[String: Any]] {
+        let url = "http://127.0.0.1:\(try port ?? Self.port())/storage/v1/b/\(bucket)/o?prefix=\(GCSBackend.encode(prefix))"
+        let response = try await CurlEngine.shared.perform(HTTPRequest(method: "GET", url: url))
+        guard response.status == 200 else { throw TestServerError("list: \(response.status) \(response.bodyText)") }
+        let list = try JSONSerialization.jsonObject(with: response.body) as? [String: Any]
+        return list?["items"] as? [[String: Any]] ?? []
+    }
+
     /// Whether an object exists (metadata GET).
     public static func exists(bucket: String, object: String, port: Int? = nil) async throws -> Bool {
         let url = "http://127.0.0.1:\(try port ?? Self.port())/storage/v1/b/\(bucket)/o/\(GCSBackend.encode(object))"

@@ -69,6 +69,9 @@ final class GCSParallelSession: UploadSession {
         var done: [Int: (resource: ObjectResource, crc32c: UInt32)] = [:]
         /// Intermediate objects of a compose in rounds (more than 32 parts).
         var intermediates: [String] = []
+        /// Components found stored whole for parts whose session the server forgot (it does
+        /// once a session finished): taken once their bytes' CRC32C is the slice's.
+        var found: [Int: ObjectResource] = [:]
     }
     private let backend: GCSBackend
     var continuesElsewhere: Bool { true }
@@ -83,7 +86,7 @@ final class GCSParallelSession: UploadSession {
         self.resource = resource
         let parts = plan.urls.indices.map { part in
             GCSResumableSession(backend: backend, id: plan.urls[part], path: plan.component(part), size: plan.range(of: part).length,
-                                contentType: resource.contentType)
+                                contentType: resource.contentType, ownConnection: true)
         }
         state = Mutex(State(plan: plan, parts: parts, offsets: plan.urls.map { _ in started ? 0 : nil }))
     }
@@ -139,17 +142,52 @@ final class GCSParallelSession: UploadSession {
             let offset = try await session.confirmedOffset()
             state.withLock { $0.offsets[part] = offset }
         } catch let failure as StorageFailure where failure.code == .objectNotFound || failure.httpStatus == 410 {
-            // The session is gone: finished (servers may forget a finished session) or expired.
+            // The session is gone: finished (servers forget a finished session) or expired.
             let name = plan.component(part)
             let length = plan.range(of: part).length
-            let url = try await backend.startSession(to: name, resource: Self.componentResource(resource, name: name), size: length)
-            state.withLock { state in
-                state.plan.urls[part] = url
-                state.parts[part] = GCSResumableSession(backend: backend, id: url, path: name, size: length,
-                                                        contentType: resource.contentType)
-                state.offsets[part] = 0
+            if let stored = try? await backend.metadata(of: name), stored.size == length, stored.crc32c != nil {
+                state.withLock { state in
+                    state.found[part] = stored
+                    state.offsets[part] = length
+                }
+                return
             }
+            try await restart(part)
         }
+    }
+
+    /// A new session for one part, from its first byte.
+    private func restart(_ part: Int) async throws {
+        let plan = state.withLock { $0.plan }
+        let name = plan.component(part)
+        let length = plan.range(of: part).length
+        let url = try await backend.startSession(to: name, resource: Self.componentResource(resource, name: name), size: length)
+        state.withLock { state in
+            state.plan.urls[part] = url
+            state.parts[part] = GCSResumableSession(backend: backend, id: url, path: name, size: length, contentType: resource.contentType,
+                                                    ownConnection: true)
+            state.offsets[part] = 0
+            state.found[part] = nil
+        }
+    }
+
+    /// A component found stored for a part: taken when its CRC32C is the slice's (read here);
+    /// otherwise deleted, and the part sent again.
+    private func takeFound(_ part: Int, slice: ByteSource, meter: PartMeter) async throws -> Bool {
+        guard let stored = state.withLock({ $0.found[part] }) else { return false }
+        let frontier = ChecksumFrontier()
+        try frontier.catchUp(to: slice.size, from: slice)
+        if stored.crc32c == frontier.crc32c {
+            state.withLock { state in
+                state.done[part] = (stored, frontier.crc32cValue)
+                state.found[part] = nil
+            }
+            meter.finished(part, length: slice.size)
+            return true
+        }
+        try? await backend.delete(stored.name ?? state.withLock { $0.plan.component(part) }, generation: stored.generation)
+        try await restart(part)
+        return false
     }
 
     func send(from source: ByteSource, at offset: Int64, control: TransferControl, progress: @escaping @Sendable (Int64) -> Void)
@@ -165,7 +203,14 @@ final class GCSParallelSession: UploadSession {
         let meter = PartMeter(base: state.withLock { state in state.done.keys.reduce(0) { $0 + plan.range(of: $1).length } },
                               report: progress)
         for part in plan.urls.indices { if let held = state.withLock({ $0.done[part] == nil ? $0.offsets[part] : nil }) { meter.sent(part, held) } }
-        try await sendParts(plan, source: source, control: control, meter: meter)
+        do {
+            try await sendParts(plan, source: source, control: control, meter: meter)
+        } catch let failure as StorageFailure where failure.code == .nonMatchingChecksum {
+            // A component is not the file's bytes (they changed, or the wire flipped one): the
+            // task starts again from zero, so no component of this session may stay.
+            await abandon()
+            throw failure
+        }
         return .finished(try await composeAndVerify(source: source, control: control))
     }
 
@@ -216,9 +261,10 @@ final class GCSParallelSession: UploadSession {
     /// Sends one part to its end: its component stored, checked by size and CRC32C.
     private func sendPart(_ part: Int, source: ByteSource, control: TransferControl, meter: PartMeter) async throws {
         if state.withLock({ $0.offsets[part] }) == nil { try await refresh(part) }
-        let (session, plan) = state.withLock { ($0.parts[part], $0.plan) }
-        let (start, length) = plan.range(of: part)
+        let (start, length) = state.withLock { $0.plan.range(of: part) }
         let slice = source.slice(from: start, length: length)
+        if try await takeFound(part, slice: slice, meter: meter) { return }
+        let session = state.withLock { $0.parts[part] }
         var offset = state.withLock { $0.offsets[part] } ?? 0
         while true {
             try await control.checkpoint()
@@ -298,13 +344,21 @@ final class GCSParallelSession: UploadSession {
         }
     }
 
-    /// Gives every part's session up and deletes the components stored: nothing is left.
+    /// Gives every part's session up and deletes the components stored: nothing is left. A part
+    /// cut off by a cancel after its last byte left may still become a component as the server
+    /// finishes reading it: those parts' components are deleted once more, a moment later.
     func abandon() async {
-        let parts = state.withLock { $0.parts }
+        let (parts, unfinished) = state.withLock { state in (state.parts, state.plan.urls.indices.filter { state.done[$0] == nil }) }
         await withTaskGroup(of: Void.self) { group in
             for part in parts { group.addTask { await part.abandon() } }
         }
         await deleteComponents()
+        guard !unfinished.isEmpty else { return }
+        try? await Task.sleep(for: .milliseconds(250))
+        let plan = state.withLock { $0.plan }
+        await withTaskGroup(of: Void.self) { group in
+            for part in unfinished { group.addTask { try? await self.backend.delete(plan.component(part), generation: nil) } }
+        }
     }
 }
 
