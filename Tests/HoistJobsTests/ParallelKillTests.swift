@@ -4,8 +4,9 @@ import HoistStorage
 import HoistTestSupport
 import Testing
 
-/// Parallel composite uploads killed at random points (kill -9 of `hoist run`), on
-/// gcp-storage-emulator, whose sessions keep the bytes of a broken `PUT` as Cloud Storage does.
+/// Parallel composite uploads in jobs: killed at random points (kill -9 of `hoist run`) on
+/// gcp-storage-emulator, whose sessions keep the bytes of a broken `PUT` as Cloud Storage does;
+/// and checked by CRC32C, since a composite object has no MD5 on Cloud Storage.
 @Suite struct ParallelKillTests {
     let hoist = productsDirectory.appendingPathComponent("hoist").path
 
@@ -39,13 +40,7 @@ import Testing
             #expect(left.isEmpty, "\(left.compactMap { $0["name"] })")
             // Bytes the server received, all runs together: the file once, plus what each kill
             // cut off in flight (at most 4 parts, each less than 1 MiB past its confirmed offset).
-            let received = job.proxy.log.reduce(0) { sum, entry in
-                let event = entry["event"] as? String
-                let range = entry["contentRange"] as? String ?? ""
-                guard entry["method"] as? String == "PUT", event == "answer" || event == "partial", !range.hasPrefix("bytes */") else { return sum }
-                return sum + (entry["forwarded"] as? Int ?? 0)
-            }
-            let starts = job.proxy.requests.filter { ($0["target"] as? String ?? "").contains("uploadType=resumable") && $0["method"] as? String == "POST" }
+            let (received, starts) = (job.proxy.dataBytesForwarded, job.proxy.sessionStarts)
             if ProcessInfo.processInfo.environment["HOIST_DEBUG_LOG"] != nil {
                 for entry in job.proxy.log {
                     let target = (entry["target"] as? String ?? "")
@@ -53,9 +48,40 @@ import Testing
                           entry["range"] ?? "", entry["forwarded"] ?? "")
                 }
             }
-            print("parallel kill loop: \(kills) kills, \(received - size) bytes received twice, \(starts.count) sessions started")
+            print("parallel kill loop: \(kills) kills, \(received - size) bytes received twice, \(starts) sessions started")
             #expect(received - size <= kills * 4 * (1 << 20), "\(received - size) bytes again after \(kills) kills")
             #expect(kills >= 3)
         }
+    }
+
+    /// `--remote-check` of a composite object whose journal row has no MD5 (Cloud Storage gives
+    /// none for one): its CRC32C, the journal's against the server's, says it is unchanged; an
+    /// object replaced by other bytes of the same size is uploaded again.
+    @Test func remoteCheckOfACompositeObjectComparesCRC32C() async throws {
+        let bucket = try await FakeGCS.makeBucket()
+        let fixture = try JobFixture()
+        try fixture.file("big.bin", (6 << 20) + 3)
+        _ = try fixture.job("storage: { url: 'gs://\(bucket)', parallelUploadThreshold: 4MiB }\nfiles: [{ root: src }]\n")
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        let journal = fixture.directory.url.appendingPathComponent("journal.sqlite").path
+        var environment = ProcessInfo.processInfo.environment
+        environment["STORAGE_EMULATOR_HOST"] = "127.0.0.1:\(try FakeGCS.port())"
+        let first = try runProcess(hoist, ["run", manifest], environment: environment)
+        #expect(first.status == 0, "\(first.stderr)")
+        _ = try python("""
+            import sqlite3
+            c = sqlite3.connect('\(journal)')
+            c.execute("UPDATE file SET md5Hash = NULL")
+            c.commit()
+            """)
+        let unchanged = try runProcess(hoist, ["run", "--remote-check", manifest], environment: environment)
+        #expect(unchanged.stdout.hasPrefix("test: 0 uploaded (0 B), 1 unchanged"), "\(unchanged.stdout)")
+        // Other bytes of the same size under its name.
+        var request = HTTPRequest(method: "POST", url: "http://127.0.0.1:\(try FakeGCS.port())/upload/storage/v1/b/\(bucket)/o?uploadType=media&name=big.bin")
+        request.body = [.data(patternData((6 << 20) + 3, seed: 99))]
+        #expect(try await CurlEngine.shared.perform(request).status == 200)
+        let replaced = try runProcess(hoist, ["run", "--remote-check", manifest], environment: environment)
+        #expect(replaced.stdout.hasPrefix("test: 1 uploaded"), "\(replaced.stdout)")
+        #expect(try await FakeGCS.download(bucket: bucket, object: "big.bin") == patternData((6 << 20) + 3))
     }
 }

@@ -209,18 +209,9 @@ import Testing
                 let object = String(format: "\(prefix)/t%02d.bin", index)
                 #expect(try await FakeGCS.download(bucket: StorageEmulator.bucket, object: object, port: job.port) == patternData(size), "\(object)")
             }
-            let starts = job.proxy.requests.filter {
-                $0["method"] as? String == "POST" && ($0["target"] as? String ?? "").contains("uploadType=resumable")
-            }
-            let received = job.proxy.log.reduce(0) { sum, entry in
-                let event = entry["event"] as? String
-                guard entry["method"] as? String == "PUT", event == "answer" || event == "partial",
-                      !(entry["contentRange"] as? String ?? "").hasPrefix("bytes */") else { return sum }
-                return sum + (entry["forwarded"] as? Int ?? 0)
-            }
-            let total = sizes.reduce(0, +)
-            print("takeover: \(starts.count) session starts for 16 files; \(received) bytes received for \(total)")
-            #expect(starts.count == 16, "\(starts.count) session starts for 16 files")
+            let (starts, received, total) = (job.proxy.sessionStarts, job.proxy.dataBytesForwarded, sizes.reduce(0, +))
+            print("takeover: \(starts) session starts for 16 files; \(received) bytes received for \(total)")
+            #expect(starts == 16, "\(starts) session starts for 16 files")
             // What the two killed workers had in flight past the servers' offsets, at most.
             #expect(received - total <= 2 * 2 * (1 << 20), "\(received - total) bytes received twice")
         }

@@ -89,12 +89,7 @@ import Testing
         #expect(last.metadata?.customMetadata?["team"] == "render")
         #expect(UUID(uuidString: last.metadata?.customMetadata?["firebaseStorageDownloadTokens"] ?? "") != nil)
         // Two parts in flight at once (the streams): a second data PUT began before the first ended.
-        var inFlight = 0, most = 0
-        for entry in proxy.log where entry["method"] as? String == "PUT" {
-            inFlight += entry["event"] == nil ? 1 : (entry["event"] as? String == "answer" ? -1 : 0)
-            most = max(most, inFlight)
-        }
-        #expect(most == 2, "at most \(most) parts in flight")
+        #expect(proxy.mostInFlight("PUT") == 2, "at most \(proxy.mostInFlight("PUT")) parts in flight")
         // Six sessions, one compose, and no component left.
         let posts = proxy.requests.filter { $0["method"] as? String == "POST" }.compactMap { $0["target"] as? String }
         #expect(posts.filter { $0.contains("uploadType=resumable") }.count == 6)

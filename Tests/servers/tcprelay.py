@@ -24,7 +24,7 @@ async def pipe(reader, writer, rate=None):
     moved = 0
     try:
         while True:
-            data = await reader.read(1 << 14 if rate else 1 << 16)
+            data = await reader.read(1 << 16)
             if not data:
                 break
             writer.write(data)

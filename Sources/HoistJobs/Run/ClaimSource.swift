@@ -64,7 +64,9 @@ struct ClaimSource {
                 }
             }
         case .wait:
-            claimAgain = .now + .milliseconds(Int(min(1000, shared.lease * 100)))
+            // A quarter second: a worker waiting while others hold the run's last files leaves
+            // (or takes a dead one's) soon after, at one indexed query per poll.
+            claimAgain = .now + .milliseconds(Int(min(250, shared.lease * 100)))
         case .finished:
             finished = true
         }

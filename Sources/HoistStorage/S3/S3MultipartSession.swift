@@ -147,7 +147,7 @@ final class S3MultipartSession: UploadSession {
         let response = try await backend.send(
             "PUT", key: plan.key, query: [("partNumber", "\(number)"), ("uploadId", plan.uploadID)],
             headers: [("Content-MD5", Data(md5).base64EncodedString())], body: [source.bodyPart(from: offset, length: length)],
-            hooks: hooks)
+            hooks: hooks, ownConnection: true)   // each part a TCP stream of its own, not one HTTP/2 connection's stream
         guard response.status == 200 else {
             var failure = backend.failure(response, object: path, bucketLevel: false)
             if failure.code == .nonMatchingChecksum {
