@@ -41,8 +41,28 @@ import Testing
             plan.id.replacingOccurrences(of: "\(10 << 20) ", with: "-5 "),
             plan.id.replacingOccurrences(of: " \(4 << 20) ", with: " 0 "),
             GCSParallelSession.Plan.prefix + "1 1 t p u",
+            GCSParallelSession.Plan.prefix + "\(Int64.max) \(Int64.max - 1) t p u u",
         ]
         for id in hostile { #expect(GCSParallelSession.Plan(id: id) == nil, "\(id)") }
+    }
+
+    /// A journal's parallel-upload id is trusted as a session URL is: one part's URL on another
+    /// host, or an id for another object, is refused before any request (nothing to send there).
+    @Test func aJournaledParallelUploadElsewhereOrOfAnotherObjectIsRefused() async throws {
+        let backend = GCSBackend(GCSBackend.Configuration(bucket: "b", endpoint: "http://127.0.0.1:9", downloadEndpoint: "http://127.0.0.1:9"))
+        let good = "http://127.0.0.1:9/upload/storage/v1/b/b/o?uploadType=resumable&upload_id=1"
+        func id(_ urls: [String], path: String = "o.bin") -> String {
+            GCSParallelSession.Plan(path: path, size: 8 << 20, partSize: 4 << 20, token: "t0", urls: urls).id
+        }
+        await #expect(throws: StorageFailure.self) {
+            _ = try await backend.resumeUpload(id: id([good, "http://attacker.example/upload/storage/v1/b/b/o?upload_id=2"]), for: "o.bin",
+                                               attributes: ObjectResource())
+        }
+        await #expect(throws: StorageFailure.self) {
+            _ = try await backend.resumeUpload(id: id([good, good], path: "other.bin"), for: "o.bin", attributes: ObjectResource())
+        }
+        let resumed = try await backend.resumeUpload(id: id([good, good]), for: "o.bin", attributes: ObjectResource())
+        #expect(resumed.id == id([good, good]))
     }
 
     /// A file over the threshold goes up in parts at once: the object is the file byte for byte

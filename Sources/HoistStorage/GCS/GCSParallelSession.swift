@@ -42,7 +42,8 @@ final class GCSParallelSession: UploadSession {
         init?(id: String) {
             guard id.hasPrefix(Self.prefix), id.utf8.count <= 1 << 20 else { return nil }
             let fields = id.dropFirst(Self.prefix.count).split(separator: " ", omittingEmptySubsequences: false).map(String.init)
-            guard fields.count >= 6, let size = Int64(fields[0]), let partSize = Int64(fields[1]), size > 0, partSize >= 1,
+            // Sizes within Cloud Storage's 5 TiB: no sum below can overflow.
+            guard fields.count >= 6, let size = Int64(fields[0]), let partSize = Int64(fields[1]), size > 0, size <= 5 << 40, partSize >= 1,
                   partSize <= size, let path = fields[3].removingPercentEncoding, !path.isEmpty,
                   (1...64).contains(fields[2].count), fields[2].utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x7A).contains($0) || $0 == 0x2D })
             else { return nil }
