@@ -12,7 +12,9 @@ rate on 2 cores while the wrk ceiling ran without it.)
 The small-file runs come first, each tool over plain HTTP and HTTPS back to back, for --rounds
 rounds (3; 1 with --quick); the large-file runs follow, --rounds rounds of raw curl, Hoist and
 rclone back to back for each scheme. Every round is printed, with the medians of the rounds'
-ratios. --only small / --only large runs just one kind.
+ratios. Then the wan runs: the large file through a relay capping each TCP connection
+(--wan-rate, 10 MB/s), one curl stream against Hoist's parallel composite upload. --only small,
+--only large or --only wan runs just one kind.
 
 --https runs it all again over TLS (HTTP/2 by ALPN) against fake-gcs-server started with
 -scheme https and a certificate from a throwaway CA made with openssl: Hoist trusts the CA
@@ -369,6 +371,53 @@ def write_large_file(path, mib):
     return path
 
 
+def wan_suite(args, large, large_bytes):
+    """The large file through a relay capping each TCP connection at --wan-rate bytes a second
+    (Tests/servers/tcprelay.py --rate: one stream across a WAN, capped by its round-trip time
+    and window): raw curl's one resumable PUT against Hoist's parallel composite upload
+    (`hoist cp -j N`: N parts at once), each to a fresh fake-gcs-server behind the relay. Both
+    objects must have the file's size and the same CRC32C."""
+    relay_script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Tests", "servers", "tcprelay.py")
+    print(f"\n=== one file of {args.large_mib} MiB through a relay of {args.wan_rate / 1e6:.0f} MB/s per TCP connection ===")
+    print(f"  {'tool':8} {'round':>5} {'wall s':>8} {'MB/s':>9} {'CPU s':>7} {'peak RSS':>10}")
+    ratios = []
+    for index in range(args.rounds):
+        walls = {}
+        for name in ("curl", "hoist"):
+            server = Server()
+            log = os.path.join(tempfile.mkdtemp(prefix="hoist-relay-"), "log")
+            relay = subprocess.Popen([sys.executable, relay_script, "--upstream", f"127.0.0.1:{server.port}", "--log", log,
+                                      "--rate", str(args.wan_rate)], stdout=subprocess.PIPE, text=True)
+            port = int(relay.stdout.readline().split()[1])
+            base = f"http://127.0.0.1:{port}"
+            warm(large)
+            if name == "curl":
+                init = urllib.request.Request(f"{base}/upload/storage/v1/b/{server.bucket}/o?uploadType=resumable", method="POST",
+                                              data=json.dumps({"name": "wan/large.bin"}).encode(),
+                                              headers={"Content-Type": "application/json"})
+                location = urllib.request.urlopen(init).headers["Location"]
+                wall, cpu, rss, _ = timed(["curl", "-s", "-o", "/dev/null", "-H", "Expect:", "-T", large, location])
+            else:
+                env = dict(os.environ, STORAGE_EMULATOR_HOST=f"127.0.0.1:{port}")
+                wall, cpu, rss, _ = timed([args.hoist, "cp", "-j", str(args.wan_streams), large, f"gs://{server.bucket}/wan/large.bin"],
+                                          env=env)
+            stored = json.load(urllib.request.urlopen(f"{server.base}/storage/v1/b/{server.bucket}/o/wan%2Flarge.bin"))
+            left = server.count("hoist-parallel-uploads/")
+            relay.kill()
+            relay.wait()
+            server.stop()
+            if int(stored["size"]) != large_bytes or left:
+                sys.exit(f"{name}: stored {stored.get('size')} bytes, {left} components left")
+            walls[name] = (wall, stored["crc32c"])
+            print(f"  {name:8} {index + 1:5d} {wall:8.2f} {large_bytes / wall / 1e6:9.1f} {cpu:7.2f} {rss / 2**20:8.1f} MiB")
+        if walls["curl"][1] != walls["hoist"][1]:
+            sys.exit(f"CRC32C differs: curl's object {walls['curl'][1]}, hoist's {walls['hoist'][1]}")
+        ratios.append(walls["curl"][0] / walls["hoist"][0])
+    print(f"  hoist (parallel composite, {args.wan_streams} parts at once) / one curl stream speed: {median(ratios):.2f}"
+          + (f" (per round: {', '.join(f'{v:.2f}' for v in ratios)})" if args.rounds > 1 else "")
+          + "; both objects' CRC32C equal")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--hoist", required=True)
@@ -380,7 +429,10 @@ def main():
     parser.add_argument("--https", action="store_true", help="also run everything over HTTPS + HTTP/2")
     parser.add_argument("--rounds", type=int, default=3,
                         help="runs of each tool and scheme, interleaved; ratios are medians of the rounds'")
-    parser.add_argument("--only", choices=("small", "large"), help="run just the small-file or the large-file runs")
+    parser.add_argument("--only", choices=("small", "large", "wan"),
+                        help="run just the small-file, the large-file or the capped-relay (wan) runs")
+    parser.add_argument("--wan-rate", type=int, default=10_000_000, help="bytes a second per TCP connection in the wan runs")
+    parser.add_argument("--wan-streams", type=int, default=8, help="hoist cp -j in the wan runs: parts sent at once")
     args = parser.parse_args()
     if args.quick:
         args.files, args.large_mib, args.rounds = 200, 64, 1
@@ -392,11 +444,13 @@ def main():
     tls = make_certificates(work) if args.https else None
     schemes = (("plain HTTP/1.1", None),) + ((("HTTPS + HTTP/2", tls),) if tls else ())
     print(os.popen("uptime").read().strip())
-    if args.only != "large":
+    if args.only not in ("large", "wan"):
         small_suites(args, schemes, small)
-    if args.only != "small":
+    if args.only not in ("small", "wan"):
         for label, certificates in schemes:
             large_suite(args, label, certificates, large, large_bytes)
+    if args.only in (None, "wan"):
+        wan_suite(args, large, large_bytes)
     print(os.popen("uptime").read().strip())
     shutil.rmtree(work)
 

@@ -32,6 +32,7 @@ static inline CURLcode hoist_curl_msg_result(const CURLMsg *m) { return m->data.
 static inline int hoist_curl_msg_is_done(const CURLMsg *m) { return m->msg == CURLMSG_DONE; }
 static inline int hoist_curl_pause_cont(void) { return CURLPAUSE_CONT; }
 static inline long hoist_curl_http_version_2tls(void) { return CURL_HTTP_VERSION_2TLS; }
+static inline long hoist_curl_http_version_1_1(void) { return CURL_HTTP_VERSION_1_1; }
 /// Multiplexing on the multi handle (CURLPIPE_MULTIPLEX, a macro in multi.h).
 static inline long hoist_curl_pipe_multiplex(void) { return CURLPIPE_MULTIPLEX; }
 

@@ -24,15 +24,7 @@ static uint32_t software(uint32_t crc, const unsigned char *p, size_t len) {
     return crc;
 }
 
-#if defined(__x86_64__)
-// The crc32 instruction takes three cycles and can start one each cycle: three streams over
-// three blocks side by side run about three times as fast as one (M. Adler's method). Each
-// block's CRC is then moved past the blocks after it by multiplying with x^(8 * block size)
-// mod P (the `zeros` tables: a CRC register followed by that many zero bytes) and combined.
-enum { LONG_BLOCK = 8192, SHORT_BLOCK = 256 };
-static uint32_t zeros_long[4][256];
-static uint32_t zeros_short[4][256];
-
+// GF(2) matrix times vector, and a matrix squared: the operators that move a CRC past zero bytes.
 static uint32_t gf2_times(const uint32_t *matrix, uint32_t vector) {
     uint32_t sum = 0;
     for (; vector; vector >>= 1, matrix++) if (vector & 1) sum ^= *matrix;
@@ -42,6 +34,15 @@ static uint32_t gf2_times(const uint32_t *matrix, uint32_t vector) {
 static void gf2_square(uint32_t *square, const uint32_t *matrix) {
     for (int n = 0; n < 32; n++) square[n] = gf2_times(matrix, matrix[n]);
 }
+
+#if defined(__x86_64__)
+// The crc32 instruction takes three cycles and can start one each cycle: three streams over
+// three blocks side by side run about three times as fast as one (M. Adler's method). Each
+// block's CRC is then moved past the blocks after it by multiplying with x^(8 * block size)
+// mod P (the `zeros` tables: a CRC register followed by that many zero bytes) and combined.
+enum { LONG_BLOCK = 8192, SHORT_BLOCK = 256 };
+static uint32_t zeros_long[4][256];
+static uint32_t zeros_short[4][256];
 
 // The operator that runs a CRC register over `bytes` zero bytes (a power of two).
 static void zeros_operator(uint32_t *even, size_t bytes) {
@@ -149,4 +150,25 @@ int hoist_crc32c_hardware(void) {
 uint32_t hoist_crc32c_update_software(uint32_t crc, const void *buf, size_t len) {
     if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) init();
     return ~software(~crc, buf, len);
+}
+
+uint32_t hoist_crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2) {
+    // zlib's crc32_combine for the Castagnoli polynomial: crc1 moved past len2 zero bytes
+    // (squaring the one-zero-bit operator to 1, 2, 4, ... bytes), then crc2 added.
+    if (len2 == 0) return crc1;
+    uint32_t even[32], odd[32];
+    odd[0] = 0x82F63B78u;
+    for (int n = 1; n < 32; n++) odd[n] = 1u << (n - 1);
+    gf2_square(even, odd);   // two zero bits
+    gf2_square(odd, even);   // four
+    do {
+        gf2_square(even, odd);   // one zero byte, then four, ...
+        if (len2 & 1) crc1 = gf2_times(even, crc1);
+        len2 >>= 1;
+        if (len2 == 0) break;
+        gf2_square(odd, even);   // two zero bytes, then eight, ...
+        if (len2 & 1) crc1 = gf2_times(odd, crc1);
+        len2 >>= 1;
+    } while (len2);
+    return crc1 ^ crc2;
 }

@@ -232,10 +232,16 @@ private final class Transfer: @unchecked Sendable {
         let context = Unmanaged.passRetained(self)
         retained = context
         try set(CURLOPT_URL, request.url)
-        try set(CURLOPT_HTTP_VERSION, hoist_curl_http_version_2tls())
-        // Wait for a connection being set up rather than open another: if it speaks HTTP/2, this
-        // transfer becomes one of its streams.
-        try set(CURLOPT_PIPEWAIT, 1)
+        if request.ownConnection {
+            // A TCP connection of its own (a part of a parallel upload): HTTP/1.1, which carries
+            // one transfer at a time, and no waiting to become another connection's stream.
+            try set(CURLOPT_HTTP_VERSION, hoist_curl_http_version_1_1())
+        } else {
+            try set(CURLOPT_HTTP_VERSION, hoist_curl_http_version_2tls())
+            // Wait for a connection being set up rather than open another: if it speaks HTTP/2, this
+            // transfer becomes one of its streams.
+            try set(CURLOPT_PIPEWAIT, 1)
+        }
         try check(hoist_curl_easy_setopt_pointer(handle, CURLOPT_SHARE, share))
         try set(CURLOPT_CONNECTTIMEOUT_MS, Int(request.connectTimeout * 1000))
         try set(CURLOPT_NOSIGNAL, 1)

@@ -14,6 +14,10 @@ public struct HTTPRequest: Sendable {
     /// window this long, has stalled and is given up (a transient `HTTPTransportError`, retried as
     /// a timeout). A server dripping a byte now and then cannot hold a request for ever.
     public var stallTimeout: Double = 60
+    /// Send over a TCP connection carrying no other transfer at the time (HTTP/1.1): the parts of
+    /// a parallel upload each get their own, since one stream across a WAN is capped by its
+    /// round-trip time and window however many HTTP/2 streams share it.
+    public var ownConnection = false
     /// The fewest bytes a transfer must move in each `stallTimeout` window (see there).
     public var stallMinimumBytes: Int64 = 1024
     /// Skip TLS certificate checks. Only ever set when a job asks for it by name.

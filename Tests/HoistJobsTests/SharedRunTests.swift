@@ -160,6 +160,51 @@ import Testing
         }
     }
 
+    /// Two of four workers killed at random points while sending files over the resumable
+    /// threshold: every file's session is started once in all (`POST ...uploadType=resumable`
+    /// counted at the proxy), because a session is in the journal before its first byte and the
+    /// taker continues it, and the server receives little more than the files' bytes.
+    @Test func takenOverFilesContinueTheirSessionsNeverStartingAnew() async throws {
+        try await ExclusiveTests.shared.run {
+            let server = try PostgresServer.shared()
+            let url = try server.makeDatabase()
+            let database = PostgresServer.database(of: url)
+            let fixture = try JobFixture()
+            let sizes = (0..<16).map { (3 << 20) + $0 * 4_099 }
+            for (index, size) in sizes.enumerated() { try fixture.file(String(format: "t%02d.bin", index), size) }
+            let prefix = "takeover-\(UUID().uuidString.prefix(8))"
+            let job = try EmulatorJob(fixture, prefix: prefix, bandwidth: "3MB/s", upload: ", concurrency: 2")
+            let workers = try (0..<4).map { _ in try start(["run", "--worker", "--quiet", "--journal", url, job.manifest], environment: job.environment) }
+            // Killed once each has started a session (at a random moment of its files' sending).
+            let deadline = Date().addingTimeInterval(30)
+            for victim in [workers[1].0, workers[2].0] {
+                while Date() < deadline, try server.psql("""
+                    SELECT count(*) FROM hoist_file f JOIN hoist_worker w ON w.worker = f.worker
+                    WHERE w.pid = \(victim.processIdentifier) AND f.session IS NOT NULL
+                    """, database: database).stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "0" {
+                    usleep(20_000)
+                }
+                usleep(UInt32.random(in: 0...700_000))
+                kill(victim.processIdentifier, SIGKILL)
+            }
+            for (index, worker) in workers.enumerated() where ![1, 2].contains(index) {
+                let result = finish(worker)
+                #expect(result.status == 0, "\(result.output)")
+            }
+            for index in [1, 2] { _ = finish(workers[index]) }
+            #expect(try server.psql("SELECT status, uploaded FROM hoist_run", database: database).stdout == "ok|16\n")
+            for (index, size) in sizes.enumerated() {
+                let object = String(format: "\(prefix)/t%02d.bin", index)
+                #expect(try await FakeGCS.download(bucket: StorageEmulator.bucket, object: object, port: job.port) == patternData(size), "\(object)")
+            }
+            let (starts, received, total) = (job.proxy.sessionStarts, job.proxy.dataBytesForwarded, sizes.reduce(0, +))
+            print("takeover: \(starts) session starts for 16 files; \(received) bytes received for \(total)")
+            #expect(starts == 16, "\(starts) session starts for 16 files")
+            // What the two killed workers had in flight past the servers' offsets, at most.
+            #expect(received - total <= 2 * 2 * (1 << 20), "\(received - total) bytes received twice")
+        }
+    }
+
     /// A worker frozen (SIGSTOP: a paused VM, a stuck machine) longer than its lease loses its
     /// files to the others, and once thawed it learns so at its next heartbeat and stops
     /// (exit 2, saying why) instead of going on beside them.

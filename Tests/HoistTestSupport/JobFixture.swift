@@ -39,11 +39,12 @@ public struct EmulatorJob {
     /// The test's environment with STORAGE_EMULATOR_HOST naming the proxy.
     public let environment: [String: String]
 
-    public init(_ fixture: JobFixture, prefix: String, bandwidth: String, files extra: String = "", upload: String = "") throws {
+    public init(_ fixture: JobFixture, prefix: String, bandwidth: String, files extra: String = "", upload: String = "",
+                storage: String = "") throws {
         port = try StorageEmulator.port()
         proxy = try FaultProxy(upstreamPort: port, [])
         _ = try fixture.job("""
-            storage: { url: 'gs://\(StorageEmulator.bucket)', multipartThreshold: 1MiB }
+            storage: { url: 'gs://\(StorageEmulator.bucket)', multipartThreshold: 1MiB\(storage) }
             files: [{ root: src, destination: '\(prefix)/{relpath}'\(extra) }]
             upload: { bandwidth: \(bandwidth)\(upload) }
             """)

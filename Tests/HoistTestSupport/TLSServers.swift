@@ -110,13 +110,14 @@ public enum FakeGCSTLS {
 }
 
 /// `Tests/servers/tcprelay.py`: a relay in front of a server that counts the TCP connections
-/// clients open; with `terminateTLS`, it ends TLS itself offering only HTTP/1.1.
+/// clients open; with `terminateTLS`, it ends TLS itself offering only HTTP/1.1; with
+/// `bytesPerSecond`, each connection carries at most that each way (a WAN stream's cap).
 public final class CountingRelay: Sendable {
     public let server: ServerProcess
     public let port: Int
     public let logFile: URL
 
-    public init(upstreamPort: Int, terminateTLS: Bool = false) throws {
+    public init(upstreamPort: Int, terminateTLS: Bool = false, bytesPerSecond: Int? = nil) throws {
         logFile = FileManager.default.temporaryDirectory.appendingPathComponent("hoist-relay-\(UUID().uuidString).log")
         _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
         var arguments = [packageRoot.appendingPathComponent("Tests/servers/tcprelay.py").path,
@@ -125,6 +126,7 @@ public final class CountingRelay: Sendable {
             let certificates = try TestCertificates.shared()
             arguments += ["--tls-cert", certificates.certificateFile, "--tls-key", certificates.keyFile]
         }
+        if let bytesPerSecond { arguments += ["--rate", "\(bytesPerSecond)"] }
         server = try ServerProcess(testPython, testPythonArguments + arguments)
         port = try server.readyPort()
     }

@@ -158,6 +158,15 @@ public enum FakeGCS {
         return response.body
     }
 
+    /// The objects under `prefix`, metadata included (gcp-storage-emulator lists alike: pass its port).
+    public static func list(bucket: String, prefix: String, port: Int? = nil) async throws -> [[String: Any]] {
+        let url = "http://127.0.0.1:\(try port ?? Self.port())/storage/v1/b/\(bucket)/o?prefix=\(GCSBackend.encode(prefix))"
+        let response = try await CurlEngine.shared.perform(HTTPRequest(method: "GET", url: url))
+        guard response.status == 200 else { throw TestServerError("list: \(response.status) \(response.bodyText)") }
+        let list = try JSONSerialization.jsonObject(with: response.body) as? [String: Any]
+        return list?["items"] as? [[String: Any]] ?? []
+    }
+
     /// Whether an object exists (metadata GET).
     public static func exists(bucket: String, object: String, port: Int? = nil) async throws -> Bool {
         let url = "http://127.0.0.1:\(try port ?? Self.port())/storage/v1/b/\(bucket)/o/\(GCSBackend.encode(object))"
@@ -225,6 +234,31 @@ public func gcsStorage(bucket: String, port: Int, configure: (inout GCSBackend.C
 }
 
 extension FaultProxy {
+    /// The data bytes the server received in `PUT`s (status queries aside), cut requests included.
+    public var dataBytesForwarded: Int {
+        log.reduce(0) { sum, entry in
+            let event = entry["event"] as? String
+            guard entry["method"] as? String == "PUT", event == "answer" || event == "partial",
+                  !(entry["contentRange"] as? String ?? "").hasPrefix("bytes */") else { return sum }
+            return sum + (entry["forwarded"] as? Int ?? 0)
+        }
+    }
+
+    /// The most `method` requests the proxy had in flight at once (received, not yet answered).
+    public func mostInFlight(_ method: String) -> Int {
+        var inFlight = 0, most = 0
+        for entry in log where entry["method"] as? String == method {
+            inFlight += entry["event"] == nil ? 1 : (entry["event"] as? String == "answer" ? -1 : 0)
+            most = max(most, inFlight)
+        }
+        return most
+    }
+
+    /// The resumable sessions started (`POST ...uploadType=resumable`).
+    public var sessionStarts: Int {
+        requests.filter { $0["method"] as? String == "POST" && ($0["target"] as? String ?? "").contains("uploadType=resumable") }.count
+    }
+
     /// Each resumed upload the proxy saw: the offset a status query confirmed (`confirmed`) and
     /// where the data `PUT` that followed it started (`start`); a resume from the server's
     /// offset has the two equal.

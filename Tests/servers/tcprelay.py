@@ -5,6 +5,9 @@
   tcprelay.py --upstream HOST:PORT --log FILE --tls-cert C --tls-key K
                                                               end TLS here (ALPN offers http/1.1 only) and
                                                               relay the plain bytes: a TLS server without HTTP/2
+  tcprelay.py --upstream HOST:PORT --log FILE --rate BYTES    each connection carries at most BYTES a second
+                                                              each way: one TCP stream across a WAN, whose
+                                                              round-trip time and window cap it far below the card
 
 It prints "ready PORT" once listening, and appends "connection N" to --log as each client
 connection is accepted (so the count is the log's line count).
@@ -15,7 +18,10 @@ import ssl
 import sys
 
 
-async def pipe(reader, writer):
+async def pipe(reader, writer, rate=None):
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    moved = 0
     try:
         while True:
             data = await reader.read(1 << 16)
@@ -23,6 +29,12 @@ async def pipe(reader, writer):
                 break
             writer.write(data)
             await writer.drain()
+            if rate:
+                # No faster than `rate` since the connection opened: sleep off any lead.
+                moved += len(data)
+                lead = start + moved / rate - loop.time()
+                if lead > 0:
+                    await asyncio.sleep(lead)
     except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
         pass
     finally:
@@ -38,6 +50,7 @@ async def main():
     parser.add_argument("--log", required=True)
     parser.add_argument("--tls-cert")
     parser.add_argument("--tls-key")
+    parser.add_argument("--rate", type=float, help="bytes a second, per connection and direction")
     args = parser.parse_args()
     host, port = args.upstream.rsplit(":", 1)
     context = None
@@ -57,7 +70,7 @@ async def main():
         except OSError:
             client_writer.close()
             return
-        await asyncio.gather(pipe(client_reader, upstream_writer), pipe(upstream_reader, client_writer))
+        await asyncio.gather(pipe(client_reader, upstream_writer, args.rate), pipe(upstream_reader, client_writer, args.rate))
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=context)
     print(f"ready {server.sockets[0].getsockname()[1]}", flush=True)

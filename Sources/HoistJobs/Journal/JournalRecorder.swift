@@ -198,6 +198,21 @@ final class JournalRecorder: JobObserver {
         }
     }
 
+    /// A session another process can continue just started, before its first byte: its id is
+    /// written and committed now (one transaction per large file), so a process killed from here
+    /// on leaves the session in the journal, and whoever takes the file (the next run, a shared
+    /// run's other worker) continues it from the server's offset instead of starting anew.
+    func sessionStarted(_ item: PlanItem, session: String) async {
+        record(.progress(source: item.file.path, destination: item.destination, session: session, offset: 0),
+               key: item.file.path + "\n" + item.destination)
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            writer.async {
+                self.flush()
+                done.resume()
+            }
+        }
+    }
+
     func jobFinished(_ summary: JobSummary) {
         guard var run = state.withLock({ $0.run }) else {
             writer.sync { flush() }

@@ -262,15 +262,16 @@ public final class PostgresJournal: JournalStore {
     /// connection only once the lock comes, and meanwhile the queued request makes every other
     /// process's try fail, so new runs were refused as if the dead one still ran
     /// (`PostgresLockWaitTests.aRunKilledWhileWaitingLeavesNoWaitBehind`). A process that dies
-    /// between two tries leaves nothing behind.
-    static func waitForLock(_ name: String, shared: Bool, on connection: PostgresConnection) throws {
-        var pause = 0.05
+    /// between two tries leaves nothing behind. `longest` bounds the pause: a shared run's plan
+    /// lock is held for the seconds of one plan, and its workers should start as soon as it goes.
+    static func waitForLock(_ name: String, shared: Bool, on connection: PostgresConnection, longest: Double = 1) throws {
+        var pause = min(0.05, longest)
         while true {
             let query: PostgresQuery = shared ? "SELECT pg_try_advisory_lock_shared(hashtextextended(\(name), 0))"
                 : "SELECT pg_try_advisory_lock(hashtextextended(\(name), 0))"
             if try connection.query(query, logger: logger).wait().first?.decode(Bool.self) ?? false { return }
             Thread.sleep(forTimeInterval: pause)
-            pause = min(1, pause * 2)
+            pause = min(longest, pause * 2)
         }
     }
 

@@ -82,7 +82,7 @@ public final class SharedRun: JobRunLock, Sendable {
             }
             try PostgresJournal.keepApart(.workers, job: journal.job, on: hold)
             try PostgresJournal.waitForLock(Self.workerLockPrefix + worker, shared: false, on: hold)
-            try PostgresJournal.waitForLock(planKey, shared: false, on: hold)
+            try PostgresJournal.waitForLock(planKey, shared: false, on: hold, longest: 0.2)
             let backend = try hold.query("SELECT pg_backend_pid()", logger: PostgresJournal.logger).wait().first?.decode(Int32.self) ?? 0
             // Under the plan lock: join the planned run, or plan a new one.
             (runID, plans, started) = try Self.joinOrPlan(journal, backend: backend, waitingSince: waiting, fingerprint: fingerprint,

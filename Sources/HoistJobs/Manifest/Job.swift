@@ -251,7 +251,7 @@ public struct Job: Sendable {
     /// job's environment, its folder for relative paths.
     func backendContext(caBundle: String? = nil) -> BackendContext {
         BackendContext(location: manifest.storage.location, options: manifest.storage.options, environment: environment,
-                       directory: directory.path, caBundle: caBundle)
+                       directory: directory.path, caBundle: caBundle, concurrency: manifest.upload.concurrency)
     }
 
     /// The storage the job uploads to, configured from `storage:` and `upload:`.

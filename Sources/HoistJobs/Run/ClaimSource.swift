@@ -69,7 +69,9 @@ struct ClaimSource {
                 }
             }
         case .wait:
-            claimAgain = .now + .milliseconds(Int(min(1000, shared.lease * 100)))
+            // A quarter second: a worker waiting while others hold the run's last files leaves
+            // (or takes a dead one's) soon after, at one indexed query per poll.
+            claimAgain = .now + .milliseconds(Int(min(250, shared.lease * 100)))
             guard holdingNone else { break }
             // Holding nothing, this worker may yet be named by rows it never claimed: rows edited
             // after its claim (their path or destination), so its writes went to the keys it

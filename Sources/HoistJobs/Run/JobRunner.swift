@@ -159,6 +159,10 @@ public final class JobRunner: Sendable {
         let size = item.compression == nil ? item.file.size : ((try? source.get())?.size ?? item.file.size)
         let task = ref.uploadTask(source: source, path: item.file.path, size: size, metadata: metadata,
                                   resumingSession: item.resumeSession, unlessStored: item.mayBeStored)
+        if let recorder {
+            let started = item
+            task.onSessionStarted { session in await recorder.sessionStarted(started, session: session) }
+        }
         let retryObservers = self.retryObservers
         let opened = item
         if !retryObservers.isEmpty {
@@ -255,15 +259,18 @@ public final class JobRunner: Sendable {
         }
     }
 
-    /// Whether the server still holds the object as the journal recorded it (size and MD5). A
+    /// Whether the server still holds the object as the journal recorded it: its size (a
     /// compressed file's object has its gzip stream's size, which a done row keeps as its
-    /// confirmed offset.
+    /// confirmed offset), and its CRC32C where both have one (every GCS object, composite ones
+    /// included, which have no MD5), else its MD5.
     func storedAsJournaled(_ item: PlanItem) async -> Bool {
         guard let record = (try? journal?.record(source: item.file.path, destination: item.destination)) ?? nil,
               let stored = try? await storage.reference(withPath: item.destination).getMetadata()
         else { return false }
         let size = item.compression == nil ? record.size : record.confirmedOffset
-        return stored.size == size && stored.md5Hash != nil && stored.md5Hash == record.md5Hash
+        guard stored.size == size else { return false }
+        if let crc32c = record.crc32c, let storedCRC = stored.resource.crc32c { return crc32c == storedCRC }
+        return stored.md5Hash != nil && stored.md5Hash == record.md5Hash
     }
 
     /// Whether the bucket holds `object` (an error other than "not found" counts as yes: nothing

@@ -28,9 +28,20 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
         set { lock.withLock { _sessionID = newValue } }
     }
     private var _sessionID: String?
+    /// Awaited once a session another process can continue has started, before its first byte
+    /// moves (`onSessionStarted`).
+    private var sessionStarted: (@Sendable (String) async -> Void)?
     /// The byte count of the last progress event; -1 before the first.
     private var reported: Int64 = -1
     override var hasReportedProgress: Bool { reported >= 0 }
+
+    /// Has the upload wait for `handler` once it has started a session another process can
+    /// continue (its id), before the first byte is sent: a journal commits the id there, so a
+    /// process killed from then on leaves the session to the next (a shared run's worker taking
+    /// the file over continues it). Package API, for the job runner; set before the task starts.
+    package func onSessionStarted(_ handler: @escaping @Sendable (String) async -> Void) {
+        lock.withLock { sessionStarted = handler }
+    }
 
     /// A session to continue instead of starting one (Hoist: resume after a crash).
     private let resumeID: String?
@@ -136,6 +147,7 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
             driver = UploadDriver(backend: reference.storage.backend, policy: reference.storage.uploadRetryPolicy, control: control,
                                   source: source, path: path, attributes: attributes, resumeID: resumeID, unlessStored: unlessStored,
                                   reports: .init(session: { [weak self] in self?.sessionID = $0 },
+                                                 sessionStarted: { [weak self] id in await self?.lock.withLock({ self?.sessionStarted })?(id) },
                                                  progress: { [weak self] sent in self?.report(sent) },
                                                  retry: { [weak self] in self?.reportRetry(attempt: $0, delay: $1, after: $2) }))
         } catch {

@@ -145,14 +145,18 @@ public struct BackendContext: Sendable {
     public var directory: String
     /// A CA bundle that wins over the options' and the environment's (`--ca-bundle`).
     public var caBundle: String?
+    /// How many transfers the caller runs at once (a job's `upload.concurrency`): a backend that
+    /// sends one large object over several connections uses as many; nil: its own default.
+    public var concurrency: Int?
 
     public init(location: StorageLocation, options: any BackendOptions, environment: [String: String] = ProcessInfo.processInfo.environment,
-                directory: String = FileManager.default.currentDirectoryPath, caBundle: String? = nil) {
+                directory: String = FileManager.default.currentDirectoryPath, caBundle: String? = nil, concurrency: Int? = nil) {
         self.location = location
         self.options = options
         self.environment = environment
         self.directory = directory
         self.caBundle = caBundle
+        self.concurrency = concurrency
     }
 
     /// A path of an option, made absolute against `directory`.

@@ -13,6 +13,8 @@ public final class ByteSource: Sendable {
     private let storage: Storage
     /// The number of bytes to upload.
     public let size: Int64
+    /// Where these bytes start in the file or data: 0, or a slice's start (`slice(from:length:)`).
+    let base: Int64
 
     /// Bytes in memory.
     public init(data: Data) {
@@ -20,6 +22,7 @@ public final class ByteSource: Sendable {
         size = Int64(data.count)
         opened = nil
         watched = nil
+        base = 0
     }
 
     /// A compressed copy of `original` (`gzipped`), in memory: whether it changed is asked of
@@ -29,6 +32,7 @@ public final class ByteSource: Sendable {
         size = Int64(data.count)
         opened = original.opened
         watched = original.watched ?? original.openFile
+        base = 0
     }
 
     /// A compressed copy of `original` in a temporary file of `size` bytes.
@@ -37,6 +41,7 @@ public final class ByteSource: Sendable {
         self.size = size
         opened = original.opened
         watched = original.watched ?? original.openFile
+        base = 0
     }
 
     /// The file at `path`, as it is now, opened.
@@ -60,6 +65,21 @@ public final class ByteSource: Sendable {
         opened = FileStatus(info)
         size = Int64(info.st_size)
         watched = nil
+        base = 0
+    }
+
+    private init(slicing source: ByteSource, from start: Int64, length: Int64) {
+        storage = source.storage
+        opened = source.opened
+        watched = source.watched
+        base = source.base + start
+        size = length
+    }
+
+    /// `length` bytes of this source from `start`: one part of a parallel upload. The same open
+    /// file (or data), and whether it changed is asked of the whole file.
+    func slice(from start: Int64, length: Int64) -> ByteSource {
+        ByteSource(slicing: self, from: max(0, min(start, size)), length: max(0, min(length, size - start)))
     }
 
     /// What `openWalked` found at a job's file's path.
@@ -365,8 +385,8 @@ public final class ByteSource: Sendable {
     /// bytes the file had when it was opened (a file that grew is caught by `changeSinceOpened`).
     public func reader(from offset: Int64) throws -> Reader {
         switch storage {
-        case .memory(let data): Reader(data: data, offset: offset)
-        case .file(let file): Reader(file: file, offset: offset, end: size)
+        case .memory(let data): Reader(data: data, offset: offset, base: base, end: size)
+        case .file(let file): Reader(file: file, offset: offset, base: base, end: size)
         }
     }
 
@@ -377,19 +397,23 @@ public final class ByteSource: Sendable {
         /// piece as `FileHandle` makes).
         private let file: OpenFile?
         private let end: Int64
-        /// Where the next `read` starts.
+        /// Where the source starts in the file or data (a slice's start).
+        private let base: Int64
+        /// Where the next `read` starts, from the source's start.
         public private(set) var offset: Int64
 
-        fileprivate init(data: Data, offset: Int64) {
+        fileprivate init(data: Data, offset: Int64, base: Int64, end: Int64) {
             self.data = data
             file = nil
-            end = Int64(data.count)
+            self.base = base
+            self.end = end
             self.offset = offset
         }
 
-        fileprivate init(file: OpenFile, offset: Int64, end: Int64) {
+        fileprivate init(file: OpenFile, offset: Int64, base: Int64, end: Int64) {
             data = nil
             self.file = file
+            self.base = base
             self.end = end
             self.offset = offset
         }
@@ -398,8 +422,8 @@ public final class ByteSource: Sendable {
         public func read(upTo count: Int) throws -> Data {
             let piece: Data
             if let data {
-                let start = data.startIndex + Int(offset)
-                piece = data[start..<min(start + count, data.endIndex)]
+                let start = data.startIndex + Int(base + offset)
+                piece = data[start..<min(start + max(0, min(count, Int(end - offset))), data.endIndex)]
             } else if let file {
                 piece = try readFile(file, upTo: Int(max(0, min(Int64(count), end - offset))))
             } else {
@@ -413,7 +437,7 @@ public final class ByteSource: Sendable {
         private func readFile(_ file: OpenFile, upTo count: Int) throws -> Data {
             guard count > 0 else { return Data() }
             var piece = Data(count: count)
-            let got = piece.withUnsafeMutableBytes { file.read(into: $0, at: offset) }
+            let got = piece.withUnsafeMutableBytes { file.read(into: $0, at: base + offset) }
             guard got >= 0 else {
                 throw StorageFailure(
                     .unknown, "Reading \(file.path) failed: \(String(cString: strerror(Int32(-got)))).", details: ["file": file.path])

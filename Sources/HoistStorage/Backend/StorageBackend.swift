@@ -31,6 +31,11 @@ public protocol StorageBackend: Sendable {
     /// - Throws: `objectNotFound` when the session is gone; `invalidArgument` for one of another object.
     func resumeUpload(id: String, for path: String) async throws -> any UploadSession
 
+    /// `resumeUpload(id:for:)` with the object's attributes, for a session that writes them only
+    /// when it finishes (a GCS parallel upload composes its object at the end). By default
+    /// (sessions that were given their metadata when they started) as `resumeUpload(id:for:)`.
+    func resumeUpload(id: String, for path: String, attributes: ObjectResource) async throws -> any UploadSession
+
     /// Deletes the object at `path` if it is still the given generation (any generation when nil).
     /// Missing objects and other generations are left alone, silently. Used to take back an
     /// object that must not stay (its file changed while it was read).
@@ -92,6 +97,10 @@ extension StorageBackend {
         throw StorageFailure(.invalidArgument, "This storage (\(bucket)) cannot list its objects.", details: ["bucket": bucket])
     }
 
+    public func resumeUpload(id: String, for path: String, attributes: ObjectResource) async throws -> any UploadSession {
+        try await resumeUpload(id: id, for: path)
+    }
+
     /// Lets objects stored from now on wait for `persist()` to become durable, instead of each
     /// paying for it when it is stored. For a caller that records objects done in batches (a
     /// job's journal) and calls `persist()` before each batch. By default there is nothing to defer.
@@ -125,6 +134,10 @@ extension StorageBackend {
 public protocol UploadSession: Sendable {
     var id: String { get }
 
+    /// Whether another process can continue this session by its `id` (a resumable session, a
+    /// multipart upload); false (the default) for one request that either stores or not.
+    var continuesElsewhere: Bool { get }
+
     /// How many bytes the server holds, from the start of the object.
     func confirmedOffset() async throws -> Int64
 
@@ -143,6 +156,10 @@ public protocol UploadSession: Sendable {
 
     /// Gives the session up: nothing of it is left in the bucket. Never throws.
     func abandon() async
+}
+
+extension UploadSession {
+    public var continuesElsewhere: Bool { false }
 }
 
 /// What one `send` achieved.

@@ -10,6 +10,10 @@ public struct GCSOptions: BackendOptions {
     public var multipartThreshold: Int64?
     /// Set a Firebase download token on each object (default true).
     public var downloadTokens: Bool?
+    /// Send large files as parallel composite uploads (default true; false: one stream each).
+    public var parallelUploads: Bool?
+    /// Files of at least this many bytes go up as parallel composite uploads (default 150 MiB).
+    public var parallelUploadThreshold: Int64?
     /// Skip TLS certificate checks. Never outside a test network: every run warns.
     public var insecureSkipTLSVerify: Bool?
     /// A PEM file of CA certificates (or a folder hashed by `openssl rehash`) to trust instead
@@ -17,7 +21,7 @@ public struct GCSOptions: BackendOptions {
     public var caBundle: String?
 
     enum CodingKeys: String, CodingKey, CaseIterable {
-        case credentials, multipartThreshold, downloadTokens, insecureSkipTLSVerify, caBundle
+        case credentials, multipartThreshold, downloadTokens, parallelUploads, parallelUploadThreshold, insecureSkipTLSVerify, caBundle
     }
 
     public static var keys: [String] { CodingKeys.allCases.map(\.stringValue) }
@@ -29,6 +33,8 @@ public struct GCSOptions: BackendOptions {
         credentials = try c.decodeIfPresent(String.self, forKey: .credentials).flatMap { $0.isEmpty ? nil : $0 }
         multipartThreshold = try c.decodeIfPresent(ByteSize.self, forKey: .multipartThreshold)?.bytes
         downloadTokens = try c.decodeIfPresent(Bool.self, forKey: .downloadTokens)
+        parallelUploads = try c.decodeIfPresent(Bool.self, forKey: .parallelUploads)
+        parallelUploadThreshold = try c.decodeIfPresent(ByteSize.self, forKey: .parallelUploadThreshold)?.bytes
         insecureSkipTLSVerify = try c.decodeIfPresent(Bool.self, forKey: .insecureSkipTLSVerify)
         caBundle = try c.decodeIfPresent(String.self, forKey: .caBundle).flatMap { $0.isEmpty ? nil : $0 }
     }
@@ -86,6 +92,9 @@ extension GCSBackend {
         var configuration = try Configuration.fromEnvironment(bucket: context.location.bucket, environment, caBundle: bundle)
         if let threshold = options.multipartThreshold { configuration.multipartThreshold = threshold }
         if let tokens = options.downloadTokens { configuration.setsDownloadTokens = tokens }
+        if let threshold = options.parallelUploadThreshold { configuration.parallelUploadThreshold = threshold }
+        if options.parallelUploads == false { configuration.parallelUploadThreshold = nil }
+        if let concurrency = context.concurrency { configuration.parallelUploadStreams = concurrency }
         if let insecure = options.insecureSkipTLSVerify { configuration.insecureSkipTLSVerify = insecure }
         self.init(configuration)
     }

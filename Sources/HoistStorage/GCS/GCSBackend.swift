@@ -17,6 +17,14 @@ public final class GCSBackend: StorageBackend {
         public var multipartThreshold: Int64 = 8 << 20
         /// The largest `PUT` of a resumable session (rounded down to 256 KiB); nil sends the rest at once.
         public var chunkSize: Int64?
+        /// Objects of at least this size go up as parallel composite uploads (`GCSParallelSession`):
+        /// parts sent at once as temporary objects, joined by `compose`. nil: one stream always.
+        /// 150 MiB by default, as gcloud's `parallel_composite_upload_threshold`.
+        public var parallelUploadThreshold: Int64? = 150 << 20
+        /// How many parts of one parallel upload are sent at once (a job's `upload.concurrency`).
+        public var parallelUploadStreams = 4
+        /// How many parts a parallel upload is cut into; nil: one per stream.
+        public var parallelUploadParts: Int?
         /// Set custom metadata `firebaseStorageDownloadTokens` to a fresh UUID on each upload.
         public var setsDownloadTokens = true
         /// Skip TLS certificate checks (only for a job that asks for it by name).
@@ -76,29 +84,27 @@ public final class GCSBackend: StorageBackend {
     public func startUpload(to path: String, attributes: ObjectResource, size: Int64, chunkSize: Int64?) async throws
         -> any UploadSession
     {
+        let resource = uploadResource(path, attributes)
+        if size <= configuration.multipartThreshold, size <= chunkSize ?? .max {
+            return GCSMultipartSession(backend: self, resource: resource, size: size)
+        }
+        if chunkSize == nil, let partSize = parallelPartSize(for: size) {
+            return try await GCSParallelSession.start(backend: self, path: path, resource: resource, size: size, partSize: partSize)
+        }
+        let location = try await startSession(to: path, resource: resource, size: size)
+        return GCSResumableSession(backend: self, id: location, path: path, size: size, contentType: resource.contentType!)
+    }
+
+    /// The object's resource as an upload writes it: the attributes' writable fields, its name,
+    /// a content type, and a fresh download token unless told otherwise.
+    private func uploadResource(_ path: String, _ attributes: ObjectResource) -> ObjectResource {
         var resource = attributes.writable
         resource.name = path
         if resource.contentType == nil { resource.contentType = ContentType.fallback }
         if configuration.setsDownloadTokens, resource.metadata?[Self.downloadTokensKey] == nil {
             resource.metadata = (resource.metadata ?? [:]).merging([Self.downloadTokensKey: RandomID.lowercased()]) { a, _ in a }
         }
-        if size <= configuration.multipartThreshold, size <= chunkSize ?? .max {
-            return GCSMultipartSession(backend: self, resource: resource, size: size)
-        }
-        var request = HTTPRequest(
-            method: "POST", url: "\(configuration.endpoint)/upload/storage/v1/b/\(Self.encode(bucket))/o?uploadType=resumable",
-            headers: [("Content-Type", "application/json; charset=UTF-8"), ("X-Upload-Content-Type", resource.contentType!),
-                      ("X-Upload-Content-Length", "\(size)")])
-        request.body = [.data(try JSONEncoder().encode(resource))]
-        let response = try await send(request)
-        guard response.status == 200 || response.status == 201, let location = response.header("Location") else {
-            throw failure(response, object: path, bucketLevel: true)
-        }
-        if let problem = sessionURLProblem(location) {
-            throw StorageFailure(.unknown, "Cloud Storage answered a session URL that Hoist does not use: \(problem)",
-                                 details: ["bucket": bucket, "object": path])
-        }
-        return GCSResumableSession(backend: self, id: location, path: path, size: size, contentType: resource.contentType!)
+        return resource
     }
 
     public func resumeUpload(id: String) async throws -> any UploadSession {
@@ -113,7 +119,31 @@ public final class GCSBackend: StorageBackend {
         try await resume(id: id, path: path)
     }
 
+    /// A parallel upload's id (`GCSParallelSession.Plan`) continues with the object's metadata
+    /// made again from `attributes` (a journal keeps no download token); its every part's URL is
+    /// checked as a session URL, and its object must be `path`.
+    public func resumeUpload(id: String, for path: String, attributes: ObjectResource) async throws -> any UploadSession {
+        guard id.hasPrefix(GCSParallelSession.Plan.prefix) else { return try await resume(id: id, path: path) }
+        guard let plan = GCSParallelSession.Plan(id: id) else {
+            throw StorageFailure(.objectNotFound, "Upload session cannot be resumed: the parallel upload's id is not one Hoist wrote.",
+                                 details: ["bucket": bucket])
+        }
+        guard plan.path == path else {
+            throw StorageFailure(.invalidArgument, "Upload session cannot be resumed: it is another object's.", details: ["bucket": bucket])
+        }
+        if let problem = plan.urls.lazy.compactMap(sessionURLProblem).first {
+            throw StorageFailure(.objectNotFound, "Upload session cannot be resumed: \(problem)", details: ["bucket": bucket])
+        }
+        return GCSParallelSession(backend: self, plan: plan, resource: uploadResource(path, attributes), started: false)
+    }
+
     private func resume(id: String, path: String?) async throws -> any UploadSession {
+        if id.hasPrefix(GCSParallelSession.Plan.prefix) {
+            guard let path else {
+                throw StorageFailure(.objectNotFound, "A parallel upload is resumed with its object's metadata.", details: ["bucket": bucket])
+            }
+            return try await resumeUpload(id: id, for: path, attributes: ObjectResource())
+        }
         if let problem = sessionURLProblem(id) {
             throw StorageFailure(.objectNotFound, "Upload session cannot be resumed: \(problem)", details: ["bucket": bucket])
         }
@@ -455,13 +485,18 @@ public final class GCSBackend: StorageBackend {
                 details: ["bucket": bucket, "object": path ?? "", "storedBucket": resource.bucket ?? "", "storedObject": name])
         }
         try frontier.catchUp(to: source.size, from: source)
-        let sent = frontier.crc32c
-        if resource.size == source.size, resource.crc32c == sent { return resource }
-        try? await delete(name, generation: resource.generation)
+        return try await verify(resource, crc32c: frontier.crc32c, size: source.size, path: name)
+    }
+
+    /// Checks a stored object's size and CRC32C against what was sent (`crc32c`, base64): on a
+    /// mismatch, deletes that generation and throws `nonMatchingChecksum`.
+    func verify(_ resource: ObjectResource, crc32c sent: String, size: Int64, path name: String) async throws -> ObjectResource {
+        if resource.size == size, resource.crc32c == sent, resource.bucket == bucket, resource.name == name { return resource }
+        try? await delete(resource.name ?? name, generation: resource.generation)
         throw StorageFailure(
             .nonMatchingChecksum,
             "Uploaded object \(name) has \(resource.size.map(String.init) ?? "no") bytes, crc32c \(resource.crc32c ?? "-") "
-                + "on the server, but the local file has \(source.size) bytes, crc32c \(sent). The object was deleted; retry the upload.",
+                + "on the server, but the local file has \(size) bytes, crc32c \(sent). The object was deleted; retry the upload.",
             details: ["bucket": bucket, "object": name, "serverCRC32C": resource.crc32c ?? "", "localCRC32C": sent])
     }
 }
@@ -477,10 +512,13 @@ extension TransferControl: TransferGate {
 extension OpenFile: BodyFile {}
 
 extension ByteSource {
-    /// The bytes from `offset` to the end, as an HTTP body part read while it is sent.
+    /// The bytes from `offset` to the end, as an HTTP body part read while it is sent. Its
+    /// content offsets (what `TransferHooks.onContentBytes` is told) are the file's or data's:
+    /// less `base` for a slice's own.
     func bodyPart(from offset: Int64) -> HTTPRequest.BodyPart {
-        if let file = openFile { return .file(file, offset: offset, length: size - offset) }
+        if let file = openFile { return .file(file, offset: base + offset, length: size - offset) }
         let data = memoryData ?? Data()
-        return .data(data.subdata(in: data.startIndex + Int(offset)..<data.endIndex), contentOffset: offset)
+        let start = data.startIndex + Int(base + offset)
+        return .data(data.subdata(in: start..<start + Int(size - offset)), contentOffset: base + offset)
     }
 }

@@ -175,7 +175,7 @@ public final class S3Backend: StorageBackend {
     /// become `StorageFailure`s (a cancelled transfer the `cancelled` error).
     func send(_ method: String, key: String?, query: [(name: String, value: String)] = [],
               headers: [(name: String, value: String)] = [], body: [HTTPRequest.BodyPart] = [],
-              hooks: TransferHooks = TransferHooks(), quick: Bool = false) async throws -> HTTPResponse {
+              hooks: TransferHooks = TransferHooks(), quick: Bool = false, ownConnection: Bool = false) async throws -> HTTPResponse {
         let (url, host, path) = location(key: key)
         // `?uploads`, not `?uploads=`: the signature's canonical form has the `=`, the URL need not.
         let queryText = SigV4.canonicalQuery(query).split(separator: "&").map { $0.hasSuffix("=") ? String($0.dropLast()) : String($0) }
@@ -191,6 +191,7 @@ public final class S3Backend: StorageBackend {
         request.caBundle = configuration.caBundle
         request.stallTimeout = min(quick ? 8 : request.stallTimeout, configuration.stallTimeout)
         if quick { request.connectTimeout = 5 }
+        request.ownConnection = ownConnection
         do {
             return try await HTTPTransports.standard.perform(request, hooks: hooks)
         } catch let error as HTTPTransportError where error.isCertificateProblem {

@@ -28,6 +28,7 @@ final class S3MultipartSession: UploadSession {
     private let state: Mutex<State>
 
     var id: String { plan.id }
+    var continuesElsewhere: Bool { true }
 
     init(backend: S3Backend, plan: Plan, path: String, fresh: Bool) {
         self.backend = backend
@@ -146,7 +147,7 @@ final class S3MultipartSession: UploadSession {
         let response = try await backend.send(
             "PUT", key: plan.key, query: [("partNumber", "\(number)"), ("uploadId", plan.uploadID)],
             headers: [("Content-MD5", Data(md5).base64EncodedString())], body: [source.bodyPart(from: offset, length: length)],
-            hooks: hooks)
+            hooks: hooks, ownConnection: true)   // each part a TCP stream of its own, not one HTTP/2 connection's stream
         guard response.status == 200 else {
             var failure = backend.failure(response, object: path, bucketLevel: false)
             if failure.code == .nonMatchingChecksum {
@@ -196,40 +197,6 @@ extension ByteSource {
         switch bodyPart(from: offset) {
         case .file(let file, let start, _): .file(file, offset: start, length: length)
         case .data(let data, _): .data(data.prefix(Int(length)), contentOffset: offset)
-        }
-    }
-}
-
-/// The bytes of a multipart upload the server holds or is being sent, for progress: parts
-/// finished plus what each part in flight has sent, reported only when it grows.
-final class PartMeter: Sendable {
-    private let state: Mutex<(base: Int64, inFlight: [Int: Int64], reported: Int64)>
-    private let report: @Sendable (Int64) -> Void
-
-    init(base: Int64, report: @escaping @Sendable (Int64) -> Void) {
-        state = Mutex((base, [:], base))
-        self.report = report
-    }
-
-    func sent(_ part: Int, _ bytes: Int64) {
-        update { $0.inFlight[part] = max($0.inFlight[part] ?? 0, bytes) }
-    }
-
-    func finished(_ part: Int, length: Int64) {
-        update { state in
-            state.inFlight[part] = nil
-            state.base += length
-        }
-    }
-
-    private func update(_ change: (inout (base: Int64, inFlight: [Int: Int64], reported: Int64)) -> Void) {
-        // Reported inside the lock: parts finish on several threads, and progress must only grow.
-        state.withLock { state in
-            change(&state)
-            let now = state.base + state.inFlight.values.reduce(0, +)
-            guard now > state.reported else { return }
-            state.reported = now
-            report(now)
         }
     }
 }

@@ -40,4 +40,7 @@ final class ChecksumFrontier: Sendable {
 
     /// The CRC32C, base64 as GCS writes it, of every byte counted.
     var crc32c: String { state.withLock { $0.sums.base64() } }
+
+    /// The CRC32C of every byte counted, as a number (to combine with others').
+    var crc32cValue: UInt32 { state.withLock { $0.sums.value } }
 }

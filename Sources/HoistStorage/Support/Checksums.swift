@@ -49,6 +49,12 @@ struct Checksums {
         hoist_crc32c_update_software(crc, bytes.baseAddress, bytes.count)
     }
 
+    /// The CRC32C of A followed by B, from A's, B's and B's length (zlib's `crc32_combine`, for
+    /// Castagnoli): a parallel upload's whole object from its parts' checksums, no byte read again.
+    static func crc32cCombine(_ first: UInt32, _ second: UInt32, secondLength: Int64) -> UInt32 {
+        hoist_crc32c_combine(first, second, UInt64(max(0, secondLength)))
+    }
+
     /// True when the CPU's CRC32C instruction is in use.
     static var crc32cIsHardwareAccelerated: Bool { hoist_crc32c_hardware() != 0 }
 }

@@ -20,6 +20,8 @@ struct UploadDriver {
     /// backend took, and a wait before a retry.
     struct Reports {
         var session: (String) -> Void = { _ in }
+        /// A session another process can continue has started: awaited before its first byte.
+        var sessionStarted: @Sendable (String) async -> Void = { _ in }
         var progress: @Sendable (Int64) -> Void = { _ in }
         var retry: (_ attempt: Int, _ delay: TimeInterval, _ failure: StorageFailure) -> Void = { _, _, _ in }
     }
@@ -79,7 +81,7 @@ struct UploadDriver {
         if attempt.session == nil, let id = attempt.resumable {
             // A session an earlier process started: continue from what the server holds.
             attempt.resumable = nil
-            if let resumed = try? await backend.resumeUpload(id: id, for: path), let confirmed = try? await resumed.confirmedOffset() {
+            if let resumed = try? await backend.resumeUpload(id: id, for: path, attributes: attributes), let confirmed = try? await resumed.confirmedOffset() {
                 attempt.session = resumed
                 reports.session(resumed.id)
                 attempt.offset = confirmed
@@ -99,6 +101,7 @@ struct UploadDriver {
             let started = try await backend.startUpload(to: path, attributes: attributes, size: source.size, chunkSize: control.chunkSize)
             attempt.session = started
             reports.session(started.id)
+            if started.continuesElsewhere { await reports.sessionStarted(started.id) }
             attempt.offset = 0
         }
         switch try await attempt.session!.send(from: source, at: attempt.offset, control: control, progress: reports.progress) {
@@ -152,10 +155,12 @@ struct UploadDriver {
 
     /// Whether a session another process started and the server no longer knows (servers may
     /// forget a session once it finished) was finished: the object is stored with these very
-    /// bytes (size, then MD5 read from the source) and this metadata. Nil: send it anew.
+    /// bytes (size, then MD5 read from the source; CRC32C for a composite object, which has no
+    /// MD5) and this metadata. Nil: send it anew.
     static func finishedEarlier(_ source: ByteSource, _ attributes: ObjectResource, at path: String,
                                 backend: any StorageBackend) async -> ObjectResource? {
-        guard let stored = try? await backend.metadata(of: path), stored.size == source.size, let md5 = stored.md5Hash,
+        // MD5, or CRC32C for an object that has none (a composite object: a parallel upload's).
+        guard let stored = try? await backend.metadata(of: path), stored.size == source.size, stored.md5Hash != nil || stored.crc32c != nil,
               attributes.contentType == nil || stored.contentType == attributes.contentType,
               customMetadata(attributes) == customMetadata(stored),
               attributes.cacheControl == stored.cacheControl, attributes.contentDisposition == stored.contentDisposition,
@@ -168,7 +173,8 @@ struct UploadDriver {
             guard let reader = try? source.reader(from: 0) else { return false }
             var sums = Checksums()
             while let piece = try? reader.read(upTo: 1 << 20), !piece.isEmpty { sums.update(piece) }
-            return reader.offset == source.size && sums.md5Base64() == md5 && source.unchangedOrWhy() == nil
+            let same = stored.md5Hash.map { sums.md5Base64() == $0 } ?? (sums.crc32cBase64() == stored.crc32c)
+            return reader.offset == source.size && same && source.unchangedOrWhy() == nil
         }.value
         return matches ? stored : nil
     }

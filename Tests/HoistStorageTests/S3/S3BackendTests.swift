@@ -43,6 +43,22 @@ import Testing
         #expect(try await server.pendingUploads(bucket: bucket) == [])
     }
 
+    /// The parts of one file go up at once (`partConcurrency`, 4): at the proxy, which closes
+    /// every connection after its answer, four part `PUT`s were in flight together.
+    @Test(arguments: S3TestServer.plain)
+    func thePartsOfOneFileGoInParallel(_ server: S3TestServer) async throws {
+        let bucket = try await server.makeBucket()
+        let proxy = try FaultProxy(upstreamPort: try server.port(), [])
+        let storage = try smallParts(server, bucket: bucket, port: proxy.port)
+        // Slow enough that a part is still going when the next is hashed (rclone takes a part
+        // on this machine faster than a debug build's MD5 of the next).
+        storage.bandwidthLimiter = BandwidthLimiter(bytesPerSecond: 20 << 20)
+        let data = patternData(22 << 20)   // 5 parts
+        _ = try await storage.reference(withPath: "parallel.bin").putDataAsync(data)
+        #expect(try await server.storedBytes(bucket: bucket, key: "parallel.bin") == data)
+        #expect(proxy.mostInFlight("PUT") == 4, "at most \(proxy.mostInFlight("PUT")) parts in flight")
+    }
+
     /// A part answered 503 and a part whose connection is reset are each sent again on their
     /// own, while the others go on: every part once, plus the two (counted at the proxy).
     @Test(arguments: S3TestServer.plain)
