@@ -352,6 +352,23 @@ def large_suite(args, label, tls, large, large_bytes):
           + ("   (medians)" if args.rounds > 1 else ""))
 
 
+def write_small_files(folder, count):
+    """`count` files of 4 random KiB in a new `folder` (f00000.bin, ...); returns `folder`."""
+    os.makedirs(folder)
+    for i in range(count):
+        with open(os.path.join(folder, f"f{i:05d}.bin"), "wb") as f:
+            f.write(os.urandom(4096))
+    return folder
+
+
+def write_large_file(path, mib):
+    """A file of `mib` random MiB at `path`; returns `path`."""
+    with open(path, "wb") as f:
+        for _ in range(mib):
+            f.write(os.urandom(1 << 20))
+    return path
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--hoist", required=True)
@@ -369,15 +386,8 @@ def main():
         args.files, args.large_mib, args.rounds = 200, 64, 1
 
     work = tempfile.mkdtemp(prefix="hoist-bench-")
-    small = os.path.join(work, "small")
-    os.makedirs(small)
-    for i in range(args.files):
-        with open(os.path.join(small, f"f{i:05d}.bin"), "wb") as f:
-            f.write(os.urandom(4096))
-    large = os.path.join(work, "large.bin")
-    with open(large, "wb") as f:
-        for _ in range(args.large_mib):
-            f.write(os.urandom(1 << 20))
+    small = write_small_files(os.path.join(work, "small"), args.files)
+    large = write_large_file(os.path.join(work, "large.bin"), args.large_mib)
     large_bytes = args.large_mib << 20
     tls = make_certificates(work) if args.https else None
     schemes = (("plain HTTP/1.1", None),) + ((("HTTPS + HTTP/2", tls),) if tls else ())
