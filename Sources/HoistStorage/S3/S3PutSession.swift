@@ -37,10 +37,11 @@ struct S3PutSession: UploadSession {
         expected.size = size
         expected.crc32c = sums.crc32c
         expected.md5Hash = Data(sums.md5).base64EncodedString()
-        let stored = try S3Headers.resource(response, bucket: backend.bucket, name: path, given: expected)
+        // The ETag parsed once: the object's description and the check below both read it.
+        let etag = response.header("ETag").flatMap(S3ETag.init)
+        let stored = try S3Headers.resource(response, bucket: backend.bucket, name: path, given: expected, etag: etag)
         // The server hashed what arrived: an ETag that is an MD5 must be the source's, and a
         // CRC32C it returns must be ours (it would have refused a mismatch; this checks it did).
-        let etag = response.header("ETag").flatMap(S3ETag.init)
         if let digest = etag?.digest, etag?.parts == nil, digest != sums.md5 || stored.crc32c != sums.crc32c {
             try? await backend.delete(path, generation: stored.generation)
             throw StorageFailure(
