@@ -62,8 +62,28 @@ struct S3Checksums {
     var md5: [UInt8]
     var crc32c: String
 
-    static func of(_ source: ByteSource, from offset: Int64, length: Int64, frontier: ChecksumFrontier? = nil) throws -> S3Checksums {
+    static func of(_ source: ByteSource, from offset: Int64, length: Int64) throws -> S3Checksums {
         var sums = Checksums()
+        try read(source, from: offset, length: length) { piece, _ in sums.update(piece) }
+        return S3Checksums(md5: sums.md5Digest(), crc32c: sums.crc32cBase64())
+    }
+
+    /// The MD5 alone of a part, its bytes counted into `frontier` too (the object's CRC32C, when
+    /// the part is next in order): a multipart upload's parts need no CRC32C of their own.
+    static func md5(of source: ByteSource, from offset: Int64, length: Int64, frontier: ChecksumFrontier) throws -> [UInt8] {
+        var md5 = Insecure.MD5()
+        try read(source, from: offset, length: length) { piece, position in
+            piece.withUnsafeBytes { bytes in
+                md5.update(bufferPointer: bytes)
+                frontier.add(bytes, at: position)
+            }
+        }
+        return Array(md5.finalize())
+    }
+
+    /// Feeds `length` bytes of `source` from `offset` to `body`, 1 MiB at a time, with each
+    /// piece's place in the object.
+    private static func read(_ source: ByteSource, from offset: Int64, length: Int64, _ body: (Data, Int64) -> Void) throws {
         let reader = try source.reader(from: offset)
         var position = offset
         let end = offset + length
@@ -72,10 +92,8 @@ struct S3Checksums {
             guard !piece.isEmpty else {
                 throw StorageFailure(.invalidArgument, "\(source.filePath ?? "The source") ended at \(position) bytes of \(source.size); nothing was stored.")
             }
-            sums.update(piece)
-            if let frontier { piece.withUnsafeBytes { frontier.add($0, at: position) } }
+            body(piece, position)
             position += Int64(piece.count)
         }
-        return S3Checksums(md5: Array(Data(base64Encoded: sums.md5Base64()) ?? Data()), crc32c: sums.crc32cBase64())
     }
 }
