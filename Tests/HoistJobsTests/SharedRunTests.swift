@@ -177,7 +177,7 @@ import Testing
             let workers = try (0..<4).map { _ in try start(["run", "--worker", "--quiet", "--journal", url, job.manifest], environment: job.environment) }
             // Killed once each has started a session (at a random moment of its files' sending).
             let deadline = Date().addingTimeInterval(30)
-            for victim in [workers[1].0, workers[2].0] {
+            for victim in [workers[1].process, workers[2].process] {
                 while Date() < deadline, try server.psql("""
                     SELECT count(*) FROM hoist_file f JOIN hoist_worker w ON w.worker = f.worker
                     WHERE w.pid = \(victim.processIdentifier) AND f.session IS NOT NULL

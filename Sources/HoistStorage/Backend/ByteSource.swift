@@ -245,7 +245,7 @@ public final class ByteSource: Sendable {
     package static func contentCRC32C(ofFileAt path: String, followingLinks: Bool) throws -> String {
         let (file, info) = try openRegular(path, followingLinks: followingLinks)
         contentReads.add(1, ordering: .relaxed)
-        let reader = Reader(file: file, offset: 0, end: Int64(info.st_size))
+        let reader = Reader(file: file, offset: 0, base: 0, end: Int64(info.st_size))
         var crc = Checksums.CRC32C()
         while case let piece = try reader.read(upTo: 1 << 20), !piece.isEmpty { piece.withUnsafeBytes { crc.update($0) } }
         return crc.base64()

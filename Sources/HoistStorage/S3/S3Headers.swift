@@ -29,11 +29,18 @@ enum S3Headers {
 
     /// The object a `HEAD` (or a `PUT`'s answer, with `given`) describes.
     static func resource(_ response: HTTPResponse, bucket: String, name: String, given: ObjectResource? = nil) throws -> ObjectResource {
-        let headers = response.headers
+        try resource(response, bucket: bucket, name: name, given: given, etag: response.header("etag").flatMap(S3ETag.init))
+    }
+
+    /// The same, with the answer's ETag already parsed (a `PUT`'s caller checks it too).
+    static func resource(_ response: HTTPResponse, bucket: String, name: String, given: ObjectResource?, etag: S3ETag?) throws
+        -> ObjectResource
+    {
         var resource = given ?? ObjectResource()
         resource.bucket = bucket
         resource.name = name
         if given == nil {
+            let headers = response.headers
             guard let length = headers["content-length"].flatMap({ Int64($0) }), length >= 0 else {
                 throw StorageFailure(.unknown, "S3 described s3://\(bucket)/\(name) without a size.", details: ["bucket": bucket])
             }
@@ -51,13 +58,12 @@ enum S3Headers {
             resource.updated = headers["last-modified"].flatMap(httpDate)
             resource.timeCreated = resource.updated
         }
-        let etag = headers["etag"].flatMap(S3ETag.init)
         if let etag {
             resource.md5Hash = etag.md5Base64 ?? (given?.md5Hash)
             resource.generation = etag.generation
             resource.metageneration = 1
         }
-        if let crc = headers["x-amz-checksum-crc32c"], crc.count == 8, Data(base64Encoded: crc)?.count == 4 {
+        if let crc = response.header("x-amz-checksum-crc32c"), crc.count == 8, Data(base64Encoded: crc)?.count == 4 {
             resource.crc32c = crc
         }
         return resource
@@ -99,13 +105,35 @@ struct S3ETag: Equatable {
     let parts: Int?
 
     init?(_ header: String) {
-        let bare = header.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))
-        guard (1...200).contains(bare.count), bare.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }) else { return nil }
-        value = bare.lowercased()
-        let pieces = value.split(separator: "-")
-        let hex = pieces.first.map(String.init) ?? ""
-        digest = hex.count == 32 ? S3ETag.bytes(hex) : nil
-        parts = pieces.count == 2 ? Int(pieces[1]).flatMap { (1...10_000).contains($0) ? $0 : nil } : nil
+        // On the UTF-8 bytes: `"` and spaces off the ends, then letters, digits and `-` only.
+        var bytes = Array(header.utf8)[...]
+        while let first = bytes.first, first == UInt8(ascii: "\"") || first == UInt8(ascii: " ") { bytes.removeFirst() }
+        while let last = bytes.last, last == UInt8(ascii: "\"") || last == UInt8(ascii: " ") { bytes.removeLast() }
+        guard (1...200).contains(bytes.count) else { return nil }
+        var lowered = [UInt8]()
+        lowered.reserveCapacity(bytes.count)
+        for byte in bytes {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"): lowered.append(byte)
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"): lowered.append(byte | 0x20)
+            default: return nil
+            }
+        }
+        value = String(decoding: lowered, as: UTF8.self)
+        let pieces = lowered.split(separator: UInt8(ascii: "-"))
+        digest = pieces.first.flatMap { $0.count == 32 ? S3ETag.bytes($0) : nil }
+        parts = pieces.count == 2 ? S3ETag.partCount(pieces[1]) : nil
+    }
+
+    /// A part count, 1 to 10,000, in decimal digits (leading zeros allowed).
+    private static func partCount(_ digits: ArraySlice<UInt8>) -> Int? {
+        var count = 0
+        for byte in digits {
+            guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+            count = count * 10 + Int(byte - UInt8(ascii: "0"))
+            guard count <= 10_000 else { return nil }
+        }
+        return count >= 1 ? count : nil
     }
 
     /// Base64 of the MD5, for an ETag that is one (a single `PutObject`'s).
@@ -119,10 +147,10 @@ struct S3ETag: Equatable {
         return Int64(hash & 0x1F_FFFF_FFFF_FFFF) | 1
     }
 
-    static func bytes(_ hex: String) -> [UInt8]? {
+    static func bytes<Hex: Sequence>(_ hex: Hex) -> [UInt8]? where Hex.Element == UInt8 {
         var out = [UInt8]()
         var high: UInt8?
-        for char in hex.utf8 {
+        for char in hex {
             guard let nibble = char.hexNibble else { return nil }
             if let h = high { out.append(h << 4 | nibble); high = nil } else { high = nibble }
         }

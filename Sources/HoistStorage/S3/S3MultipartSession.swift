@@ -75,7 +75,9 @@ final class S3MultipartSession: UploadSession {
     // MARK: - Parts
 
     /// Hashes the source part by part, in order (so the CRC32C frontier counts every byte once),
-    /// and sends each part the server lacks, at most `partConcurrency` at once.
+    /// and sends each part the server lacks, at most `partConcurrency` at once. A part is hashed
+    /// off the thread that moves the transfers (`hoist.curl` runs the upload tasks), on the
+    /// global concurrent executor, so the parts in flight keep moving meanwhile.
     private func sendParts(from source: ByteSource, control: TransferControl, progress: @escaping @Sendable (Int64) -> Void) async throws {
         let meter = PartMeter(base: state.withLock { state in state.done.keys.reduce(0) { $0 + plan.range(of: $1).length } },
                               report: progress)
@@ -86,10 +88,12 @@ final class S3MultipartSession: UploadSession {
                 if state.withLock({ $0.done[number] != nil }) { continue }
                 try await control.checkpoint()
                 let (offset, length) = plan.range(of: number)
-                let sums = try S3Checksums.of(source, from: offset, length: length, frontier: frontier)
+                let md5 = try await withTaskExecutorPreference(globalConcurrentExecutor) { [frontier] in
+                    try S3Checksums.md5(of: source, from: offset, length: length, frontier: frontier)
+                }
                 switch state.withLock({ $0.held[number]?.digest }) {
-                case sums.md5?:
-                    markDone(number, sums.md5, meter: meter)
+                case md5?:
+                    markDone(number, md5, meter: meter)
                     continue
                 case .some:
                     // The file is not the one this upload began with (and not every server lets
@@ -107,8 +111,8 @@ final class S3MultipartSession: UploadSession {
                     running -= 1
                 }
                 group.addTask { [self] in
-                    try await uploadPartRetrying(number, md5: sums.md5, from: source, control: control, meter: meter)
-                    return (number, sums.md5)
+                    try await uploadPartRetrying(number, md5: md5, from: source, control: control, meter: meter)
+                    return (number, md5)
                 }
                 running += 1
             }

@@ -37,10 +37,11 @@ struct S3PutSession: UploadSession {
         expected.size = size
         expected.crc32c = sums.crc32c
         expected.md5Hash = Data(sums.md5).base64EncodedString()
-        let stored = try S3Headers.resource(response, bucket: backend.bucket, name: path, given: expected)
+        // The ETag parsed once: the object's description and the check below both read it.
+        let etag = response.header("ETag").flatMap(S3ETag.init)
+        let stored = try S3Headers.resource(response, bucket: backend.bucket, name: path, given: expected, etag: etag)
         // The server hashed what arrived: an ETag that is an MD5 must be the source's, and a
         // CRC32C it returns must be ours (it would have refused a mismatch; this checks it did).
-        let etag = response.header("ETag").flatMap(S3ETag.init)
         if let digest = etag?.digest, etag?.parts == nil, digest != sums.md5 || stored.crc32c != sums.crc32c {
             try? await backend.delete(path, generation: stored.generation)
             throw StorageFailure(
@@ -61,8 +62,28 @@ struct S3Checksums {
     var md5: [UInt8]
     var crc32c: String
 
-    static func of(_ source: ByteSource, from offset: Int64, length: Int64, frontier: ChecksumFrontier? = nil) throws -> S3Checksums {
+    static func of(_ source: ByteSource, from offset: Int64, length: Int64) throws -> S3Checksums {
         var sums = Checksums()
+        try read(source, from: offset, length: length) { piece, _ in sums.update(piece) }
+        return S3Checksums(md5: sums.md5Digest(), crc32c: sums.crc32cBase64())
+    }
+
+    /// The MD5 alone of a part, its bytes counted into `frontier` too (the object's CRC32C, when
+    /// the part is next in order): a multipart upload's parts need no CRC32C of their own.
+    static func md5(of source: ByteSource, from offset: Int64, length: Int64, frontier: ChecksumFrontier) throws -> [UInt8] {
+        var md5 = Insecure.MD5()
+        try read(source, from: offset, length: length) { piece, position in
+            piece.withUnsafeBytes { bytes in
+                md5.update(bufferPointer: bytes)
+                frontier.add(bytes, at: position)
+            }
+        }
+        return Array(md5.finalize())
+    }
+
+    /// Feeds `length` bytes of `source` from `offset` to `body`, 1 MiB at a time, with each
+    /// piece's place in the object.
+    private static func read(_ source: ByteSource, from offset: Int64, length: Int64, _ body: (Data, Int64) -> Void) throws {
         let reader = try source.reader(from: offset)
         var position = offset
         let end = offset + length
@@ -71,10 +92,8 @@ struct S3Checksums {
             guard !piece.isEmpty else {
                 throw StorageFailure(.invalidArgument, "\(source.filePath ?? "The source") ended at \(position) bytes of \(source.size); nothing was stored.")
             }
-            sums.update(piece)
-            if let frontier { piece.withUnsafeBytes { frontier.add($0, at: position) } }
+            body(piece, position)
             position += Int64(piece.count)
         }
-        return S3Checksums(md5: Array(Data(base64Encoded: sums.md5Base64()) ?? Data()), crc32c: sums.crc32cBase64())
     }
 }

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Synchronization
 
 /// AWS credentials: an access key, its secret and, for temporary credentials (STS, SSO, a role),
 /// the session token.
@@ -63,35 +64,82 @@ public struct SigV4: Sendable {
 
     /// The canonical request, and the `SignedHeaders` list it names.
     public static func canonicalRequest(_ request: Request) -> (text: String, signedHeaders: String) {
-        var merged: [String: [String]] = [:]
-        for (name, value) in request.headers {
-            merged[name.lowercased(), default: []].append(trimmed(value))
+        // Names lower-cased, sorted (equal names keep their order), then equal names' values
+        // joined with `,` on one line.
+        typealias Header = (name: String, value: String, at: Int)
+        var headers: [Header] = []
+        headers.reserveCapacity(request.headers.count)
+        for (at, header) in request.headers.enumerated() { headers.append((lowercased(header.name), trimmed(header.value), at)) }
+        headers.sort { (a: Header, b: Header) -> Bool in a.name == b.name ? a.at < b.at : a.name < b.name }
+        var lines = ""
+        var signed = ""
+        var index = 0
+        while index < headers.count {
+            let name = headers[index].name
+            var values = headers[index].value
+            index += 1
+            while index < headers.count, headers[index].name == name {
+                values += "," + headers[index].value
+                index += 1
+            }
+            signed += (lines.isEmpty ? "" : ";") + name
+            lines += name + ":" + values + "\n"
         }
-        let names = merged.keys.sorted()
-        let headerLines = names.map { "\($0):\(merged[$0]!.joined(separator: ","))\n" }.joined()
-        let signed = names.joined(separator: ";")
-        let text = [request.method, encodePath(request.path), canonicalQuery(request.query), headerLines, signed,
-                    request.payloadHash].joined(separator: "\n")
+        var text = request.method
+        text += "\n" + encodePath(request.path) + "\n" + canonicalQuery(request.query) + "\n"
+        text += lines + "\n" + signed + "\n" + request.payloadHash
         return (text, signed)
     }
 
     /// `AWS4-HMAC-SHA256`, the time, the scope and the canonical request's hash, a line each.
     public func stringToSign(canonicalRequest: String, date: Date) -> String {
-        let hash = Self.hex(SHA256.hash(data: Data(canonicalRequest.utf8)))
-        return "AWS4-HMAC-SHA256\n\(Self.timestamp(date))\n\(scope(date))\n\(hash)"
+        stringToSign(canonicalRequest: canonicalRequest, stamp: Stamp(date))
+    }
+
+    func stringToSign(canonicalRequest: String, stamp: Stamp) -> String {
+        let hash = Self.hex(SHA256.hash(data: Array(canonicalRequest.utf8)))
+        return "AWS4-HMAC-SHA256\n" + stamp.time + "\n" + scope(day: stamp.day) + "\n" + hash
     }
 
     /// The signature of `stringToSign`, hex, with the key derived for the day, region and service.
     public func signature(stringToSign: String, date: Date) -> String {
-        var key = SymmetricKey(data: Data("AWS4\(credentials.secretAccessKey)".utf8))
-        for part in [Self.day(date), region, service, "aws4_request"] {
-            key = SymmetricKey(data: Data(HMAC<SHA256>.authenticationCode(for: Data(part.utf8), using: key)))
-        }
-        return Self.hex(HMAC<SHA256>.authenticationCode(for: Data(stringToSign.utf8), using: key))
+        signature(stringToSign: stringToSign, day: Stamp(date).day)
     }
 
+    func signature(stringToSign: String, day: String) -> String {
+        Self.hex(HMAC<SHA256>.authenticationCode(for: Array(stringToSign.utf8), using: signingKey(day: day)))
+    }
+
+    /// The key for `day`, region and service: four HMACs from the secret, derived once and kept
+    /// (it changes once a day; every request of the day is signed with it).
+    func signingKey(day: String) -> SymmetricKey {
+        let scope = KeyScope(secret: credentials.secretAccessKey, day: day, region: region, service: service)
+        if let key = Self.signingKeys.withLock({ $0[scope] }) { return key }
+        var key = SymmetricKey(data: Array("AWS4\(credentials.secretAccessKey)".utf8))
+        for part in [day, region, service, "aws4_request"] {
+            key = SymmetricKey(data: Array(HMAC<SHA256>.authenticationCode(for: Array(part.utf8), using: key)))
+        }
+        Self.signingKeys.withLock { keys in
+            // Bounded: a few credentials and regions a day; a long run's old days go.
+            if keys.count >= 64 { keys.removeAll() }
+            keys[scope] = key
+        }
+        return key
+    }
+
+    private struct KeyScope: Hashable {
+        let secret: String
+        let day: String
+        let region: String
+        let service: String
+    }
+
+    private static let signingKeys = Mutex<[KeyScope: SymmetricKey]>([:])
+
     /// `DAY/REGION/SERVICE/aws4_request`.
-    public func scope(_ date: Date) -> String { "\(Self.day(date))/\(region)/\(service)/aws4_request" }
+    public func scope(_ date: Date) -> String { scope(day: Stamp(date).day) }
+
+    func scope(day: String) -> String { day + "/" + region + "/" + service + "/aws4_request" }
 
     // MARK: - Signing
 
@@ -102,14 +150,15 @@ public struct SigV4: Sendable {
         -> [(name: String, value: String)]
     {
         var request = request
-        var added: [(name: String, value: String)] = [("x-amz-date", Self.timestamp(date))]
+        let stamp = Stamp(date)
+        var added: [(name: String, value: String)] = [("x-amz-date", stamp.time)]
         if signPayloadHeader { added.append(("x-amz-content-sha256", request.payloadHash)) }
         if let token = credentials.sessionToken { added.append(("x-amz-security-token", token)) }
         request.headers += added
         let (canonical, signed) = Self.canonicalRequest(request)
-        let signature = signature(stringToSign: stringToSign(canonicalRequest: canonical, date: date), date: date)
-        added.append(("Authorization", "AWS4-HMAC-SHA256 Credential=\(credentials.accessKeyID)/\(scope(date)), "
-                        + "SignedHeaders=\(signed), Signature=\(signature)"))
+        let signature = signature(stringToSign: stringToSign(canonicalRequest: canonical, stamp: stamp), day: stamp.day)
+        added.append(("Authorization", "AWS4-HMAC-SHA256 Credential=" + credentials.accessKeyID + "/" + scope(day: stamp.day)
+                        + ", SignedHeaders=" + signed + ", Signature=" + signature))
         return added
     }
 
@@ -117,18 +166,20 @@ public struct SigV4: Sendable {
     /// the signature), encoded, valid `expires` seconds from `date`.
     public func presignedQuery(for request: Request, date: Date = Date(), expires: Int) -> String {
         var request = request
+        let stamp = Stamp(date)
         request.query += presignParameters(request, date: date, expires: expires)
         let (canonical, _) = Self.canonicalRequest(request)
-        let signature = signature(stringToSign: stringToSign(canonicalRequest: canonical, date: date), date: date)
+        let signature = signature(stringToSign: stringToSign(canonicalRequest: canonical, stamp: stamp), day: stamp.day)
         return Self.canonicalQuery(request.query + [("X-Amz-Signature", signature)])
     }
 
     /// The `X-Amz-*` parameters a presigned request is signed with.
     func presignParameters(_ request: Request, date: Date, expires: Int) -> [(name: String, value: String)] {
-        let signed = Set(request.headers.map { $0.name.lowercased() }).sorted().joined(separator: ";")
+        let signed = Set(request.headers.map { Self.lowercased($0.name) }).sorted().joined(separator: ";")
+        let stamp = Stamp(date)
         var parameters: [(name: String, value: String)] = [
-            ("X-Amz-Algorithm", "AWS4-HMAC-SHA256"), ("X-Amz-Credential", "\(credentials.accessKeyID)/\(scope(date))"),
-            ("X-Amz-Date", Self.timestamp(date)), ("X-Amz-Expires", "\(expires)"),
+            ("X-Amz-Algorithm", "AWS4-HMAC-SHA256"), ("X-Amz-Credential", "\(credentials.accessKeyID)/\(scope(day: stamp.day))"),
+            ("X-Amz-Date", stamp.time), ("X-Amz-Expires", "\(expires)"),
         ]
         if let token = credentials.sessionToken { parameters.append(("X-Amz-Security-Token", token)) }
         parameters.append(("X-Amz-SignedHeaders", signed))
@@ -137,18 +188,40 @@ public struct SigV4: Sendable {
 
     // MARK: - Encoding
 
-    /// RFC 3986's unreserved characters: the only ones SigV4 leaves unencoded.
-    private static let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
-    private static let unreservedAndSlash = unreserved.union(CharacterSet(charactersIn: "/"))
+    /// Whether `byte` is one of RFC 3986's unreserved characters: the only ones SigV4 leaves
+    /// unencoded.
+    private static func isUnreserved(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+             UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"): true
+        default: false
+        }
+    }
+
+    /// `text`'s UTF-8 bytes, each one `keep` refuses as `%XX` (upper-case hex); `text` itself
+    /// when nothing needs encoding.
+    private static func percentEncoded(_ text: String, keeping keep: (UInt8) -> Bool) -> String {
+        guard !text.utf8.allSatisfy(keep) else { return text }
+        var out = [UInt8]()
+        out.reserveCapacity(text.utf8.count * 3)
+        for byte in text.utf8 {
+            if keep(byte) {
+                out.append(byte)
+            } else {
+                out += [UInt8(ascii: "%"), upperHexDigits[Int(byte >> 4)], upperHexDigits[Int(byte & 0x0F)]]
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
 
     /// A query name or value, every byte but the unreserved ones as `%XX`.
     public static func encode(_ text: String) -> String {
-        text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? ""
+        percentEncoded(text, keeping: isUnreserved)
     }
 
     /// A path, as S3 signs and reads it: `/` kept, everything else but the unreserved encoded.
     public static func encodePath(_ path: String) -> String {
-        let encoded = path.addingPercentEncoding(withAllowedCharacters: unreservedAndSlash) ?? ""
+        let encoded = percentEncoded(path) { $0 == UInt8(ascii: "/") || isUnreserved($0) }
         return encoded.isEmpty ? "/" : encoded
     }
 
@@ -159,39 +232,90 @@ public struct SigV4: Sendable {
         return sorted.map { pair in pair.name + "=" + pair.value }.joined(separator: "&")
     }
 
-    /// A header value with the white space around it removed and runs of spaces made one.
-    static func trimmed(_ value: String) -> String {
-        value.split(separator: " ", omittingEmptySubsequences: true).joined(separator: " ")
-            .trimmingCharacters(in: .whitespaces)
+    /// A header name lower-cased: byte by byte when it is ASCII (as header names are).
+    static func lowercased(_ name: String) -> String {
+        let utf8 = name.utf8
+        guard utf8.allSatisfy({ $0 < 0x80 }) else { return name.lowercased() }
+        guard utf8.contains(where: { (0x41...0x5A).contains($0) }) else { return name }
+        return String(decoding: utf8.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
     }
 
-    static func hex<D: Sequence>(_ digest: D) -> String where D.Element == UInt8 {
-        let digits = Array("0123456789abcdef".utf8)
+    /// A header value with the white space around it removed and runs of spaces made one.
+    static func trimmed(_ value: String) -> String {
+        let utf8 = value.utf8
+        // Not ASCII: Foundation's white space (Unicode's spaces) at the ends, as before.
+        guard utf8.allSatisfy({ $0 < 0x80 }) else {
+            return value.split(separator: " ", omittingEmptySubsequences: true).joined(separator: " ")
+                .trimmingCharacters(in: .whitespaces)
+        }
+        func isBlank(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }
+        let space = UInt8(ascii: " ")
+        var doubled = false
+        var last: UInt8 = 0
+        for byte in utf8 {
+            if byte == space && last == space { doubled = true; break }
+            last = byte
+        }
+        if !doubled, !(utf8.first.map(isBlank) ?? false), !(utf8.last.map(isBlank) ?? false) { return value }
         var out = [UInt8]()
+        out.reserveCapacity(utf8.count)
+        for byte in utf8 where !(byte == space && out.last == space) { out.append(byte) }
+        let start = out.firstIndex { !isBlank($0) } ?? out.endIndex
+        let end = out.lastIndex { !isBlank($0) }.map { $0 + 1 } ?? start
+        return String(decoding: out[start..<max(start, end)], as: UTF8.self)
+    }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+    private static let upperHexDigits = Array("0123456789ABCDEF".utf8)
+
+    static func hex<D: Sequence>(_ digest: D) -> String where D.Element == UInt8 {
+        var out = [UInt8]()
+        out.reserveCapacity(64)
         for byte in digest {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0F)])
+            out.append(hexDigits[Int(byte >> 4)])
+            out.append(hexDigits[Int(byte & 0x0F)])
         }
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// `yyyyMMdd'T'HHmmss'Z'` in UTC.
-    public static func timestamp(_ date: Date) -> String {
-        let c = utc.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
-        func two(_ n: Int?) -> String {
-            let value = n ?? 0
-            return value < 10 ? "0\(value)" : "\(value)"
+    /// A moment as SigV4 writes it, in UTC: `time` `yyyyMMdd'T'HHmmss'Z'` and `day` `yyyyMMdd`,
+    /// made once per request by arithmetic on the epoch seconds (no `Calendar`).
+    struct Stamp {
+        let day: String
+        let time: String
+
+        init(_ date: Date) {
+            let seconds = Int64(date.timeIntervalSince1970.rounded(.down))
+            let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
+            let inDay = seconds - days * 86_400
+            let (year, month, dayOfMonth) = RFC3339.civil(fromDays: days)
+            var bytes = [UInt8]()
+            bytes.reserveCapacity(16)
+            func digits(_ value: Int64, _ count: Int) {
+                var divisor: Int64 = 1
+                for _ in 1..<count { divisor *= 10 }
+                var rest = value
+                while divisor > 0 {
+                    bytes.append(UInt8(ascii: "0") + UInt8(rest / divisor % 10))
+                    rest %= divisor
+                    divisor /= 10
+                }
+            }
+            digits(max(0, min(9999, year)), 4)
+            digits(Int64(month), 2)
+            digits(Int64(dayOfMonth), 2)
+            day = String(decoding: bytes, as: UTF8.self)
+            bytes.append(UInt8(ascii: "T"))
+            digits(inDay / 3600, 2)
+            digits(inDay / 60 % 60, 2)
+            digits(inDay % 60, 2)
+            bytes.append(UInt8(ascii: "Z"))
+            time = String(decoding: bytes, as: UTF8.self)
         }
-        let day: String = "\(c.year ?? 0)" + two(c.month) + two(c.day)
-        let time: String = two(c.hour) + two(c.minute) + two(c.second)
-        return day + "T" + time + "Z"
     }
 
-    static func day(_ date: Date) -> String { String(timestamp(date).prefix(8)) }
+    /// `yyyyMMdd'T'HHmmss'Z'` in UTC.
+    public static func timestamp(_ date: Date) -> String { Stamp(date).time }
 
-    private static let utc: Calendar = {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC")!
-        return calendar
-    }()
+    static func day(_ date: Date) -> String { Stamp(date).day }
 }

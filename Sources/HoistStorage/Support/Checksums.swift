@@ -36,6 +36,9 @@ struct Checksums {
     /// Base64 of the MD5 digest, as GCS's `md5Hash`.
     func md5Base64() -> String { Data(md5.finalize()).base64EncodedString() }
 
+    /// The MD5 digest's 16 bytes (S3's `Content-MD5` and ETags).
+    func md5Digest() -> [UInt8] { Array(md5.finalize()) }
+
     /// Base64 of the big-endian CRC32C, as GCS's `crc32c`.
     func crc32cBase64() -> String { crc.base64() }
 

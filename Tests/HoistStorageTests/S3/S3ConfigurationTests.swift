@@ -151,6 +151,29 @@ import Testing
         #expect(S3ETag("\"evil\r\nheader\"") == nil)
     }
 
+    /// ETags are read on their bytes: quotes and spaces off the ends, letters, digits and `-`
+    /// only, lower-cased; a digest only from 32 hex digits, a part count only from 1 to 10,000.
+    @Test func etagsAreReadOnTheirBytes() {
+        let upper = S3ETag(" \"5D41402ABC4B2A76B9719D911017C592\" ")
+        #expect(upper?.value == "5d41402abc4b2a76b9719d911017c592" && upper?.parts == nil)
+        #expect(upper?.digest == [0x5d, 0x41, 0x40, 0x2a, 0xbc, 0x4b, 0x2a, 0x76, 0xb9, 0x71, 0x9d, 0x91, 0x10, 0x17, 0xc5, 0x92])
+        #expect(upper?.md5Base64 == "XUFAKrxLKna5cZ2REBfFkg==")
+        let multipart = S3ETag("\"0123456789abcdef0123456789abcdef-00012\"")
+        #expect(multipart?.parts == 12 && multipart?.digest?.count == 16 && multipart?.md5Base64 == nil)
+        #expect(S3ETag("\"0123456789abcdef0123456789abcdef-10000\"")?.parts == 10_000)
+        for noCount in ["0123456789abcdef0123456789abcdef-0", "0123456789abcdef0123456789abcdef-10001",
+                        "0123456789abcdef0123456789abcdef-1x", "a-1-2", "0123456789abcdef0123456789abcdef-99999999999999999999999"] {
+            #expect(S3ETag(noCount) != nil && S3ETag(noCount)?.parts == nil, "\(noCount)")
+        }
+        #expect(S3ETag("\"opaque-etag\"")?.digest == nil && S3ETag("\"opaque-etag\"")?.value == "opaque-etag")
+        #expect(S3ETag("0123456789abcdef0123456789abcdeg")?.digest == nil)
+        for refused in ["", "\"\"", "  ", "\"é\"", "a b", "a\u{0}b", "W/\"weak\"", String(repeating: "a", count: 201)] {
+            #expect(S3ETag(refused) == nil, "\(refused.debugDescription)")
+        }
+        #expect(S3ETag(String(repeating: "a", count: 200))?.value.count == 200)
+        #expect(S3ETag("\"abc\"")?.generation == S3ETag("ABC")?.generation)
+    }
+
     @Test func errorAnswersMapToCodesAndOneSentence() {
         func failure(_ status: Int, _ code: String?, headers: [String: String] = [:], bucketLevel: Bool = false) -> StorageFailure {
             let body = code.map { "<?xml version=\"1.0\"?><Error><Code>\($0)</Code><Message>m</Message></Error>" } ?? ""

@@ -54,6 +54,76 @@ import Testing
         #expect(SigV4.canonicalQuery([("uploads", ""), ("b", "x y"), ("a", "2"), ("a", "1")]) == "a=1&a=2&b=x%20y&uploads=")
     }
 
+    /// The request's time is made by arithmetic on the epoch seconds, not `Calendar`: it must
+    /// read as Foundation's UTC formatter reads the same moments (leap days, century years, the
+    /// last second of a day and of a year, a fraction of a second).
+    @Test func stampsReadAsFoundationsUTCFormatter() {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
+        var moments: [TimeInterval] = [0, 59.999, 86_399, 86_400, 951_782_400 /* 2000-02-29 */, 946_684_799.5 /* 1999-12-31 23:59:59 */,
+                                       4_107_542_400 /* 2100-02-28 */, 4_107_628_800 /* 2100-03-01 */, 1_440_938_160 /* the suite's */]
+        for step in 0..<2_000 { moments.append(TimeInterval(step) * 3_155_760.7 + TimeInterval(step % 86_400)) }
+        for seconds in moments {
+            let date = Date(timeIntervalSince1970: seconds)
+            #expect(SigV4.timestamp(date) == formatter.string(from: date), "\(seconds)")
+            #expect(SigV4.day(date) == String(formatter.string(from: date).prefix(8)), "\(seconds)")
+        }
+    }
+
+    /// Names, values and paths are encoded on their UTF-8 bytes: the same text as Foundation's
+    /// `addingPercentEncoding` with RFC 3986's unreserved set (and `/` for paths).
+    @Test func encodingIsFoundationsByteForByte() {
+        let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+        let withSlash = unreserved.union(CharacterSet(charactersIn: "/"))
+        let texts = ["", "plain", "a b+c", "dir/sub dir/ü.txt", "100%", "🚀/é/\u{0}\u{7F}", "~-._", "=&?#[]@!$'()*,;", "\r\n\t",
+                     "日本語/ファイル", "a//b/", String(repeating: "é ", count: 300)]
+        for text in texts {
+            #expect(SigV4.encode(text) == text.addingPercentEncoding(withAllowedCharacters: unreserved), "\(text)")
+            let path = text.addingPercentEncoding(withAllowedCharacters: withSlash)!
+            #expect(SigV4.encodePath(text) == (path.isEmpty ? "/" : path), "\(text)")
+        }
+    }
+
+    /// Header values: runs of spaces made one and blanks (space, tab) off the ends, as the
+    /// canonical request wants; text that is not ASCII keeps Foundation's reading of white space.
+    @Test func headerValuesAreTrimmedAndSpacesCollapsed() {
+        let cases: [(String, String)] = [
+            ("value", "value"), ("  a   b  ", "a b"), ("\ta  \t b\t", "a \t b"), ("", ""), ("   ", ""), (" \t ", ""),
+            ("a\u{00A0}", "a"), ("\u{00A0} é  ü ", "é ü"), ("x  y", "x y"), ("\"quoted  value\"", "\"quoted value\""),
+        ]
+        for (value, trimmed) in cases { #expect(SigV4.trimmed(value) == trimmed, "\(value.debugDescription)") }
+        #expect(SigV4.lowercased("X-Amz-Date") == "x-amz-date" && SigV4.lowercased("host") == "host")
+    }
+
+    /// The signing key is derived once per secret, day, region and service and kept: each
+    /// signature made with a kept key is the one derived afresh from the secret (AWS's four
+    /// HMACs), and signers that differ in any of the four do not share one.
+    @Test func signingKeysAreKeptPerSecretDayRegionAndService() {
+        func derived(_ secret: String, _ day: String, _ region: String, _ service: String, _ text: String) -> String {
+            var key = SymmetricKey(data: Data("AWS4\(secret)".utf8))
+            for part in [day, region, service, "aws4_request"] {
+                key = SymmetricKey(data: Data(HMAC<SHA256>.authenticationCode(for: Data(part.utf8), using: key)))
+            }
+            return SigV4.hex(HMAC<SHA256>.authenticationCode(for: Data(text.utf8), using: key))
+        }
+        let days = [Date(timeIntervalSince1970: 1_440_938_160), Date(timeIntervalSince1970: 1_440_938_160 + 86_400)]
+        for _ in 0..<2 {
+            for secret in ["secret-one", "secret-two"] {
+                for region in ["us-east-1", "eu-west-3"] {
+                    for service in ["s3", "sts"] {
+                        let signer = SigV4(credentials: S3Credentials(accessKeyID: "AK", secretAccessKey: secret), region: region, service: service)
+                        for date in days {
+                            #expect(signer.signature(stringToSign: "text", date: date)
+                                        == derived(secret, SigV4.day(date), region, service, "text"), "\(secret) \(region) \(service) \(date)")
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// One test case folder.
     struct Vector {
         let folder: URL
