@@ -75,6 +75,7 @@ public final class GCSBackend: StorageBackend {
 
     public init(_ configuration: Configuration) {
         self.configuration = configuration
+        endpointOrigin = HTTPOrigin(configuration.endpoint)
     }
 
     public func startUpload(to path: String, attributes: ObjectResource, size: Int64) async throws -> any UploadSession {
@@ -175,7 +176,7 @@ public final class GCSBackend: StorageBackend {
     }
 
     /// The endpoint's origin: requests to it carry the credentials; session URLs must be on it.
-    private var endpointOrigin: HTTPOrigin? { HTTPOrigin(configuration.endpoint) }
+    private let endpointOrigin: HTTPOrigin?
 
     /// One bucket `GET`, with short timeouts: no credentials, an unreachable host, refused
     /// credentials or a missing bucket each fail at once with what to do. A 403 passes: an
