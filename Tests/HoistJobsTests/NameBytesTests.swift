@@ -52,22 +52,16 @@ import Testing
         for index in 0..<6 { try fixture.file("f\(index).txt", 100) }
         _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\n")
         let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
-        let workers = try (0..<2).map { _ in
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: hoist)
-            process.arguments = ["run", "--worker", "--journal", url, manifest]
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            return process
-        }
+        let workers = try (0..<2).map { _ in try StartedProcess(hoist, ["run", "--worker", "--journal", url, manifest]) }
         let deadline = Date().addingTimeInterval(20)
-        while Date() < deadline, workers.contains(where: { $0.isRunning }) { usleep(100_000) }
-        let stuck = workers.filter { $0.isRunning }.count
+        while Date() < deadline, workers.contains(where: { $0.process.isRunning }) { usleep(100_000) }
+        let stuck = workers.filter { $0.process.isRunning }.count
         let rows = try server.psql("SELECT encode(convert_to(source, 'UTF8'), 'hex'), state, worker FROM hoist_file", database: database).stdout
         #expect(stuck == 0, "a worker never ended: \(rows)")
-        for worker in workers where worker.isRunning { worker.terminate() }
-        for worker in workers { worker.waitUntilExit(); #expect(worker.terminationStatus == 0) }
+        for worker in workers {
+            let result = worker.finish(within: 0)
+            #expect(result.status == 0, "\(result.output)")
+        }
         #expect(try server.psql("SELECT count(*) FROM hoist_file WHERE state = 'done'", database: database).stdout == "8\n")
         for (name, text) in [(composed, "composed"), (decomposed, "decomposed!")] {
             let object = fixture.directory.url.appendingPathComponent("bucket").appendingPathComponent(name)

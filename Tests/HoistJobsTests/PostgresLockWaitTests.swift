@@ -40,16 +40,11 @@ import Testing
         while Date() < deadline, try held() != "1\n" { usleep(50_000) }
 
         // A run that waits for the job, killed while it waits.
-        let waiter = Process()
-        waiter.executableURL = URL(fileURLWithPath: hoist)
-        waiter.arguments = ["run", "--wait", "--journal", url, manifest]
-        waiter.standardOutput = FileHandle.nullDevice
-        waiter.standardError = FileHandle.nullDevice
-        try waiter.run()
+        let waiter = try StartedProcess(hoist, ["run", "--wait", "--journal", url, manifest])
         usleep(1_500_000)
-        #expect(waiter.isRunning, "the run did not wait")
-        kill(waiter.processIdentifier, SIGKILL)
-        waiter.waitUntilExit()
+        #expect(waiter.process.isRunning, "the run did not wait")
+        kill(waiter.pid, SIGKILL)
+        _ = waiter.finish()
 
         // Nothing of it waits in the server, and a process of the job is let in at once.
         deadline = Date().addingTimeInterval(3)
