@@ -254,6 +254,25 @@ extension FaultProxy {
         return most
     }
 
+    /// The sessions (`PUT` targets) that received data bytes, status queries aside.
+    public var sessionsReceivingData: Set<String> {
+        Set(log.compactMap { entry in
+            let event = entry["event"] as? String
+            guard entry["method"] as? String == "PUT", event == "answer" || event == "partial",
+                  !(entry["contentRange"] as? String ?? "").hasPrefix("bytes */"),
+                  entry["forwarded"] as? Int ?? 0 > 0 else { return nil }
+            return entry["target"] as? String
+        })
+    }
+
+    /// The sessions (`PUT` targets) asked for their offset (`Content-Range: bytes */N`).
+    public var sessionsQueried: Set<String> {
+        Set(requests.compactMap { entry in
+            guard entry["method"] as? String == "PUT", (entry["contentRange"] as? String ?? "").hasPrefix("bytes */") else { return nil }
+            return entry["target"] as? String
+        })
+    }
+
     /// The resumable sessions started (`POST ...uploadType=resumable`).
     public var sessionStarts: Int {
         requests.filter { $0["method"] as? String == "POST" && ($0["target"] as? String ?? "").contains("uploadType=resumable") }.count
