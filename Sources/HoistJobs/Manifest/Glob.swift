@@ -153,7 +153,8 @@ public struct Glob: Decodable, Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Whether `tokens` match all of `text`: dynamic programming over (token, position), so a
-    /// pattern such as `*a*a*a*a*b` costs tokens × characters, never an exponential backtrack.
+    /// pattern such as `*a*a*a*a*b` costs tokens × characters, never an exponential backtrack;
+    /// it stops at the first token no position can match from (most paths fail within a few).
     private static func match(_ tokens: ArraySlice<Token>, _ text: ArraySlice<Character>) -> Bool {
         let tokens = Array(tokens), text = Array(text)
         let n = text.count
@@ -177,6 +178,7 @@ public struct Glob: Decodable, Sendable, Equatable, CustomStringConvertible {
                 case .globstarSlash: row[j] = after[j] || (nextSlash[j] < n && row[nextSlash[j] + 1])
                 }
             }
+            guard row.contains(true) else { return false }
             swap(&after, &row)
         }
         return after[0]
