@@ -45,6 +45,8 @@ final class JSONEventLog: JobRetryObserver {
         emit(["event": "plan_counted", "files": files, "bytes": bytes])
     }
 
+    var wantsTotalsEarly: Bool { true }
+
     func fileSkipped(_ item: PlanItem, reason: String) {
         var fields: [String: any Sendable] = ["event": "skip", "file": item.file.path, "reason": reason]
         if !item.destination.isEmpty { fields["object"] = item.destination }
@@ -243,6 +245,8 @@ final class ProgressDisplay: JobRetryObserver {
             $0.bytes = bytes
         }
     }
+
+    var wantsTotalsEarly: Bool { true }
 
     func jobStarted(_ job: Job, files: Int?, bytes: Int64?) {
         let ticker = Task { [weak self] in

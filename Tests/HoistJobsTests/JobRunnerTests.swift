@@ -78,6 +78,8 @@ final class PersistRecordingBackend: StorageBackend {
 /// Records what observers hear.
 final class RecordingObserver: JobObserver {
     let events = Mutex<[String]>([])
+    let wantsTotalsEarly: Bool
+    init(wantsTotalsEarly: Bool = false) { self.wantsTotalsEarly = wantsTotalsEarly }
     func jobStarted(_ job: Job, files: Int?, bytes: Int64?) {
         events.withLock { $0.append("start \(files.map(String.init) ?? "?") \(bytes.map(String.init) ?? "?")") }
     }

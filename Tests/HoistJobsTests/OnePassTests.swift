@@ -50,6 +50,30 @@ import Testing
         #expect(all.count == 41)
     }
 
+    /// Counting ahead is a second walk of the tree (its filters, names and journal): a run whose
+    /// observers show no totals as it goes (cron, `--quiet`) does not make it, and hears the
+    /// totals once, when its only walk ends, after the first uploads; one that shows them hears
+    /// them before the first upload ends.
+    @Test func totalsAreCountedAheadOnlyForAnObserverThatShowsThem() async throws {
+        for watching in [false, true] {
+            let fixture = try JobFixture()
+            for index in 0..<10 { try fixture.file("f\(index).bin", 500_000) }
+            let job = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { concurrency: 2, bandwidth: 4MB/s }\n")
+            let observer = RecordingObserver(wantsTotalsEarly: watching)
+            let summary = await JobRunner(job: job, storage: try job.makeStorage(), observers: [observer]).run()
+            #expect(summary.uploaded == 10)
+            let events = observer.events.withLock { $0 }.filter { $0.hasPrefix("counted") || $0.hasPrefix("success") }
+            #expect(events.filter { $0.hasPrefix("counted") } == ["counted 10 5000000"], "\(events)")
+            let counted = try #require(events.firstIndex { $0.hasPrefix("counted") })
+            if watching {
+                #expect(counted == 0, "counted after \(counted) uploads: \(events)")
+            } else {
+                // The walk ends once the last file has a slot: the others but one are done by then.
+                #expect(counted >= 10 - 2, "counted after \(counted) uploads: \(events)")
+            }
+        }
+    }
+
     @Test func twoFilesForOneDestinationStopTheRunWhereFound() throws {
         let fixture = try JobFixture()
         try fixture.file("a/pic.jpg", 10)

@@ -10,7 +10,8 @@ import Synchronization
 /// tells observers as soon as it is done. A run whose walk never waits (a no-change run, a small
 /// one) never starts it; when the walk ends first, the counter stops and the walk's count is told.
 /// Observers hear `planCounted` once, or twice when the walk found other totals than the counter
-/// (files changed in between): the walk's count is the last word.
+/// (files changed in between): the walk's count is the last word. Nothing is counted ahead
+/// unless an observer shows totals as the run goes (`JobObserver.wantsTotalsEarly`).
 final class CountAhead: Sendable {
     private struct State {
         var started = false
@@ -29,7 +30,7 @@ final class CountAhead: Sendable {
     /// The walk waits for a slot: counting starts (once) unless the walk has ended.
     func walkWaits() {
         let start = state.withLock { state -> Bool in
-            guard !state.started, !state.walkEnded else { return false }
+            guard !state.started, !state.walkEnded, observers.contains(where: \.wantsTotalsEarly) else { return false }
             state.started = true
             return true
         }

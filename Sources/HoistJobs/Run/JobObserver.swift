@@ -9,6 +9,10 @@ public protocol JobObserver: Sendable {
     func jobStarted(_ job: Job, files: Int?, bytes: Int64?)
     /// The walk is over: the run uploads this many files and bytes in all (unless it stops early).
     func planCounted(files: Int, bytes: Int64)
+    /// True for an observer that shows the totals while the run goes (a progress line, an event
+    /// log; default: false): only then are they counted ahead of the walk, by a second walk
+    /// (`CountAhead`), which a run that no one watches (cron) does not pay for.
+    var wantsTotalsEarly: Bool { get }
     func fileSkipped(_ item: PlanItem, reason: String)
     /// A file failed before any upload of it started (a name that cannot be an object, a folder
     /// that cannot be listed, a hook's error, a file swapped for a link): it has no task events.
@@ -35,6 +39,7 @@ extension JobObserver {
     public var fileEventStatuses: Set<StorageTaskStatus> { [.resume, .progress, .pause, .success, .failure] }
     public var hearsFileEventsInPlace: Bool { false }
     public func planCounted(files: Int, bytes: Int64) {}
+    public var wantsTotalsEarly: Bool { false }
     public func fileFailed(path: String, destination: String, size: Int64, message: String) {}
     public func walkWarning(path: String, message: String) {}
     public func objectDeleted(_ deletion: Deletion, _ outcome: DeletionOutcome) {}
