@@ -15,6 +15,19 @@ import Testing
         try FileManager.default.setAttributes([.modificationDate: modified.addingTimeInterval(seconds)], ofItemAtPath: url.path)
     }
 
+    /// The status a hash is kept under is the four numbers as decimal text, as journals
+    /// written before hold them: extremes, zero and times before 1970 included.
+    @Test func theStatusKeyIsTheFourNumbersInDecimal() {
+        for (inode, size, mtime, ctime) in [(UInt64(0), Int64(0), Int64(0), Int64(0)), (UInt64.max, Int64.max, Int64.min, Int64(-1)),
+                                            (UInt64(1_234_567), Int64(4096), Int64(1_700_000_000_123_456_789), Int64(-86_400_000_000_007))] {
+            var file = WalkedFile(path: "/a", relativePath: "a", size: size, modified: Date())
+            file.inode = inode
+            file.modifiedNanoseconds = mtime
+            file.changedNanoseconds = ctime
+            #expect(file.statusKey == "\(inode):\(size):\(mtime):\(ctime)")
+        }
+    }
+
     @Test func aTouchedFileIsNotSentAndAStatusUnchangedIsNotRead() async throws {
         let fixture = try JobFixture()
         var files: [URL] = []

@@ -8,6 +8,23 @@ import Testing
 /// gcp-storage-emulator where a resume needs truthful status queries, and the fault proxy
 /// in front of either.
 @Suite struct GCSBackendTests {
+    /// The token goes only to the endpoint's origin: a URL that begins with `ENDPOINT/` is told
+    /// so without parsing, and every other one is parsed; a longer host, a user part, another
+    /// port or scheme is not the endpoint's.
+    @Test func theTokenGoesOnlyToTheEndpointsOrigin() {
+        let backend = GCSBackend(.init(bucket: "b", endpoint: "http://127.0.0.1:4443", downloadEndpoint: "http://127.0.0.1:4443"))
+        for url in ["http://127.0.0.1:4443/upload/storage/v1/b/b/o?uploadType=multipart", "http://127.0.0.1:4443/@evil/",
+                    "HTTP://127.0.0.1:4443/storage"] {
+            #expect(backend.isOnEndpointOrigin(url), "\(url)")
+        }
+        for url in ["http://127.0.0.1:44430/", "http://127.0.0.1:4443.evil.example/", "http://127.0.0.1:4443@evil/",
+                    "https://127.0.0.1:4443/", "http://127.0.0.2:4443/", "http://127.0.0.1:4443\\@evil/", "http://127.0.0.1/"] {
+            #expect(!backend.isOnEndpointOrigin(url), "\(url)")
+        }
+        let noOrigin = GCSBackend(.init(bucket: "b", endpoint: "http://user@127.0.0.1:4443", downloadEndpoint: "http://127.0.0.1:4443"))
+        #expect(!noOrigin.isOnEndpointOrigin("http://user@127.0.0.1:4443/upload"))
+    }
+
     @Test func largeFileGoesUpResumablyByteForByte() async throws {
         let bucket = try await FakeGCS.makeBucket()
         let proxy = try FaultProxy(upstreamPort: try FakeGCS.port(), [])

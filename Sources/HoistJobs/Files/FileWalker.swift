@@ -17,8 +17,30 @@ public struct WalkedFile: Sendable {
     public var modifiedNanoseconds: Int64 = 0
     public var changedNanoseconds: Int64 = 0
 
-    /// `INODE:SIZE:MTIME:CTIME`, the status a content hash is kept under.
-    public var statusKey: String { "\(inode):\(size):\(modifiedNanoseconds):\(changedNanoseconds)" }
+    /// `INODE:SIZE:MTIME:CTIME`, the status a content hash is kept under. Written digit by digit
+    /// into one buffer: made for every uploaded file, and interpolation cost 1,600 instructions.
+    public var statusKey: String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(80)
+        func append(_ magnitude: UInt64, negative: Bool = false) {
+            if negative { bytes.append(UInt8(ascii: "-")) }
+            let start = bytes.count
+            var rest = magnitude
+            repeat {
+                bytes.append(UInt8(ascii: "0") + UInt8(rest % 10))
+                rest /= 10
+            } while rest > 0
+            bytes[start...].reverse()
+        }
+        append(inode)
+        bytes.append(UInt8(ascii: ":"))
+        append(size.magnitude, negative: size < 0)
+        bytes.append(UInt8(ascii: ":"))
+        append(modifiedNanoseconds.magnitude, negative: modifiedNanoseconds < 0)
+        bytes.append(UInt8(ascii: ":"))
+        append(changedNanoseconds.magnitude, negative: changedNanoseconds < 0)
+        return String(decoding: bytes, as: UTF8.self)
+    }
 }
 
 /// Something the walk could not see: a folder that cannot be listed, a name that is not UTF-8.

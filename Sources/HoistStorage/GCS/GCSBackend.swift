@@ -76,6 +76,7 @@ public final class GCSBackend: StorageBackend {
     public init(_ configuration: Configuration) {
         self.configuration = configuration
         endpointOrigin = HTTPOrigin(configuration.endpoint)
+        endpointPrefix = endpointOrigin == nil ? nil : Array((configuration.endpoint + "/").utf8)
     }
 
     public func startUpload(to path: String, attributes: ObjectResource, size: Int64) async throws -> any UploadSession {
@@ -177,6 +178,15 @@ public final class GCSBackend: StorageBackend {
 
     /// The endpoint's origin: requests to it carry the credentials; session URLs must be on it.
     private let endpointOrigin: HTTPOrigin?
+    /// `ENDPOINT/`: a URL that begins so has the endpoint's authority (it ends at that `/`), so
+    /// its origin; most requests are told so without parsing their URL.
+    private let endpointPrefix: [UInt8]?
+
+    /// Whether `url` is on the endpoint's origin (the one the credentials' token may go to).
+    func isOnEndpointOrigin(_ url: String) -> Bool {
+        if let endpointPrefix, url.utf8.starts(with: endpointPrefix) { return true }
+        return HTTPOrigin(url)?.sameOrigin(endpointOrigin) == true
+    }
 
     /// One bucket `GET`, with short timeouts: no credentials, an unreachable host, refused
     /// credentials or a missing bucket each fail at once with what to do. A 403 passes: an
@@ -318,7 +328,7 @@ public final class GCSBackend: StorageBackend {
         var request = request
         // The token goes to the endpoint's own origin only (every request here is to it; a
         // session URL elsewhere is refused before it is used).
-        if HTTPOrigin(request.url)?.sameOrigin(endpointOrigin) == true, let token = try await configuration.credentials.accessToken() {
+        if isOnEndpointOrigin(request.url), let token = try await configuration.credentials.accessToken() {
             request.headers.append(("Authorization", "Bearer \(token)"))
         }
         request.insecureSkipTLSVerify = configuration.insecureSkipTLSVerify
