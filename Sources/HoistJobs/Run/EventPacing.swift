@@ -14,11 +14,14 @@ public final class ProgressPacer: Sendable {
     /// Whether this progress event of `object` is passed on (and, if so, it counts as the last).
     /// `allowed` false holds back every event but the first and the last (a hook queue that is full).
     public func admit(_ object: String, final: Bool, allowed: Bool = true, now: Date = Date()) -> Bool {
-        last.withLock { last in
-            if let previous = last[Bytewise(object)], !final, now.timeIntervalSince(previous) < interval || !allowed { return false }
-            last[Bytewise(object)] = now
-            return true
-        }
+        last.withLock { last in admit(&last[Bytewise(object)], final: final, allowed: allowed, now: now) }
+    }
+
+    /// The decision on the object's entry, read and written in one lookup.
+    private func admit(_ previous: inout Date?, final: Bool, allowed: Bool, now: Date) -> Bool {
+        if let previous, !final, now.timeIntervalSince(previous) < interval || !allowed { return false }
+        previous = now
+        return true
     }
 
     /// Whether `object` has had an event admitted since it started.
