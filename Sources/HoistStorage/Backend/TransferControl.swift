@@ -68,6 +68,10 @@ public final class TransferControl: Sendable {
     /// Returns at once while running; waits while paused or fenced; throws `cancelled` once cancelled.
     public func checkpoint() async throws {
         while let fence, !fence.isOpen, !isCancelled { try? await Task.sleep(for: .milliseconds(20)) }
+        // Running (nearly always): no continuation, no suspension.
+        let (cancelled, paused) = state.withLock { ($0.cancelled, $0.paused) }
+        if cancelled { throw Self.cancelledError }
+        if !paused { return }
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             let verdict: Result<Void, any Error>? = state.withLock { state in
                 if state.cancelled { return .failure(Self.cancelledError) }

@@ -182,9 +182,15 @@ public final class GCSBackend: StorageBackend {
     /// its origin; most requests are told so without parsing their URL.
     private let endpointPrefix: [UInt8]?
 
+    private static func bytes(_ text: Span<UInt8>, begin prefix: Span<UInt8>) -> Bool {
+        guard text.count >= prefix.count else { return false }
+        for index in prefix.indices where text[index] != prefix[index] { return false }
+        return true
+    }
+
     /// Whether `url` is on the endpoint's origin (the one the credentials' token may go to).
     func isOnEndpointOrigin(_ url: String) -> Bool {
-        if let endpointPrefix, url.utf8.starts(with: endpointPrefix) { return true }
+        if let endpointPrefix, Self.bytes(url.utf8Span.span, begin: endpointPrefix.span) { return true }
         return HTTPOrigin(url)?.sameOrigin(endpointOrigin) == true
     }
 
