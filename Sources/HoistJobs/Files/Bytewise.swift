@@ -11,6 +11,10 @@ public struct Bytewise: Hashable, Comparable, Sendable {
 
     public init(_ text: String) { self.text = text }
 
+    /// A journal row's key: its file's path and its destination, joined by a NUL (which
+    /// neither can hold), compared as bytes.
+    public static func row(source: String, destination: String) -> Bytewise { Bytewise(source + "\u{0}" + destination) }
+
     public static func == (a: Bytewise, b: Bytewise) -> Bool { a.text.hasSameBytes(as: b.text) }
 
     public static func < (a: Bytewise, b: Bytewise) -> Bool { a.text.precedesBytewise(b.text) }

@@ -417,8 +417,9 @@ public final class PostgresJournal: JournalStore {
     private func upsertFiles(_ files: [Journal.FileRecord]) throws -> PostgresQuery {
         // Keyed as bytes, as PostgreSQL keys them: NFC and NFD twins are two rows (`NameBytesTests`).
         var last: [Bytewise: Int] = [:]
-        for (offset, record) in files.enumerated() { last[Bytewise(record.source + "\u{0}" + record.destination)] = offset }
-        let rows = files.enumerated().filter { last[Bytewise($0.element.source + "\u{0}" + $0.element.destination)] == $0.offset }.map(\.element)
+        for (offset, record) in files.enumerated() { last[.row(source: record.source, destination: record.destination)] = offset }
+        let rows = files.enumerated().filter { last[.row(source: $0.element.source, destination: $0.element.destination)] == $0.offset }
+            .map(\.element)
         let json = String(decoding: try JSONEncoder().encode(rows), as: UTF8.self)
         // A worker of a shared run writes only the rows it holds, and never over a finished one:
         // a worker frozen past its lease and thawed must not put its cancelled files back to

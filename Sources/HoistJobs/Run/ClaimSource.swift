@@ -88,7 +88,7 @@ struct ClaimSource {
         }
     }
 
-    private static func key(_ source: String, _ destination: String) -> Bytewise { Bytewise(source + "\u{0}" + destination) }
+    private static func key(_ source: String, _ destination: String) -> Bytewise { .row(source: source, destination: destination) }
 
     /// The plan item of a claimed file, made from this worker's own manifest: the row must name
     /// a file of one of its file sets (inside its root, by its path below the root, not left out

@@ -131,18 +131,13 @@ final class GCSResumableSession: UploadSession {
         return last + 1
     }
 
-    /// A server's text for a message: its first 60 characters, each one not printable ASCII as `?`.
-    static func printable(_ text: String) -> String {
-        String(text.unicodeScalars.prefix(60).map { (0x20..<0x7F).contains($0.value) ? Character($0) : "?" })
-    }
-
     /// The bytes a `308` answer says the server holds: at most the file's `size`. A `Range`
     /// that is not `bytes=0-N`, or says more than the file, is a server's error, not an offset.
     private func confirmed(_ response: HTTPResponse, size: Int64?) throws -> Int64 {
         let range = response.header("Range")
         state.withLock { $0.oneOrNothing = range == "bytes=0-0" }
         guard let held = Self.confirmedBytes(range), held <= size ?? .max else {
-            throw StorageFailure(.unknown, "Cloud Storage answered a session's status with Range \(range.map { "\"\(Self.printable($0))\"" } ?? "")"
+            throw StorageFailure(.unknown, "Cloud Storage answered a session's status with Range \(range.map { "\"\(printableExcerpt($0))\"" } ?? "")"
                                     + (size.map { " for a file of \($0) bytes" } ?? "") + ".",
                                  httpStatus: response.status, details: ["bucket": backend.bucket, "object": state.withLock { $0.path } ?? ""])
         }

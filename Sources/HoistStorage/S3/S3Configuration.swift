@@ -119,14 +119,14 @@ enum S3Values {
         guard (3...63).contains(bucket.count), bucket.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-._".contains($0)) }),
               bucket.first!.isLetter || bucket.first!.isNumber
         else {
-            throw StorageFailure(.invalidArgument, "'\(printable(bucket))' is not an S3 bucket name: 3 to 63 letters, digits, "
+            throw StorageFailure(.invalidArgument, "'\(printableExcerpt(bucket))' is not an S3 bucket name: 3 to 63 letters, digits, "
                                     + "dots and hyphens, starting with a letter or digit (s3://BUCKET[/PREFIX]).")
         }
     }
 
     static func checkRegion(_ region: String) throws {
         guard (1...32).contains(region.count), region.allSatisfy({ $0.isASCII && ($0.isLowercase || $0.isNumber || $0 == "-") }) else {
-            throw StorageFailure(.invalidArgument, "'\(printable(region))' is not an AWS region (like us-east-1): check AWS_REGION, "
+            throw StorageFailure(.invalidArgument, "'\(printableExcerpt(region))' is not an AWS region (like us-east-1): check AWS_REGION, "
                                     + "AWS_DEFAULT_REGION, the profile's region or storage.region.")
         }
     }
@@ -135,7 +135,7 @@ enum S3Values {
         guard let origin = HTTPOrigin(endpoint), !endpoint.contains("@"), !endpoint.contains("?"), !endpoint.contains("#"),
               endpoint.allSatisfy({ $0.isASCII && !$0.isWhitespace && $0 != "\\" })
         else {
-            throw StorageFailure(.invalidArgument, "'\(printable(endpoint))' is not an S3 endpoint: give an http(s) URL without "
+            throw StorageFailure(.invalidArgument, "'\(printableExcerpt(endpoint))' is not an S3 endpoint: give an http(s) URL without "
                                     + "user, query or fragment (AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_S3 or storage.endpoint).")
         }
         _ = origin
@@ -154,10 +154,5 @@ enum S3Values {
         if let token = credentials.sessionToken, !(token.count <= 8192 && plain(token)) {
             throw StorageFailure(.invalidArgument, "The AWS session token is longer than 8 KiB or holds characters no token has: check AWS_SESSION_TOKEN.")
         }
-    }
-
-    /// At most 60 characters of `text`, each one not printable ASCII as `?`.
-    static func printable(_ text: String) -> String {
-        String(text.unicodeScalars.prefix(60).map { (0x20..<0x7F).contains($0.value) ? Character($0) : "?" })
     }
 }
