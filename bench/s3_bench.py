@@ -13,7 +13,11 @@ for when rclone serve s3 cannot run.
 CPU seconds and peak RSS of a tool come from GNU time (its wait4 on the tool), as in
 upload_bench.py, so each tool is measured alike; the server's CPU seconds are its
 /proc/PID/stat utime+stime over the tool's run (what the tool's requests cost the server, on
-the same 2 cores). Connections are the TCP connections the machine accepted during the run
+the same 2 cores), and "list CPU s" the server's over the listing that checks the bucket after
+the run: `rclone serve s3` hashes an object (MD5, for its ETag) the first time anything reads
+its metadata, so that column shows the hashing a tool left undone (s5cmd and rclone's S3
+backend do not look at a multipart object after completing it; Hoist's `HEAD`, which checks
+its size, has had it done within the run: docs/scale.md). Connections are the TCP connections the machine accepted during the run
 (`PassiveOpens` of /proc/net/snmp).
 
 After each run the bucket is listed (ListObjectsV2, its own signed client: boto3) and must hold
@@ -169,7 +173,7 @@ upload:
 
 def one_run(args, name, run, source, expected):
     """One upload of `source` by a tool to a fresh server, checked by listing the bucket:
-    (wall, cpu, rss, server cpu, connections)."""
+    (wall, cpu, rss, server cpu, connections, server cpu of the listing after it)."""
     server = Server(args)
     try:
         warm(source)
@@ -177,7 +181,9 @@ def one_run(args, name, run, source, expected):
         opens, server_cpu = passive_opens(), server.cpu()
         wall, cpu, rss = run(server, source, prefix)
         server_cpu, connections = server.cpu() - server_cpu, passive_opens() - opens
+        list_cpu = server.cpu()
         stored = server.objects(prefix)
+        list_cpu = server.cpu() - list_cpu
         want = {prefix + key: size for key, size in expected.items()}
         if stored != want:
             missing = sorted(set(want) - set(stored))
@@ -185,7 +191,7 @@ def one_run(args, name, run, source, expected):
             extra = sorted(set(stored) - set(want))
             sys.exit(f"{name} stored {len(stored)} objects, expected {len(want)}: missing {missing[:5]} "
                      f"({len(missing)}), wrong size {wrong[:5]} ({len(wrong)}), unexpected {extra[:5]} ({len(extra)})")
-        return wall, cpu, rss, server_cpu, connections
+        return wall, cpu, rss, server_cpu, connections, list_cpu
     finally:
         server.stop()
 
@@ -210,17 +216,19 @@ def suite(args, work, title, source, unit, amount):
             results[name] = one_run(args, name, run, source, expected)
         rounds.append(results)
         print(f"  after round {index + 1}: {uptime()}", flush=True)
-    print(f"  {'tool':9} {'round':>5} {'wall s':>8} {unit:>9} {'CPU s':>7} {'peak RSS':>12} {'server CPU s':>13} {'TCP conns':>10}")
+    print(f"  {'tool':9} {'round':>5} {'wall s':>8} {unit:>9} {'CPU s':>7} {'peak RSS':>12} {'server CPU s':>13} {'TCP conns':>10}"
+          f" {'list CPU s':>11}")
     for index, results in enumerate(rounds):
         for name in names:
-            wall, cpu, rss, server_cpu, connections = results[name]
+            wall, cpu, rss, server_cpu, connections, list_cpu = results[name]
             print(f"  {name:9} {index + 1:5d} {wall:8.2f} {amount / wall:9.1f} {cpu:7.2f} {rss / 2**20:8.1f} MiB"
-                  f" {server_cpu:13.2f} {connections:10d}")
+                  f" {server_cpu:13.2f} {connections:10d} {list_cpu:11.2f}")
     print(f"  medians of {args.rounds}:")
     for name in names:
         walls = [r[name][0] for r in rounds]
         print(f"  {name:9} {'':5} {median(walls):8.2f} {amount / median(walls):9.1f} {median([r[name][1] for r in rounds]):7.2f}"
-              f" {median([r[name][2] for r in rounds]) / 2**20:8.1f} MiB {median([r[name][3] for r in rounds]):13.2f}")
+              f" {median([r[name][2] for r in rounds]) / 2**20:8.1f} MiB {median([r[name][3] for r in rounds]):13.2f}"
+              f" {'':10} {median([r[name][5] for r in rounds]):11.2f}")
     for peer in names[1:]:
         speed = [r[peer][0] / r["hoist"][0] for r in rounds]
         cpu = [r["hoist"][1] / r[peer][1] for r in rounds]
