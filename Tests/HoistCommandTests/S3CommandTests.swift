@@ -56,6 +56,49 @@ import Testing
         #expect((again.stdout + again.stderr).contains("2 unchanged"), "\(again.stdout)\(again.stderr)")
     }
 
+    /// A run killed (SIGKILL) while sending a large file, at a random moment once three of its
+    /// parts are stored, and run again: the second run continues the multipart upload
+    /// (`ListParts`), so the server receives the file's bytes plus at most the parts that were in
+    /// flight at the kill (two: the job's slots, `concurrency: 2`), counted at a proxy (a run
+    /// that started again would send the three stored parts twice); the object is byte-exact and
+    /// no multipart upload is left behind.
+    @Test(arguments: S3TestServer.plain)
+    func aKilledRunIsContinuedResendingAtMostItsPartsInFlight(server: S3TestServer) async throws {
+        let bucket = try await server.makeBucket()
+        let proxy = try FaultProxy(upstreamPort: try server.port(), [])
+        let fixture = try JobFixture()
+        let size = 56 << 20 + 7   // 7 parts of 8 MiB and 7 bytes
+        try fixture.file("big.bin", size)
+        let home = try awsHome()
+        _ = try fixture.job("""
+            storage: { url: 's3://\(bucket)/k', endpoint: 'http://127.0.0.1:\(proxy.port)', region: us-east-1, pathStyle: true, credentials: uploader }
+            files: [{ root: src }]
+            upload: { concurrency: 2, bandwidth: 8MB/s }
+
+            """)
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        let environment = ["HOME": home.path, "PATH": "/usr/bin:/bin"]
+        let killed = try StartedProcess(hoist, ["run", "--quiet", manifest], environment: environment)
+        let partsStored = { proxy.log.filter { $0["event"] as? String == "answer" && $0["status"] as? Int == 200
+            && ($0["target"] as? String ?? "").contains("partNumber=") }.count }
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline, killed.process.isRunning, partsStored() < 3 { usleep(20_000) }
+        #expect(partsStored() >= 3, "\(partsStored()) parts stored before the kill")
+        usleep(UInt32.random(in: 0...1_500_000))
+        kill(killed.pid, SIGKILL)
+        _ = killed.finish()
+        #expect(try await server.storedBytes(bucket: bucket, key: "k/big.bin") == nil, "the kill came too late")
+
+        let again = try runProcess(hoist, ["run", manifest], environment: environment)
+        #expect(again.status == 0, "\(again.stdout)\(again.stderr)")
+        #expect(try await server.storedBytes(bucket: bucket, key: "k/big.bin") == patternData(size))
+        let received = proxy.dataBytesForwarded
+        print("s3 kill: \(received) bytes received for \(size)")
+        #expect(received <= size + 2 * (8 << 20), "\(received - size) bytes more than the file")
+        #expect(proxy.mostInFlight("PUT") == 2, "parts at once: the job's two slots")
+        #expect(try await server.pendingUploads(bucket: bucket) == [])
+    }
+
     @Test func cpToAnS3URLAndAMistypedKey() async throws {
         let server = S3TestServer.rclone
         let bucket = try await server.makeBucket()

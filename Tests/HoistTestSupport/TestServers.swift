@@ -248,7 +248,9 @@ extension FaultProxy {
     public func mostInFlight(_ method: String) -> Int {
         var inFlight = 0, most = 0
         for entry in log where entry["method"] as? String == method {
-            inFlight += entry["event"] == nil ? 1 : (entry["event"] as? String == "answer" ? -1 : 0)
+            // A request ends with its answer, or cut short (the client gone, a cut or reset rule).
+            let ended = ["answer", "partial", "cut", "reset"].contains(entry["event"] as? String ?? "")
+            inFlight += entry["event"] == nil ? 1 : (ended ? -1 : 0)
             most = max(most, inFlight)
         }
         return most

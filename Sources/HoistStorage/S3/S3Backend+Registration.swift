@@ -107,6 +107,8 @@ extension S3Backend {
             throw BackendOptionError(key: key, failure.message)
         }
         if let threshold = options.multipartThreshold { configuration.multipartThreshold = threshold }
+        // A large file's parts go up in the job's slots (`upload.concurrency`), as GCS's parallel uploads do.
+        if let concurrency = context.concurrency { configuration.partConcurrency = max(1, concurrency) }
         self.init(configuration)
     }
 }
