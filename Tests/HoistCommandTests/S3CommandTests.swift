@@ -99,6 +99,34 @@ import Testing
         #expect(try await server.pendingUploads(bucket: bucket) == [])
     }
 
+    /// A run with nothing changed asks the journal, not the server: at a proxy, the run of 300
+    /// unchanged files makes the same few requests (the access check) as a run of none would,
+    /// no request per file, so a no-change run to `s3://` costs what one to `gs://` does.
+    @Test func aNoChangeRunMakesNoRequestPerFile() async throws {
+        let server = S3TestServer.rclone
+        let bucket = try await server.makeBucket()
+        let proxy = try FaultProxy(upstreamPort: try server.port(), [])
+        let fixture = try JobFixture()
+        for index in 0..<300 { try fixture.file("d\(index % 10)/f\(index).txt", 10 + index) }
+        let home = try awsHome()
+        _ = try fixture.job("""
+            storage: { url: 's3://\(bucket)/n', endpoint: 'http://127.0.0.1:\(proxy.port)', region: us-east-1, pathStyle: true, credentials: uploader }
+            files: [{ root: src }]
+
+            """)
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        let environment = ["HOME": home.path, "PATH": "/usr/bin:/bin"]
+        let first = try runProcess(hoist, ["run", "--quiet", manifest], environment: environment)
+        #expect(first.status == 0, "\(first.stdout)\(first.stderr)")
+        let before = proxy.requests.count
+        #expect(before >= 300)
+        let again = try runProcess(hoist, ["run", manifest], environment: environment)
+        #expect(again.status == 0)
+        #expect((again.stdout + again.stderr).contains("300 unchanged"), "\(again.stdout)\(again.stderr)")
+        let asked = proxy.requests[before...].map { "\($0["method"] ?? "") \($0["target"] ?? "")" }
+        #expect(asked.count <= 2, "\(asked)")
+    }
+
     @Test func cpToAnS3URLAndAMistypedKey() async throws {
         let server = S3TestServer.rclone
         let bucket = try await server.makeBucket()
