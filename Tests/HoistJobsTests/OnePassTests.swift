@@ -57,13 +57,13 @@ import Testing
     @Test func totalsAreCountedAheadOnlyForAnObserverThatShowsThem() async throws {
         for watching in [false, true] {
             let fixture = try JobFixture()
-            for index in 0..<10 { try fixture.file("f\(index).bin", 500_000) }
+            for index in 0..<10 { try fixture.file("f\(index).bin", 1_000_000) }
             let job = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { concurrency: 2, bandwidth: 4MB/s }\n")
             let observer = RecordingObserver(wantsTotalsEarly: watching)
             let summary = await JobRunner(job: job, storage: try job.makeStorage(), observers: [observer]).run()
             #expect(summary.uploaded == 10)
             let events = observer.events.withLock { $0 }.filter { $0.hasPrefix("counted") || $0.hasPrefix("success") }
-            #expect(events.filter { $0.hasPrefix("counted") } == ["counted 10 5000000"], "\(events)")
+            #expect(events.filter { $0.hasPrefix("counted") } == ["counted 10 10000000"], "\(events)")
             let counted = try #require(events.firstIndex { $0.hasPrefix("counted") })
             if watching {
                 #expect(counted == 0, "counted after \(counted) uploads: \(events)")
