@@ -127,6 +127,34 @@ import Testing
         #expect(asked.count <= 2, "\(asked)")
     }
 
+    /// A multipart upload a killed run began under the job's prefix and no run continued is
+    /// ended by the next run (moto dates every upload in 2010, so it is over a day old); one
+    /// under another prefix is left alone, as is every upload while a run is interrupted.
+    @Test func aLaterRunEndsTheUploadsKilledRunsLeft() async throws {
+        let server = S3TestServer.moto
+        let bucket = try await server.makeBucket()
+        let mine = try s3Storage(server, bucket: bucket) { $0.prefix = "jobs/x/" }.backend
+        let theirs = try s3Storage(server, bucket: bucket) { $0.prefix = "jobs/y/" }.backend
+        _ = try await mine.startUpload(to: "left.bin", attributes: ObjectResource(), size: 40 << 20)
+        _ = try await theirs.startUpload(to: "theirs.bin", attributes: ObjectResource(), size: 40 << 20)
+        #expect(try await server.pendingUploads(bucket: bucket).count == 2)
+        let fixture = try JobFixture()
+        try fixture.file("a.txt", 100)
+        let home = try awsHome()
+        _ = try fixture.job("""
+            storage: { url: 's3://\(bucket)/jobs/x', endpoint: '\(try server.endpoint())', region: us-east-1, pathStyle: true, credentials: uploader }
+            files: [{ root: src }]
+
+            """)
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        let run = try runProcess(hoist, ["run", manifest], environment: ["HOME": home.path, "PATH": "/usr/bin:/bin"])
+        #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
+        #expect(run.stderr.contains("ended 1 unfinished upload that earlier runs left over a day ago ('jobs/x/left.bin')"),
+                "\(run.stdout)\(run.stderr)")
+        #expect(try await server.storedBytes(bucket: bucket, key: "jobs/x/a.txt") == patternData(100))
+        #expect(try await server.pendingUploads(bucket: bucket).count == 1)   // the other prefix's
+    }
+
     @Test func cpToAnS3URLAndAMistypedKey() async throws {
         let server = S3TestServer.rclone
         let bucket = try await server.makeBucket()

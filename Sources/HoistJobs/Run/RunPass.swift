@@ -262,7 +262,27 @@ final class RunPass {
         tally.moved(moved)
         for (path, why) in kept { for observer in observers { observer.walkWarning(path: path, message: why) } }
         if runner.job.manifest.files.contains(where: { $0.mirror != .off }) { await mirror() }
+        await endStaleUploads()
         return tally.summary
+    }
+
+    /// How old an unfinished upload under the job's prefix must be for a run to end it: a day,
+    /// as `rclone cleanup` (an upload that old is no run's, and what a journal holds of one is
+    /// sent again if asked for).
+    static let staleUploadAge: TimeInterval = 24 * 3600
+
+    /// Uploads killed runs began and no run continued (S3: multipart uploads whose parts are
+    /// billed until ended) are ended by a later run that was not interrupted, and said so; not
+    /// by a shard or a shared run's worker, beside which others may still be sending.
+    private func endStaleUploads() async {
+        guard !runner.isInterrupted, !runner.isStopping, runner.shared == nil, runner.job.shard == nil,
+              let ended = try? await runner.storage.backend.endStaleUploads(olderThan: Self.staleUploadAge), !ended.isEmpty
+        else { return }
+        let names = ended.prefix(3).map { "'\(printable($0))'" }.joined(separator: ", ") + (ended.count > 3 ? ", ..." : "")
+        for observer in observers {
+            observer.walkWarning(path: runner.job.file, message: "ended \(ended.count) unfinished upload\(ended.count == 1 ? "" : "s") "
+                + "that earlier runs left over a day ago (\(names))")
+        }
     }
 
     private func mirror() async {

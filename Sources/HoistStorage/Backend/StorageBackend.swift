@@ -56,6 +56,12 @@ public protocol StorageBackend: Sendable {
     /// host reached, bucket there. Fails within seconds, naming the cause and the fix.
     func checkAccess() async throws
 
+    /// Ends the unfinished uploads under this storage's prefix begun more than `age` seconds
+    /// ago, which no run continued (S3's multipart uploads: their parts are billed until
+    /// ended); the paths whose uploads were ended. The default has none: GCS's sessions expire
+    /// by themselves within a week, and a parallel upload's parts are in the journal.
+    func endStaleUploads(olderThan age: TimeInterval) async throws -> [String]
+
     /// See the extension: deferring durability to batches, and making them durable.
     func deferPersistence()
     func persist() throws
@@ -92,6 +98,8 @@ extension StorageBackend {
         try await delete(path, generation: generation)
         return .deleted
     }
+
+    public func endStaleUploads(olderThan age: TimeInterval) async throws -> [String] { [] }
 
     public func list(prefix: String, page: String?) async throws -> ObjectListing {
         throw StorageFailure(.invalidArgument, "This storage (\(bucket)) cannot list its objects.", details: ["bucket": bucket])

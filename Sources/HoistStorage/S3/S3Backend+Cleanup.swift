@@ -2,6 +2,10 @@ import Foundation
 import HoistHTTP
 
 extension S3Backend {
+    public func endStaleUploads(olderThan age: TimeInterval) async throws -> [String] {
+        try await abortUploads(olderThan: age)
+    }
+
     /// Aborts the multipart uploads under this URL's prefix that were started before
     /// `olderThan` seconds ago: what killed runs left (their parts cost storage until a
     /// lifecycle rule ends them). Uploads of another prefix, ones started since, and entries whose
