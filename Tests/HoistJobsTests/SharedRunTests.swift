@@ -196,7 +196,10 @@ import Testing
                 #expect(result.status == 0, "\(result.output)")
             }
             for index in [1, 2] { _ = finish(workers[index]) }
-            #expect(try server.psql("SELECT status, uploaded FROM hoist_run", database: database).stdout == "ok|16\n")
+            let run = try server.psql("SELECT status, uploaded FROM hoist_run", database: database).stdout
+            let workerRows = try server.psql("SELECT pid, status, uploaded, failed FROM hoist_worker", database: database).stdout
+            let fileStates = try server.psql("SELECT state, count(*) FROM hoist_file GROUP BY state", database: database).stdout
+            #expect(run == "ok|16\n", "\(run) workers: \(workerRows) files: \(fileStates)")
             for (index, size) in sizes.enumerated() {
                 let object = String(format: "\(prefix)/t%02d.bin", index)
                 #expect(try await FakeGCS.download(bucket: StorageEmulator.bucket, object: object, port: job.port) == patternData(size), "\(object)")
