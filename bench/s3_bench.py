@@ -15,9 +15,9 @@ upload_bench.py, so each tool is measured alike; the server's CPU seconds are it
 /proc/PID/stat utime+stime over the tool's run (what the tool's requests cost the server, on
 the same 2 cores), and "list CPU s" the server's over the listing that checks the bucket after
 the run: `rclone serve s3` hashes an object (MD5, for its ETag) the first time anything reads
-its metadata, so that column shows the hashing a tool left undone (s5cmd and rclone's S3
-backend do not look at a multipart object after completing it; Hoist's `HEAD`, which checks
-its size, has had it done within the run: docs/scale.md); "list s" is that listing's wall time,
+its metadata, so that column shows the hashing a tool left undone (s5cmd and Hoist, outside
+a job that mirrors, do not look at a multipart object after completing it; rclone's S3 backend
+reads it back, so it has had it done within its run: docs/scale.md); "list s" is that listing's wall time,
 and the last ratios ("speed to a listed object") count it in each tool's time. Connections are the TCP connections the machine accepted during the run
 (`PassiveOpens` of /proc/net/snmp).
 
@@ -236,8 +236,8 @@ def suite(args, work, title, source, unit, amount):
         print(f"  hoist/{peer:9} speed {median(speed):.2f}x (per round: {', '.join(f'{v:.2f}' for v in speed)})"
               f"   CPU {median(cpu):.2f} (per round: {', '.join(f'{v:.2f}' for v in cpu)})")
     # Until the objects' metadata can first be read: the run and the listing after it (on
-    # rclone serve s3 the first read of a multipart object's ETag hashes the object; Hoist's
-    # own check has done it within its run).
+    # rclone serve s3 the first read of a multipart object's ETag hashes the object; rclone's
+    # S3 backend reads the object back within its run, as Hoist does only in a job that mirrors).
     for peer in names[1:]:
         speed = [(r[peer][0] + r[peer][6]) / (r["hoist"][0] + r["hoist"][6]) for r in rounds]
         print(f"  hoist/{peer:9} speed to a listed object {median(speed):.2f}x (per round: {', '.join(f'{v:.2f}' for v in speed)})")

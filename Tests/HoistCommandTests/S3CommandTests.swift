@@ -99,6 +99,54 @@ import Testing
         #expect(try await server.pendingUploads(bucket: bucket) == [])
     }
 
+    /// On `rclone serve s3`, whose later reads give a multipart object the MD5 of its bytes
+    /// rather than Complete's ETag: a job that does not mirror trusts the parts' MD5s and
+    /// Complete's ETag and reads nothing back (no `HEAD`, which costs this server an MD5 of the
+    /// whole object); a job that mirrors reads each multipart object back, so the generation it
+    /// records is the one later reads report, and a removed file's object is deleted, not kept.
+    @Test func onlyAJobThatMirrorsReadsAMultipartObjectBack() async throws {
+        let server = S3TestServer.rclone
+        let bucket = try await server.makeBucket()
+        let proxy = try FaultProxy(upstreamPort: try server.port(), [])
+        let fixture = try JobFixture()
+        try fixture.file("big.bin", 20 << 20)   // over the 16 MiB threshold: multipart
+        try fixture.file("small.txt", 300)
+        let home = try awsHome()
+        let environment = ["HOME": home.path, "PATH": "/usr/bin:/bin"]
+        func job(_ name: String, _ files: String) throws -> String {
+            try fixture.directory.write("\(name).yaml", Data("""
+                version: 1
+                name: \(name)
+                journal: \(name).sqlite
+                storage: { url: 's3://\(bucket)', endpoint: 'http://127.0.0.1:\(proxy.port)', region: us-east-1, pathStyle: true, credentials: uploader }
+                files: [\(files)]
+
+                """.utf8))
+            return fixture.directory.url.appendingPathComponent("\(name).yaml").path
+        }
+        func heads(of key: String, from start: Int) -> Int {
+            proxy.requests[start...].filter { "\($0["method"] ?? "") \($0["target"] ?? "")".hasPrefix("HEAD /\(bucket)/\(key)") }.count
+        }
+
+        let plain = try runProcess(hoist, ["run", "--quiet", try job("plain", "{ root: src, destination: 'plain/{relpath}' }")],
+                                   environment: environment)
+        #expect(plain.status == 0, "\(plain.stdout)\(plain.stderr)")
+        #expect(try await server.storedBytes(bucket: bucket, key: "plain/big.bin") == patternData(20 << 20))
+        #expect(heads(of: "plain/big.bin", from: 0) == 0, "\(proxy.requests.map { "\($0["method"] ?? "") \($0["target"] ?? "")" })")
+
+        let mirror = try job("mirror", "{ root: src, destination: 'site/{relpath}', mirror: true }")
+        let before = proxy.requests.count
+        let first = try runProcess(hoist, ["run", "--quiet", mirror], environment: environment)
+        #expect(first.status == 0, "\(first.stdout)\(first.stderr)")
+        #expect(heads(of: "site/big.bin", from: before) == 1)
+        try FileManager.default.removeItem(at: fixture.directory.url.appendingPathComponent("src/big.bin"))
+        let again = try runProcess(hoist, ["run", mirror], environment: environment)
+        #expect(again.status == 0, "\(again.stdout)\(again.stderr)")
+        #expect((again.stdout + again.stderr).contains("1 deleted"), "\(again.stdout)\(again.stderr)")
+        #expect(try await server.storedBytes(bucket: bucket, key: "site/big.bin") == nil)
+        #expect(try await server.storedBytes(bucket: bucket, key: "site/small.txt") == patternData(300))
+    }
+
     /// A run with nothing changed asks the journal, not the server: at a proxy, the run of 300
     /// unchanged files makes the same few requests (the access check) as a run of none would,
     /// no request per file, so a no-change run to `s3://` costs what one to `gs://` does.

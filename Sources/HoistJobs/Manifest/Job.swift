@@ -248,10 +248,12 @@ public struct Job: Sendable {
     }
 
     /// What the storage's backend is made from: the location and options of `storage:`, the
-    /// job's environment, its folder for relative paths.
+    /// job's environment, its folder for relative paths; a job that mirrors keeps generations
+    /// (its deletes are conditional on the one recorded).
     func backendContext(caBundle: String? = nil) -> BackendContext {
         BackendContext(location: manifest.storage.location, options: manifest.storage.options, environment: environment,
-                       directory: directory.path, caBundle: caBundle, concurrency: manifest.upload.concurrency)
+                       directory: directory.path, caBundle: caBundle, concurrency: manifest.upload.concurrency,
+                       keepsGenerations: manifest.files.contains { $0.mirror != .off })
     }
 
     /// The storage the job uploads to, configured from `storage:` and `upload:`.

@@ -36,9 +36,7 @@ public final class S3Backend: StorageBackend {
     public func startUpload(to path: String, attributes: ObjectResource, size: Int64, chunkSize: Int64?) async throws
         -> any UploadSession
     {
-        var resource = attributes.writable
-        resource.name = path
-        if resource.contentType == nil { resource.contentType = ContentType.fallback }
+        let resource = uploadAttributes(attributes, path: path)
         let headers = try S3Headers.objectHeaders(resource)
         if size <= configuration.multipartThreshold, size <= chunkSize ?? .max {
             return S3PutSession(backend: self, resource: resource, headers: headers, size: size)
@@ -52,7 +50,15 @@ public final class S3Backend: StorageBackend {
                                  httpStatus: response.status, details: ["bucket": bucket, "object": path])
         }
         let state = S3MultipartSession.Plan(key: key(path), uploadID: uploadID, size: size, partSize: partSize)
-        return S3MultipartSession(backend: self, plan: state, path: path, fresh: true)
+        return S3MultipartSession(backend: self, plan: state, path: path, attributes: resource, fresh: true)
+    }
+
+    /// The fields an upload sets on its object, named `path`, with a content type.
+    private func uploadAttributes(_ attributes: ObjectResource, path: String) -> ObjectResource {
+        var resource = attributes.writable
+        resource.name = path
+        if resource.contentType == nil { resource.contentType = ContentType.fallback }
+        return resource
     }
 
     public func resumeUpload(id: String) async throws -> any UploadSession {
@@ -60,18 +66,29 @@ public final class S3Backend: StorageBackend {
             throw StorageFailure(.objectNotFound, "Upload session cannot be resumed: it is not an S3 multipart upload's id.",
                                  details: ["bucket": bucket])
         }
-        return S3MultipartSession(backend: self, plan: plan, path: path(ofKey: plan.key), fresh: false)
+        return S3MultipartSession(backend: self, plan: plan, path: path(ofKey: plan.key), attributes: nil, fresh: false)
     }
 
     /// A session id from a journal names its key: one of another object (or outside this URL's
     /// prefix) is refused, as `StorageBackend` asks.
     public func resumeUpload(id: String, for path: String) async throws -> any UploadSession {
-        let session = try await resumeUpload(id: id)
-        guard let plan = S3MultipartSession.Plan(id: id), plan.key == key(path) else {
+        try await resumed(id: id, path: path, attributes: nil)
+    }
+
+    /// The same, with the fields the upload was started with: the object's description when it
+    /// is not read back (`Configuration.readsBackMultipartObjects`).
+    public func resumeUpload(id: String, for path: String, attributes: ObjectResource) async throws -> any UploadSession {
+        try await resumed(id: id, path: path, attributes: attributes)
+    }
+
+    private func resumed(id: String, path: String, attributes: ObjectResource?) async throws -> any UploadSession {
+        guard let plan = S3MultipartSession.Plan(id: id) else { return try await resumeUpload(id: id) }
+        guard plan.key == key(path) else {
             throw StorageFailure(.invalidArgument, "The upload session is another object's, not s3://\(bucket)/\(key(path)).",
                                  details: ["bucket": bucket, "object": path])
         }
-        return session
+        return S3MultipartSession(backend: self, plan: plan, path: path, attributes: attributes.map { uploadAttributes($0, path: path) },
+                                  fresh: false)
     }
 
     // MARK: - Objects

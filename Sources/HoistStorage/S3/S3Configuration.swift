@@ -39,6 +39,12 @@ extension S3Backend {
         public var presignExpiry = 7 * 24 * 3600
         /// Send `x-amz-checksum-crc32c` with each `PutObject` for the server to check and keep.
         public var sendsCRC32C = true
+        /// Read a multipart object back (`HEAD`) after `CompleteMultipartUpload`: its size must be
+        /// the file's, and the ETag later reads report is the one recorded (`rclone serve s3`
+        /// answers Complete with the parts' ETag and reads with the object's MD5). Off, the
+        /// parts' MD5s and Complete's ETag are the check, as a `PutObject`'s answer is; a job that
+        /// mirrors turns it on (`BackendContext.keepsGenerations`).
+        public var readsBackMultipartObjects = false
 
         public static let minimumPartSize: Int64 = 5 << 20
         /// S3's most parts per upload.

@@ -4,8 +4,9 @@ import HoistHTTP
 
 extension S3MultipartSession {
     /// `CompleteMultipartUpload` with every part's ETag, then the checks that make it `.finished`:
-    /// the object's ETag must be the MD5 of the parts' MD5s with their count, and its size the
-    /// source's. On a mismatch the object is deleted and `nonMatchingChecksum` thrown.
+    /// the object's ETag must be the MD5 of the parts' MD5s with their count, and, where the
+    /// object is read back (`readsBackMultipartObjects`), its size the source's. On a mismatch
+    /// the object is deleted and `nonMatchingChecksum` thrown.
     func complete(_ source: ByteSource, digests: [Int: [UInt8]], path: String, frontier: ChecksumFrontier) async throws
         -> ObjectResource
     {
@@ -31,15 +32,18 @@ extension S3MultipartSession {
         for number in 1...plan.partCount { expected.update(data: digests[number]!) }
         let wanted = "\(SigV4.hex(expected.finalize()))-\(plan.partCount)"
         let answered = xml?.first("*/ETag").flatMap(S3ETag.init)
-        var stored = try await backend.metadata(of: path)
         let storedETag = answered?.value ?? ""
+        let readBack = backend.configuration.readsBackMultipartObjects
+        var stored = readBack ? try await backend.metadata(of: path) : described(answered, size: source.size)
         if storedETag != wanted || stored.size != source.size {
-            try? await backend.delete(path, generation: stored.generation)
+            // What is there now, to delete only that (read here if it was not read back).
+            let found = readBack ? stored : try? await backend.metadata(of: path)
+            if let found { try? await backend.delete(path, generation: found.generation) }
             throw StorageFailure(
                 .nonMatchingChecksum,
-                "Uploaded object \(path) has \(stored.size.map(String.init) ?? "no") bytes, ETag \(storedETag.isEmpty ? "-" : storedETag) "
-                    + "on the server, but the local file has \(source.size) bytes, parts making ETag \(wanted). The object was "
-                    + "deleted; retry the upload.",
+                "Uploaded object \(path) has \(found?.size.map(String.init) ?? "no") bytes, ETag \(storedETag.isEmpty ? "-" : storedETag) "
+                    + "on the server, but the local file has \(source.size) bytes, parts making ETag \(wanted). "
+                    + (found == nil ? "The object could not be read to be deleted" : "The object was deleted") + "; retry the upload.",
                 details: ["bucket": backend.bucket, "object": path, "serverETag": storedETag, "localETag": wanted])
         }
         // The parts' MD5s, each checked by the server, make the object's ETag: its bytes are the
@@ -47,5 +51,17 @@ extension S3MultipartSession {
         try frontier.catchUp(to: source.size, from: source)
         if stored.crc32c == nil { stored.crc32c = frontier.crc32c }
         return stored
+    }
+
+    /// The object as the upload made it, without reading it back: the fields it was given, the
+    /// source's size, and Complete's ETag as its generation (a multipart ETag is no MD5).
+    private func described(_ etag: S3ETag?, size: Int64) -> ObjectResource {
+        var resource = attributes ?? ObjectResource()
+        resource.bucket = backend.bucket
+        resource.name = path
+        resource.size = size
+        resource.generation = etag?.generation
+        resource.metageneration = etag == nil ? nil : 1
+        return resource
     }
 }

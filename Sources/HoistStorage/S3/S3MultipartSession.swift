@@ -6,8 +6,9 @@ import Synchronization
 /// A multipart upload: the object in parts of `partSize` bytes, up to `partConcurrency` of them
 /// in flight at once, each with `Content-MD5` (the server refuses a part whose bytes do not
 /// match) and its returned ETag compared with the MD5 sent. Complete when every part is there;
-/// the object's ETag (the MD5 of the parts' MD5s, and their count) and its size are then checked
-/// against the local source before `.finished`.
+/// the object's ETag (the MD5 of the parts' MD5s, and their count) is then checked against the
+/// local source before `.finished`, and its size too where the object is read back
+/// (`Configuration.readsBackMultipartObjects`).
 ///
 /// Its `id` (`Plan.id`) survives a restart: a later process lists the parts the server holds
 /// (`ListParts`), keeps those whose ETag is the MD5 of its own bytes at that place, and sends
@@ -17,6 +18,8 @@ final class S3MultipartSession: UploadSession {
     let backend: S3Backend
     let plan: Plan
     let path: String
+    /// The fields the object was given (nil: a session resumed from its id alone).
+    let attributes: ObjectResource?
     let frontier = ChecksumFrontier()
     private struct State {
         /// Parts the server said it holds (from `ListParts`), not yet compared with the source.
@@ -30,10 +33,11 @@ final class S3MultipartSession: UploadSession {
     var id: String { plan.id }
     var continuesElsewhere: Bool { true }
 
-    init(backend: S3Backend, plan: Plan, path: String, fresh: Bool) {
+    init(backend: S3Backend, plan: Plan, path: String, attributes: ObjectResource?, fresh: Bool) {
         self.backend = backend
         self.plan = plan
         self.path = path
+        self.attributes = attributes
         state = Mutex(State(listed: fresh))
     }
 

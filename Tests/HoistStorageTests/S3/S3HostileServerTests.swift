@@ -8,12 +8,13 @@ import Testing
 /// tries, against Tests/servers/hostilehttp.py answering from a script (no real server lies
 /// this way on purpose).
 @Suite struct S3HostileServerTests {
-    private func backend(_ server: HostileHTTPServer) -> S3Backend {
+    private func backend(_ server: HostileHTTPServer, readsBack: Bool = false) -> S3Backend {
         var configuration = S3Backend.Configuration(bucket: "bkt", endpoint: server.url, region: "us-east-1", pathStyle: true,
                                                     credentials: S3TestServer.credentials)
         configuration.multipartThreshold = 5 << 20
         configuration.partSize = 5 << 20
         configuration.partConcurrency = 1
+        configuration.readsBackMultipartObjects = readsBack
         return S3Backend(configuration)
     }
 
@@ -46,28 +47,66 @@ import Testing
     }
 
     /// `CompleteMultipartUpload` answers the right ETag (the MD5 of the parts' MD5s) but the
-    /// object it made is a byte short (a `HEAD` after it says so): the assembly lost bytes the
-    /// parts' ETags cannot show, so the object is deleted and the upload fails with
-    /// `nonMatchingChecksum`. (This `HEAD` is what `rclone serve s3` answers by hashing the whole
-    /// object: docs/scale.md, "The large file: where the time goes".)
-    @Test func aRightMultipartETagOnAShortObjectDeletesIt() async throws {
+    /// object it made is a byte short. Read back (a job that mirrors: the ETag later reads
+    /// report is the one it records), the `HEAD` says so: the assembly lost bytes the parts'
+    /// ETags cannot show, so the object is deleted and the upload fails with
+    /// `nonMatchingChecksum`.
+    @Test func aRightMultipartETagOnAShortObjectReadBackDeletesIt() async throws {
         let data = patternData(6 << 20 + 5)
-        let first = Insecure.MD5.hash(data: data.prefix(5 << 20)), second = Insecure.MD5.hash(data: data.dropFirst(5 << 20))
-        let composite = hex(Data(first) + Data(second)) + "-2"
-        let server = try HostileHTTPServer(.script([
-            raw(200, body: "<InitiateMultipartUploadResult><UploadId>u-1</UploadId></InitiateMultipartUploadResult>"),
-            raw(200, ["ETag: \"\(hex(data.prefix(5 << 20)))\""]), raw(200, ["ETag: \"\(hex(data.dropFirst(5 << 20)))\""]),
-            raw(200, body: "<CompleteMultipartUploadResult><ETag>&quot;\(composite)&quot;</ETag></CompleteMultipartUploadResult>"),
+        let composite = compositeETag(of: data)
+        let server = try HostileHTTPServer(.script(multipartScript(data, composite: composite) + [
             raw(200, ["ETag: \"\(composite)\""], length: data.count - 1), raw(200, ["ETag: \"\(composite)\""], length: data.count - 1),
             raw(204),
         ]))
-        let session = try await backend(server).startUpload(to: "obj", attributes: ObjectResource(), size: Int64(data.count))
+        let session = try await backend(server, readsBack: true).startUpload(to: "obj", attributes: ObjectResource(), size: Int64(data.count))
         await #expect { _ = try await session.send(from: ByteSource(data: data), at: 0, control: TransferControl()) { _ in } } throws: {
             StorageErrorCode(of: $0) == .nonMatchingChecksum && "\($0)".contains("has \(data.count - 1) bytes")
                 && "\($0)".contains("The object was deleted")
         }
-        let methods = server.requests.map { "\($0["method"] ?? "") \($0["target"] ?? "")".components(separatedBy: "?").first ?? "" }
-        #expect(methods.suffix(3) == ["HEAD /bkt/obj", "HEAD /bkt/obj", "DELETE /bkt/obj"], "\(methods)")
+        #expect(methods(server).suffix(3) == ["HEAD /bkt/obj", "HEAD /bkt/obj", "DELETE /bkt/obj"], "\(methods(server))")
+    }
+
+    /// Not read back (the default, and every job that does not mirror): the parts' MD5s and
+    /// Complete's ETag are the check, as a `PutObject`'s answer is, so the upload ends at
+    /// `CompleteMultipartUpload` with no request after it (a `HEAD` there costs `rclone serve s3`
+    /// an MD5 of the whole object: docs/scale.md, "The large file: where the time goes"). The
+    /// object is described by what was sent: the file's size, the fields given, Complete's ETag
+    /// as its generation.
+    @Test func aMultipartUploadNotReadBackEndsAtComplete() async throws {
+        let data = patternData(6 << 20 + 5)
+        let composite = compositeETag(of: data)
+        let server = try HostileHTTPServer(.script(multipartScript(data, composite: composite)))
+        var attributes = ObjectResource()
+        attributes.contentType = "application/x-tar"
+        attributes.metadata = ["owner": "ops"]
+        let session = try await backend(server).startUpload(to: "obj", attributes: attributes, size: Int64(data.count))
+        let outcome = try await session.send(from: ByteSource(data: data), at: 0, control: TransferControl()) { _ in }
+        guard case .finished(let stored) = outcome else { Issue.record("not finished: \(outcome)"); return }
+        #expect(methods(server) == ["POST /bkt/obj", "PUT /bkt/obj", "PUT /bkt/obj", "POST /bkt/obj"])
+        #expect(stored.size == Int64(data.count) && stored.name == "obj" && stored.bucket == "bkt")
+        #expect(stored.contentType == "application/x-tar" && stored.metadata == ["owner": "ops"])
+        #expect(stored.generation == S3ETag("\"\(composite)\"")?.generation && stored.generation != nil)
+        var sums = Checksums()
+        sums.update(data)
+        #expect(stored.crc32c == sums.crc32cBase64())
+    }
+
+    /// The ETag S3 gives an object of two parts (5 MiB, then the rest): the MD5 of their MD5s, "-2".
+    private func compositeETag(of data: Data) -> String {
+        let first = Insecure.MD5.hash(data: data.prefix(5 << 20)), second = Insecure.MD5.hash(data: data.dropFirst(5 << 20))
+        return hex(Data(first) + Data(second)) + "-2"
+    }
+
+    /// A two-part upload's answers up to Complete's, which answers `composite`.
+    private func multipartScript(_ data: Data, composite: String) -> [String] {
+        [raw(200, body: "<InitiateMultipartUploadResult><UploadId>u-1</UploadId></InitiateMultipartUploadResult>"),
+         raw(200, ["ETag: \"\(hex(data.prefix(5 << 20)))\""]), raw(200, ["ETag: \"\(hex(data.dropFirst(5 << 20)))\""]),
+         raw(200, body: "<CompleteMultipartUploadResult><ETag>&quot;\(composite)&quot;</ETag></CompleteMultipartUploadResult>")]
+    }
+
+    /// Each request's method and path, without its query.
+    private func methods(_ server: HostileHTTPServer) -> [String] {
+        server.requests.map { "\($0["method"] ?? "") \($0["target"] ?? "")".components(separatedBy: "?").first ?? "" }
     }
 
     /// An upload id Hoist would put in URLs and journals (a space, a line break, a path) or XML
