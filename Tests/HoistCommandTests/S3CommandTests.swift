@@ -100,11 +100,12 @@ import Testing
     }
 
     /// On `rclone serve s3`, whose later reads give a multipart object the MD5 of its bytes
-    /// rather than Complete's ETag: a job that does not mirror trusts the parts' MD5s and
-    /// Complete's ETag and reads nothing back (no `HEAD`, which costs this server an MD5 of the
-    /// whole object); a job that mirrors reads each multipart object back, so the generation it
-    /// records is the one later reads report, and a removed file's object is deleted, not kept.
-    @Test func onlyAJobThatMirrorsReadsAMultipartObjectBack() async throws {
+    /// rather than Complete's ETag: a plain job trusts the parts' MD5s and Complete's ETag and
+    /// reads nothing back (no `HEAD`, which costs this server an MD5 of the whole object); a job
+    /// that moves reads each multipart object back before it removes the file (the size of what
+    /// the server assembled), and one that mirrors does too, so the generation it records is the
+    /// one later reads report, and a removed file's object is deleted, not kept.
+    @Test func onlyAJobThatMovesOrMirrorsReadsAMultipartObjectBack() async throws {
         let server = S3TestServer.rclone
         let bucket = try await server.makeBucket()
         let proxy = try FaultProxy(upstreamPort: try server.port(), [])
@@ -134,8 +135,18 @@ import Testing
         #expect(try await server.storedBytes(bucket: bucket, key: "plain/big.bin") == patternData(20 << 20))
         #expect(heads(of: "plain/big.bin", from: 0) == 0, "\(proxy.requests.map { "\($0["method"] ?? "") \($0["target"] ?? "")" })")
 
+        try FileManager.default.copyItem(at: fixture.directory.url.appendingPathComponent("src"),
+                                         to: fixture.directory.url.appendingPathComponent("outbox"))
+        var before = proxy.requests.count
+        let moved = try runProcess(hoist, ["run", "--quiet", try job("move", "{ root: outbox, destination: 'moved/{relpath}', move: true }")],
+                                   environment: environment)
+        #expect(moved.status == 0, "\(moved.stdout)\(moved.stderr)")
+        #expect(heads(of: "moved/big.bin", from: before) == 1)
+        #expect(try await server.storedBytes(bucket: bucket, key: "moved/big.bin") == patternData(20 << 20))
+        #expect(!FileManager.default.fileExists(atPath: fixture.directory.url.appendingPathComponent("outbox/big.bin").path))
+
         let mirror = try job("mirror", "{ root: src, destination: 'site/{relpath}', mirror: true }")
-        let before = proxy.requests.count
+        before = proxy.requests.count
         let first = try runProcess(hoist, ["run", "--quiet", mirror], environment: environment)
         #expect(first.status == 0, "\(first.stdout)\(first.stderr)")
         #expect(heads(of: "site/big.bin", from: before) == 1)

@@ -248,12 +248,13 @@ public struct Job: Sendable {
     }
 
     /// What the storage's backend is made from: the location and options of `storage:`, the
-    /// job's environment, its folder for relative paths; a job that mirrors keeps generations
-    /// (its deletes are conditional on the one recorded).
+    /// job's environment, its folder for relative paths. A job that moves (it removes the only
+    /// other copy) or mirrors (its deletes are conditional on the generation recorded) has its
+    /// objects read back where an upload's answer does not say all a read would.
     func backendContext(caBundle: String? = nil) -> BackendContext {
         BackendContext(location: manifest.storage.location, options: manifest.storage.options, environment: environment,
                        directory: directory.path, caBundle: caBundle, concurrency: manifest.upload.concurrency,
-                       keepsGenerations: manifest.files.contains { $0.mirror != .off })
+                       readsBackUploads: manifest.files.contains { $0.mirror != .off || $0.move })
     }
 
     /// The storage the job uploads to, configured from `storage:` and `upload:`.

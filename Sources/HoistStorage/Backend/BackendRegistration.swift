@@ -148,21 +148,23 @@ public struct BackendContext: Sendable {
     /// How many transfers the caller runs at once (a job's `upload.concurrency`): a backend that
     /// sends one large object over several connections uses as many; nil: its own default.
     public var concurrency: Int?
-    /// The caller records each object's generation to act on it later (a job that mirrors
-    /// deletes an object only while it still has the generation recorded): a backend whose answer
-    /// to an upload may not carry the generation later reads report reads the object back.
-    public var keepsGenerations: Bool
+    /// The caller acts on what an upload stored: it deletes the file once its object is verified
+    /// (a job that moves), or deletes the object later only while it still has the generation
+    /// recorded (a job that mirrors). A backend whose answer to an upload does not say all that
+    /// a read of the object would (an S3 multipart object's assembled size, the ETag later reads
+    /// report) reads each object back.
+    public var readsBackUploads: Bool
 
     public init(location: StorageLocation, options: any BackendOptions, environment: [String: String] = ProcessInfo.processInfo.environment,
                 directory: String = FileManager.default.currentDirectoryPath, caBundle: String? = nil, concurrency: Int? = nil,
-                keepsGenerations: Bool = false) {
+                readsBackUploads: Bool = false) {
         self.location = location
         self.options = options
         self.environment = environment
         self.directory = directory
         self.caBundle = caBundle
         self.concurrency = concurrency
-        self.keepsGenerations = keepsGenerations
+        self.readsBackUploads = readsBackUploads
     }
 
     /// A path of an option, made absolute against `directory`.

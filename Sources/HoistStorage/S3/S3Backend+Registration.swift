@@ -109,7 +109,7 @@ extension S3Backend {
         if let threshold = options.multipartThreshold { configuration.multipartThreshold = threshold }
         // A large file's parts go up in the job's slots (`upload.concurrency`), as GCS's parallel uploads do.
         if let concurrency = context.concurrency { configuration.partConcurrency = max(1, concurrency) }
-        configuration.readsBackMultipartObjects = context.keepsGenerations
+        configuration.readsBackMultipartObjects = context.readsBackUploads
         self.init(configuration)
     }
 }

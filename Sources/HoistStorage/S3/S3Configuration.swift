@@ -43,7 +43,7 @@ extension S3Backend {
         /// the file's, and the ETag later reads report is the one recorded (`rclone serve s3`
         /// answers Complete with the parts' ETag and reads with the object's MD5). Off, the
         /// parts' MD5s and Complete's ETag are the check, as a `PutObject`'s answer is; a job that
-        /// mirrors turns it on (`BackendContext.keepsGenerations`).
+        /// moves or mirrors turns it on (`BackendContext.readsBackUploads`).
         public var readsBackMultipartObjects = false
 
         public static let minimumPartSize: Int64 = 5 << 20
