@@ -30,25 +30,19 @@ import Testing
     /// it is not the file, so it is deleted and the upload fails with `nonMatchingChecksum`.
     @Test func aMultipartETagThatIsNotThePartsDeletesTheObject() async throws {
         let data = patternData(6 << 20 + 5)
-        let first = hex(data.prefix(5 << 20)), second = hex(data.dropFirst(5 << 20))
-        let lie = "\"" + String(repeating: "f", count: 32) + "-2\""
-        let server = try HostileHTTPServer(.script([
-            raw(200, body: "<InitiateMultipartUploadResult><UploadId>u-1</UploadId></InitiateMultipartUploadResult>"),
-            raw(200, ["ETag: \"\(first)\""]), raw(200, ["ETag: \"\(second)\""]),
-            raw(200, body: "<CompleteMultipartUploadResult><ETag>&quot;\(String(repeating: "f", count: 32))-2&quot;</ETag></CompleteMultipartUploadResult>"),
-            raw(200, ["ETag: \(lie)"], length: data.count), raw(200, ["ETag: \(lie)"], length: data.count), raw(204),
+        let lie = String(repeating: "f", count: 32) + "-2"
+        let server = try HostileHTTPServer(.script(multipartScript(data, composite: lie) + [
+            raw(200, ["ETag: \"\(lie)\""], length: data.count), raw(200, ["ETag: \"\(lie)\""], length: data.count), raw(204),
         ]))
         let session = try await backend(server).startUpload(to: "obj", attributes: ObjectResource(), size: Int64(data.count))
         await #expect { _ = try await session.send(from: ByteSource(data: data), at: 0, control: TransferControl()) { _ in } } throws: {
             StorageErrorCode(of: $0) == .nonMatchingChecksum && "\($0)".contains("The object was deleted")
         }
-        let methods = server.requests.map { "\($0["method"] ?? "") \($0["target"] ?? "")".components(separatedBy: "?").first ?? "" }
-        #expect(methods.last == "DELETE /bkt/obj", "\(methods)")
+        #expect(methods(server).last == "DELETE /bkt/obj", "\(methods(server))")
     }
 
     /// `CompleteMultipartUpload` answers the right ETag (the MD5 of the parts' MD5s) but the
-    /// object it made is a byte short. Read back (a job that mirrors: the ETag later reads
-    /// report is the one it records), the `HEAD` says so: the assembly lost bytes the parts'
+    /// object it made is a byte short. Read back (a job that moves or mirrors), the `HEAD` says so: the assembly lost bytes the parts'
     /// ETags cannot show, so the object is deleted and the upload fails with
     /// `nonMatchingChecksum`.
     @Test func aRightMultipartETagOnAShortObjectReadBackDeletesIt() async throws {
@@ -66,7 +60,7 @@ import Testing
         #expect(methods(server).suffix(3) == ["HEAD /bkt/obj", "HEAD /bkt/obj", "DELETE /bkt/obj"], "\(methods(server))")
     }
 
-    /// Not read back (the default, and every job that does not mirror): the parts' MD5s and
+    /// Not read back (the default, and every job that neither moves nor mirrors): the parts' MD5s and
     /// Complete's ETag are the check, as a `PutObject`'s answer is, so the upload ends at
     /// `CompleteMultipartUpload` with no request after it (a `HEAD` there costs `rclone serve s3`
     /// an MD5 of the whole object: docs/scale.md, "The large file: where the time goes"). The
