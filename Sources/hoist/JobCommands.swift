@@ -344,7 +344,7 @@ private func plannedDeletes(_ job: Job, journal: (any JournalStore)?, planned: @
                             quiet: Bool) async -> Int? {
     guard job.manifest.files.contains(where: { $0.mirror != .off }) else { return nil }
     let backend = job.manifest.files.contains { $0.mirror == .listed } ? (try? job.makeStorage())?.backend : nil
-    let found: (deletions: [Deletion], objects: Int)
+    let found: MirrorPlan.Found
     do { found = try await MirrorPlan(job: job, journal: journal, backend: backend, planned: planned).deletions() } catch {
         FileHandle.standardError.write(Data((printable("hoist: mirror: \(describe(error)): a run would delete nothing") + "\n").utf8))
         return 0
@@ -356,9 +356,8 @@ private func plannedDeletes(_ job: Job, journal: (any JournalStore)?, planned: @
             : printable("delete  \(deletion.object) (" + (deletion.source.map { "file gone: \($0)" } ?? "stray: no file goes there") + ")"))
     }
     output.flush()
-    if let limit = job.manifest.upload.maxDelete, !limit.allows(found.deletions.count, of: found.objects) {
-        FileHandle.standardError.write(Data(("hoist: mirror would delete \(found.deletions.count) of \(found.objects) objects, more than "
-            + "upload.maxDelete (\(limit.description)): a run would delete nothing and exit 1\n").utf8))
+    if let refusal = found.refusal(maxDelete: job.manifest.upload.maxDelete) {
+        FileHandle.standardError.write(Data(("hoist: \(refusal): a run would delete nothing and exit 1\n").utf8))
     }
     return found.deletions.count
 }

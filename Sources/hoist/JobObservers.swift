@@ -100,6 +100,17 @@ final class JSONEventLog: JobRetryObserver {
         emit(fields)
     }
 
+    /// `{"event":"remove","file":...,"object":...,"evidence":"uploaded"}`: a file `move` removed,
+    /// and on what evidence (`uploaded` by this run, or its object `verified` now).
+    func fileRemoved(_ item: PlanItem, evidence: String) {
+        emit(["event": "remove", "kind": "file", "file": item.file.path, "object": item.destination, "evidence": evidence])
+    }
+
+    /// `{"event":"remove","kind":"folder","file":...,"evidence":"empty"}`: a folder a move emptied.
+    func folderRemoved(_ path: String) {
+        emit(["event": "remove", "kind": "folder", "file": path, "evidence": "empty"])
+    }
+
     /// What a run that could not start prints with `--json`: a `job_end` saying why.
     func startFailed(job: String, reason: String) {
         var summary = JobSummary(job: job)
@@ -123,8 +134,9 @@ final class JSONEventLog: JobRetryObserver {
         emit(["event": "job_end", "job": summary.job, "uploaded": summary.uploaded, "failed": summary.failed,
               "skipped": summary.skipped, "cancelled": summary.cancelled, "bytes": summary.bytes,
               "unchanged": summary.unchanged, "seconds": summary.seconds, "interrupted": summary.interrupted,
-              "deleted": summary.deleted, "moved": summary.moved,
-              "peakRSSBytes": peakResidentBytes()].merging(summary.fatal.map { ["fatal": $0] } ?? [:]) { a, _ in a })
+              "deleted": summary.deleted, "deleteRefused": summary.deleteRefused, "moved": summary.moved,
+              "peakRSSBytes": peakResidentBytes()].merging(summary.fatal.map { ["fatal": $0] } ?? [:]) { a, _ in a }
+                .merging(summary.deleteRefusal.map { ["deleteRefusal": $0] } ?? [:]) { a, _ in a })
     }
 }
 
@@ -173,8 +185,13 @@ final class FileLines: JobObserver {
         case .deleted: if verbose { say("deleted   \(deletion.object) (\(deletion.source == nil ? "stray" : "file gone"))", false) }
         case .changed: if verbose { say("kept      \(deletion.object) (another writer replaced it)", false) }
         case .vetoed: if verbose { say("kept      \(deletion.object) (before_delete)", false) }
+        case .kept: if verbose { say("kept      \(deletion.object) (its file is back)", false) }
         case .absent: break
         }
+    }
+
+    func fileRemoved(_ item: PlanItem, evidence: String) {
+        if verbose { say("removed   \(item.file.relativePath) (\(evidence == "uploaded" ? "uploaded" : "its object verified"))", false) }
     }
 
     func jobFinished(_ summary: JobSummary) {}

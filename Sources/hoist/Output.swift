@@ -111,11 +111,14 @@ struct RunOutput: Sendable {
                 FileHandle.standardError.write(Data((printable("hoist: \(failure.file): \(failure.code.name): \(failure.message)") + "\n").utf8))
             }
         }
+        if let refusal = summary.deleteRefusal, !json {
+            FileHandle.standardError.write(Data((printable("hoist: \(refusal)") + "\n").utf8))
+        }
         if let fatal = summary.fatal {
             FileHandle.standardError.write(Data((printable("hoist: \(summary.job) stopped: \(fatal)") + "\n").utf8))
             throw ExitCode(2)
         }
         if summary.interrupted { throw ExitCode(130) }
-        if summary.failed > 0 { throw ExitCode(1) }
+        if summary.failed > 0 || summary.deleteRefused > 0 { throw ExitCode(1) }
     }
 }

@@ -70,12 +70,20 @@ enum MirrorTarget: String, CaseIterable, Sendable, CustomTestStringConvertible {
     }
 
     func setUp(_ target: MirrorTarget, files: [String: Int], set extra: String = "", upload: String = "", hooks: String = "") async throws -> Setup {
+        try await Self.setUp(target, files: files, fileSet: "destination: 'site/{relpath}', mirror: true" + extra, upload: upload, hooks: hooks)
+    }
+
+    /// A job of one file set (`root: src, FILESET`) on `target` (or on `storage`, a manifest's
+    /// `storage:` of the test's own), its `src/` holding `files` (path: size).
+    static func setUp(_ target: MirrorTarget, files: [String: Int], fileSet: String, upload: String = "", hooks: String = "",
+                      storage: String? = nil) async throws -> Setup {
         let fixture = try JobFixture()
         for (path, size) in files { try fixture.file(path, size) }
-        let (storage, environment, bucket) = try await target.prepare(fixture)
+        try FileManager.default.createDirectory(at: fixture.directory.url.appendingPathComponent("src"), withIntermediateDirectories: true)
+        let (prepared, environment, bucket) = try await target.prepare(fixture)
         _ = try fixture.job("""
-            storage: \(storage)
-            files: [{ root: src, destination: 'site/{relpath}', mirror: true\(extra) }]
+            storage: \(storage ?? prepared)
+            files: [{ root: src, \(fileSet) }]
             upload: { concurrency: 8\(upload) }
             \(hooks)
             """)
@@ -84,10 +92,13 @@ enum MirrorTarget: String, CaseIterable, Sendable, CustomTestStringConvertible {
     }
 
     /// The `delete` events of a `--json` run's output (checked against the event schema).
-    func deleteEvents(_ output: String) throws -> [[String: Any]] {
+    func deleteEvents(_ output: String) throws -> [[String: Any]] { try Self.events("delete", in: output) }
+
+    /// The events named `name` of a `--json` run's output (checked against the event schema).
+    static func events(_ name: String, in output: String) throws -> [[String: Any]] {
         _ = try validateEvents(output)
         return output.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
-            .filter { $0["event"] as? String == "delete" }
+            .filter { $0["event"] as? String == name }
     }
 
     @Test(arguments: MirrorTarget.allCases)
@@ -134,7 +145,7 @@ enum MirrorTarget: String, CaseIterable, Sendable, CustomTestStringConvertible {
 
     @Test(arguments: MirrorTarget.allCases)
     func anObjectAnotherWriterReplacedIsKept(target: MirrorTarget) async throws {
-        let setup = try await setUp(target, files: ["a.txt": 100, "b.txt": 200])
+        let setup = try await setUp(target, files: ["a.txt": 100, "b.txt": 200, "c.txt": 300], upload: ", maxDelete: 100%")
         #expect(try setup.run().status == 0)
         try setup.removeFile("a.txt")
         try setup.removeFile("b.txt")
@@ -189,7 +200,7 @@ enum MirrorTarget: String, CaseIterable, Sendable, CustomTestStringConvertible {
     }
 
     @Test func beforeDeleteVetoesAndOnDeleteReports() async throws {
-        let setup = try await setUp(.local, files: ["keep.txt": 10, "gone.txt": 20], hooks: """
+        let setup = try await setUp(.local, files: ["keep.txt": 10, "gone.txt": 20, "stays.txt": 30], upload: ", maxDelete: 100%", hooks: """
             hooks:
               - inline: |
                   function before_delete(o) return o.object ~= "site/keep.txt" end
@@ -210,7 +221,7 @@ enum MirrorTarget: String, CaseIterable, Sendable, CustomTestStringConvertible {
 
     /// `before_delete` fails closed: a hook's error keeps the object and fails the run.
     @Test func aBeforeDeleteErrorKeepsTheObject() async throws {
-        let setup = try await setUp(.local, files: ["a.txt": 10], hooks: """
+        let setup = try await setUp(.local, files: ["a.txt": 10, "b.txt": 20], hooks: """
             hooks:
               - inline: |
                   function before_delete(o) error("no deletes today") end
@@ -253,7 +264,8 @@ enum MirrorTarget: String, CaseIterable, Sendable, CustomTestStringConvertible {
     /// A root that went away (an optional set, a mount gone) is not "every file gone": nothing
     /// is deleted. A later hook cannot undo an earlier hook's veto. The metrics count deletions.
     @Test func aMissingRootDeletesNothingAndAVetoIsFinal() async throws {
-        let setup = try await setUp(.local, files: ["a.txt": 10, "b.txt": 20], set: ", optional: true", hooks: """
+        let setup = try await setUp(.local, files: ["a.txt": 10, "b.txt": 20, "c.txt": 30], set: ", optional: true", upload: ", maxDelete: 100%",
+                                    hooks: """
             hooks:
               - inline: |
                   function before_delete(o) if o.object == "site/a.txt" then return false end end
@@ -282,7 +294,8 @@ enum MirrorTarget: String, CaseIterable, Sendable, CustomTestStringConvertible {
 
     @Test(arguments: MirrorTarget.allCases)
     func listedRemovesAStrayAndNothingOutsideThePrefix(target: MirrorTarget) async throws {
-        let setup = try await setUp(target, files: ["a.txt": 10, "sub/b.txt": 20, "skip.tmp": 30], set: ", exclude: ['*.tmp']")
+        let setup = try await setUp(target, files: ["a.txt": 10, "sub/b.txt": 20, "skip.tmp": 30], set: ", exclude: ['*.tmp']",
+                                    upload: ", maxDelete: 100%")
         let text = try String(contentsOfFile: setup.manifest, encoding: .utf8)
         try text.replacingOccurrences(of: "mirror: true", with: "mirror: listed").write(toFile: setup.manifest, atomically: true, encoding: .utf8)
         let stray = Data("left by hand".utf8)

@@ -32,4 +32,26 @@ import Testing
         }
         #expect(found.isEmpty, "\(found.joined(separator: "\n"))")
     }
+
+    /// Issue 42: every removal a run makes goes through the removal gate, which checks its
+    /// evidence at that moment; no code above the backends unlinks a file, removes a folder or
+    /// deletes an object around it.
+    @Test func everyRemovalOfARunGoesThroughTheGate() throws {
+        // The primitives: RootFolder's conditional unlink and rmdir, the object deletes.
+        let removals = ["ifStill:", "unlinkat(", "rmdir(", ".removeEmptyFolder(", "delete(ifGeneration:", ".deleteObject("]
+        let root = packageRoot.appendingPathComponent("Sources")
+        var found: [String] = []
+        for folder in ["HoistJobs", "hoist"] {
+            for file in try FileManager.default.subpathsOfDirectory(atPath: root.appendingPathComponent(folder).path)
+            where file.hasSuffix(".swift") && file != "Run/RemovalGate.swift" {
+                let text = try String(contentsOf: root.appendingPathComponent(folder + "/" + file), encoding: .utf8)
+                for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated()
+                where removals.contains(where: line.replacingOccurrences(of: "RemovalGate.", with: "").contains)
+                    && !line.trimmingCharacters(in: .whitespaces).hasPrefix("//") {
+                    found.append("\(folder)/\(file):\(number + 1): \(line.trimmingCharacters(in: .whitespaces))")
+                }
+            }
+        }
+        #expect(found.isEmpty, "\(found.joined(separator: "\n"))")
+    }
 }

@@ -118,6 +118,9 @@ final class CountingJournal: JournalStore {
         return try base.rows(from: from, below: below, after: after, limit: limit)
     }
     func record(source: String, destination: String) throws -> Journal.FileRecord? { try base.record(source: source, destination: destination) }
+    func otherSource(storedAt destination: String, besides source: String) throws -> String? {
+        try base.otherSource(storedAt: destination, besides: source)
+    }
     func apply(_ writes: [Journal.Write]) throws {
         fileWrites.withLock { count in
             for write in writes { if case .run = write { continue }; count += 1 }

@@ -6,11 +6,27 @@ import Testing
 /// `move`'s unlink (`ByteSource.RootFolder.remove`): only the file that was read, found beneath
 /// the root with no link followed; never a file behind a link swapped in, never the root.
 @Suite struct RootFolderRemovalTests {
-    func identity(_ path: String) throws -> (device: UInt64, inode: UInt64, size: Int64, mtime: Double) {
+    func identity(_ path: String) throws -> ByteSource.RootFolder.Identity {
         var info = stat()
         #expect(lstat(path, &info) == 0)
-        return (UInt64(info.st_dev), UInt64(info.st_ino), Int64(info.st_size),
-                Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9)
+        return ByteSource.RootFolder.Identity(info)
+    }
+
+    /// A file written in place and its mtime put back (`touch -d`, `rsync -t`, a tar extracted
+    /// over it) has the size and mtime it was read with, but not the ctime: kept.
+    @Test func aFileRewrittenWithItsMtimePutBackIsKept() throws {
+        let directory = try TemporaryDirectory()
+        let file = try directory.write("root/a.log", patternData(100)).path
+        let root = try #require(ByteSource.RootFolder(directory.url.appendingPathComponent("root").path))
+        let read = try identity(file)
+        let mtime = try #require(try FileManager.default.attributesOfItem(atPath: file)[.modificationDate] as? Date)
+        usleep(20_000)
+        try Data(repeating: 7, count: 100).write(to: URL(fileURLWithPath: file))
+        try FileManager.default.setAttributes([.modificationDate: mtime], ofItemAtPath: file)
+        let now = try identity(file)
+        #expect(now.size == read.size && abs(now.mtime - read.mtime) < 0.001 && now.inode == read.inode, "the same size, mtime and inode")
+        #expect(root.remove("a.log", ifStill: read) == .changed)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: file)) == Data(repeating: 7, count: 100))
     }
 
     @Test func onlyTheFileThatWasReadIsRemoved() throws {

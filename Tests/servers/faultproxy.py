@@ -13,12 +13,17 @@ closes. Faults, each for a limited number of matching requests:
   --reset COUNT[:METHOD]         read the request, then reset the connection (TCP RST), no answer
   --keep-alive                   keep the client's connection open after injected answers, so the
                                  next request arrives on a reused connection (as a pool reuses it)
+  --listing repeat|endless       rewrite S3 ListObjectsV2 answers (GET ?list-type=2): `repeat` gives
+                                 each listed key ten times; `endless` says every page is truncated,
+                                 with the same NextContinuationToken each time (the token is taken
+                                 off the request before it goes upstream)
 
 It prints "ready PORT" once listening, and logs one JSON line per request to --log.
 """
 import argparse
 import asyncio
 import json
+import re
 import socket
 import struct
 import sys
@@ -62,6 +67,18 @@ def header(headers, name):
         if key.lower() == name.lower():
             return value
     return None
+
+
+def rewrite_listing(body, mode):
+    """A ListObjectsV2 answer made hostile: keys repeated, or a listing that never ends."""
+    text = body.decode("utf-8")
+    if mode == "repeat":
+        text = re.sub(r"(<Contents>.*?</Contents>)", lambda m: m.group(1) * 10, text, flags=re.S)
+    elif mode == "endless":
+        text = re.sub(r"<IsTruncated>[^<]*</IsTruncated>", "<IsTruncated>true</IsTruncated>", text)
+        text = re.sub(r"<NextContinuationToken>[^<]*</NextContinuationToken>", "", text)
+        text = text.replace("</IsTruncated>", "</IsTruncated><NextContinuationToken>again</NextContinuationToken>", 1)
+    return text.encode("utf-8")
 
 
 class Proxy:
@@ -123,6 +140,10 @@ class Proxy:
         cut = next((int(r.value) for r in self.cuts if length > int(r.value) and r.take(method)), None)
         corrupt = next((int(r.value) for r in self.corrupts if length > int(r.value) and r.take(method)), None)
 
+        listing = self.args.listing if method == "GET" and "list-type=2" in target else None
+        if listing == "endless":
+            target = re.sub(r"&?continuation-token=[^&]*", "", target).replace("?&", "?")
+
         up_reader, up_writer = await asyncio.open_connection(self.upstream_host, int(self.upstream_port))
         lines = [f"{method} {target} HTTP/1.1"]
         for name, value in headers:
@@ -164,11 +185,17 @@ class Proxy:
         upstream = f"http://{self.upstream_host}:{self.upstream_port}".encode()
         mine = f"http://127.0.0.1:{self.port}".encode()
         head = head.replace(upstream, mine)
+        if listing:
+            body = rewrite_listing(body, listing)
         out = []
         for line in head.split(b"\r\n"):
             if line.lower().startswith(b"connection:"):
                 continue
+            if listing and (line.lower().startswith(b"content-length:") or line.lower().startswith(b"transfer-encoding:")):
+                continue
             out.append(line)
+        if listing:
+            out.append(f"Content-Length: {len(body)}".encode())
         out.append(b"Connection: close")
         writer.write(b"\r\n".join(out) + b"\r\n\r\n" + body)
         await writer.drain()
@@ -196,6 +223,7 @@ async def main():
     parser.add_argument("--require-bearer", default=None)
     parser.add_argument("--reset", action="append", default=[])
     parser.add_argument("--keep-alive", action="store_true")
+    parser.add_argument("--listing", choices=["repeat", "endless"], default=None)
     parser.add_argument("--log", default=None)
     args = parser.parse_args()
     proxy = Proxy(args)

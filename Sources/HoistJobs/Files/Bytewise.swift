@@ -35,6 +35,15 @@ extension String {
         return true
     }
 
+    /// Whether this string's UTF-8 bytes start with `prefix`'s (`hasPrefix` compares canonically:
+    /// the NFD form of a prefix would pass it).
+    public func hasPrefixBytewise(_ prefix: String) -> Bool {
+        guard utf8.count >= prefix.utf8.count else { return false }
+        let mine = utf8Span.span, theirs = prefix.utf8Span.span
+        for index in theirs.indices where mine[index] != theirs[index] { return false }
+        return true
+    }
+
     /// Whether this string's UTF-8 bytes come before `other`'s (a shorter prefix first), as
     /// SQLite and PostgreSQL (C collation) order them. A loop over the two spans: the generic
     /// `utf8.lexicographicallyPrecedes` took ten times the instructions, once per walked file.

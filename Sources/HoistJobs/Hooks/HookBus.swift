@@ -116,7 +116,7 @@ public final class HookBus: JobObserver, @unchecked Sendable {
     }
 
     static let hookNames = ["on_resume", "on_progress", "on_pause", "on_success", "on_failure", "on_job_start",
-                            "on_job_end", "before_upload", "before_delete", "on_delete"]
+                            "on_job_end", "before_upload", "before_delete", "on_delete", "on_remove"]
 
     /// Lets hooks pause and resume the whole job (`hoist.pause_job()`, `hoist.resume_job()`).
     public func attach(pause: @escaping @Sendable () -> Void, resume: @escaping @Sendable () -> Void) {
@@ -289,6 +289,17 @@ public final class HookBus: JobObserver, @unchecked Sendable {
     /// `on_delete(object)`: a mirror's deletion and its outcome.
     public func objectDeleted(_ deletion: Deletion, _ outcome: DeletionOutcome) {
         deliver("on_delete", Self.deletionTable(deletion, outcome: outcome))
+    }
+
+    /// `on_remove(file)`: a file `move` removed (`kind` "file", with `object` and `evidence`),
+    /// or a folder it emptied (`kind` "folder").
+    public func fileRemoved(_ item: PlanItem, evidence: String) {
+        deliver("on_remove", .table(["kind": .string("file"), "path": .string(item.file.path), "relpath": .string(item.file.relativePath),
+                                     "object": .string(item.destination), "evidence": .string(evidence)]))
+    }
+
+    public func folderRemoved(_ path: String) {
+        deliver("on_remove", .table(["kind": .string("folder"), "path": .string(path), "evidence": .string("empty")]))
     }
 
     /// What `before_delete` and `on_delete` are given.

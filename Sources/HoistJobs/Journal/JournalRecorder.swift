@@ -224,8 +224,9 @@ final class JournalRecorder: JobObserver {
         run.failed = summary.failed
         run.cancelled = summary.cancelled
         run.bytes = summary.bytes
-        run.status = summary.interrupted ? .interrupted : (summary.failed > 0 || summary.fatal != nil ? .failed : .ok)
+        run.status = summary.interrupted ? .interrupted : (summary.succeeded ? .ok : .failed)
         run.error = summary.fatal
+            ?? (summary.deleteRefused > 0 ? "\(summary.deleteRefused) deletion\(summary.deleteRefused == 1 ? "" : "s") refused by maxDelete" : nil)
         record(.run(run))
         writer.sync { flush() }
     }

@@ -32,6 +32,9 @@ public protocol JournalStore: Sendable {
     func rows(from: String, below: String, after: (source: String, destination: String)?, limit: Int) throws -> [Journal.KnownRow]
     /// The whole row of one file, or nil.
     func record(source: String, destination: String) throws -> Journal.FileRecord?
+    /// A file other than `source` whose upload to `destination` the journal records done (its
+    /// object, made from other bytes, is not overwritten by `source`'s), or nil.
+    func otherSource(storedAt destination: String, besides source: String) throws -> String?
 
     /// Applies writes in order, all or none.
     func apply(_ writes: [Journal.Write]) throws

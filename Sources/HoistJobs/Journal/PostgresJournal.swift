@@ -212,6 +212,8 @@ public final class PostgresJournal: JournalStore {
         ]),
         // `skipUnchanged: checksum`: a file's content hash and the status it was taken at.
         ("v3", ["ALTER TABLE hoist_file ADD COLUMN content text"]),
+        // Which file made an object: another file's upload never overwrites it.
+        ("v4", ["CREATE INDEX hoist_file_destination ON hoist_file (job, destination)"]),
     ]
 
     /// Applies the migrations this database lacks, once, whoever else starts at the same time.
@@ -351,6 +353,14 @@ public final class PostgresJournal: JournalStore {
             try query(PostgresQuery(unsafeSQL: "SELECT \(Self.fileColumns) FROM hoist_file WHERE job = $1 AND source = $2 AND destination = $3",
                                     binds: try Self.binds(job, source, destination)))
                 .first.map(Self.fileRecord)
+        }
+    }
+
+    public func otherSource(storedAt destination: String, besides source: String) throws -> String? {
+        try reading {
+            try query(PostgresQuery(unsafeSQL: "SELECT source FROM hoist_file WHERE job = $1 AND destination = $2 AND state = 'done' "
+                                        + "AND source <> $3 LIMIT 1", binds: try Self.binds(job, destination, source)))
+                .first.map { try $0.decode(String.self) }
         }
     }
 

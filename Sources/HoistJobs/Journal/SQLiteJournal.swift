@@ -148,6 +148,9 @@ public final class SQLiteJournal: JournalStore {
         migrator.registerMigration("v3: content hashes") { db in
             try db.alter(table: "file") { t in t.add(column: "content", .text) }
         }
+        migrator.registerMigration("v4: which file made an object") { db in
+            try db.create(index: "file_destination", on: "file", columns: ["destination"])
+        }
         return migrator
     }
 
@@ -205,6 +208,18 @@ public final class SQLiteJournal: JournalStore {
             return try database.inDatabase { db in
                 let statement = try db.cachedStatement(sql: "SELECT * FROM file WHERE source = ? AND destination = ?")
                 return try Journal.FileRecord.fetchOne(statement, arguments: [source, destination])
+            }
+        } catch {
+            throw JournalError(reading: path, error)
+        }
+    }
+
+    public func otherSource(storedAt destination: String, besides source: String) throws -> String? {
+        do {
+            return try database.inDatabase { db in
+                let statement = try db.cachedStatement(
+                    sql: "SELECT source FROM file WHERE destination = ? AND state = 'done' AND source != ? LIMIT 1")
+                return try String.fetchOne(statement, arguments: [destination, source])
             }
         } catch {
             throw JournalError(reading: path, error)

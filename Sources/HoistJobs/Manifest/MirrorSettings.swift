@@ -67,6 +67,51 @@ extension Template {
         return String(text.drop { $0 == "/" })
     }
 
+    /// Whether some file could be given the object name `name` by this template: its literal
+    /// text byte for byte (a leading `/` dropped, as object names are), `{relpath}` and `{name}`
+    /// as text that is not empty, `{name}`, `{stem}` and `{ext}` as text without `/`, any other
+    /// placeholder as any text. What a mirror may take for its own object in a listing.
+    func couldMake(_ name: String) -> Bool {
+        let target = Array(name.utf8)
+        var pieces: [(literal: [UInt8]?, part: Part)] = []
+        for (index, part) in parts.enumerated() {
+            if case .literal(let text) = part {
+                let bytes = Array((index == 0 ? String(text.drop { $0 == "/" }) : text).utf8)
+                if !bytes.isEmpty { pieces.append((bytes, part)) }
+            } else {
+                pieces.append((nil, part))
+            }
+        }
+        // Whether pieces[p...] can make target[i...]; memoized on (p, i).
+        var known: [Int: Bool] = [:]
+        func match(_ p: Int, _ i: Int) -> Bool {
+            if p == pieces.count { return i == target.count }
+            let key = p * (target.count + 1) + i
+            if let answer = known[key] { return answer }
+            var answer = false
+            if let literal = pieces[p].literal {
+                answer = target.count - i >= literal.count && target[i..<(i + literal.count)].elementsEqual(literal)
+                    && match(p + 1, i + literal.count)
+            } else {
+                let part = pieces[p].part
+                let noSlash = part == .name || part == .stem || part == .ext
+                let least = part == .relpath || part == .name ? 1 : 0
+                var end = i + least
+                while end <= target.count, !answer {
+                    if end > i, noSlash, target[end - 1] == UInt8(ascii: "/") { break }
+                    answer = match(p + 1, end)
+                    end += 1
+                }
+            }
+            known[key] = answer
+            return answer
+        }
+        return match(0, 0)
+    }
+
+    /// Whether `{relpath}` is in it: two files of one root never share a destination.
+    var hasRelativePath: Bool { parts.contains(.relpath) }
+
     /// `PREFIX{relpath}` (or `{relpath}`): an object's name gives back its file's relative path.
     var isPrefixThenRelativePath: Bool {
         parts == [.relpath] || (parts.count == 2 && parts[1] == .relpath && { if case .literal = parts[0] { true } else { false } }())

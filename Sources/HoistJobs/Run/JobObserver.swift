@@ -32,6 +32,10 @@ public protocol JobObserver: Sendable {
     func walkWarning(path: String, message: String)
     /// A `mirror` deletion was tried (after every upload of the run succeeded): its outcome.
     func objectDeleted(_ deletion: Deletion, _ outcome: DeletionOutcome)
+    /// `move` removed a file (`evidence`: `uploaded` by this run, or its object `verified` now).
+    func fileRemoved(_ item: PlanItem, evidence: String)
+    /// `removeEmptyFolders` removed a folder a move emptied (its path).
+    func folderRemoved(_ path: String)
     func jobFinished(_ summary: JobSummary)
 }
 
@@ -43,6 +47,8 @@ extension JobObserver {
     public func fileFailed(path: String, destination: String, size: Int64, message: String) {}
     public func walkWarning(path: String, message: String) {}
     public func objectDeleted(_ deletion: Deletion, _ outcome: DeletionOutcome) {}
+    public func fileRemoved(_ item: PlanItem, evidence: String) {}
+    public func folderRemoved(_ path: String) {}
 }
 
 /// How a run ended.
@@ -71,6 +77,11 @@ public struct JobSummary: Sendable {
     public var deleted = 0
     /// Objects `mirror` left: replaced by another writer since, or kept by `before_delete`.
     public var deleteKept = 0
+    /// Deletions `upload.maxDelete` (or the default limit) refused: none of them happened, and
+    /// the run exits 1.
+    public var deleteRefused = 0
+    /// Why they were refused.
+    public var deleteRefusal: String?
     /// Files `move` removed once their objects were stored.
     public var moved = 0
     public var seconds: Double = 0
@@ -84,6 +95,10 @@ public struct JobSummary: Sendable {
 
     public init(job: String) { self.job = job }
 
+    /// Whether the run did all it was asked: nothing failed, no deletion was refused, not
+    /// interrupted, not stopped.
+    public var succeeded: Bool { failed == 0 && deleteRefused == 0 && !interrupted && fatal == nil }
+
     /// `photos: 12 uploaded (3.4 MiB), 5 unchanged, 3 not included, 1 vetoed by a hook, 1 failed in 1.2 s`
     /// ("not included": left out by `include`, `exclude`, sizes or age).
     public var line: String {
@@ -94,6 +109,7 @@ public struct JobSummary: Sendable {
         if existing > 0 { parts.append("\(existing) already in the bucket") }
         if deleted > 0 { parts.append("\(deleted) deleted") }
         if deleteKept > 0 { parts.append("\(deleteKept) kept from deletion") }
+        if deleteRefused > 0 { parts.append("\(deleteRefused) deletion\(deleteRefused == 1 ? "" : "s") refused by maxDelete") }
         if moved > 0 { parts.append("\(moved) moved") }
         if failed > 0 { parts.append("\(failed) failed") }
         if cancelled > 0 { parts.append("\(cancelled) cancelled") }

@@ -5,7 +5,7 @@ public enum Metrics {
     /// The metrics of a run that ended.
     public static func write(_ summary: JobSummary, to path: String) throws {
         let job = label(summary.job)
-        let success = summary.failed == 0 && !summary.interrupted && summary.fatal == nil
+        let success = summary.succeeded
         let text = head(job: job, success: success) + """
             # HELP hoist_last_run_duration_seconds How long the last run took.
             # TYPE hoist_last_run_duration_seconds gauge
@@ -21,6 +21,7 @@ public enum Metrics {
             # TYPE hoist_last_run_objects_deleted gauge
             hoist_last_run_objects_deleted{job="\(job)",outcome="deleted"} \(summary.deleted)
             hoist_last_run_objects_deleted{job="\(job)",outcome="kept"} \(summary.deleteKept)
+            hoist_last_run_objects_deleted{job="\(job)",outcome="refused"} \(summary.deleteRefused)
             # HELP hoist_last_run_bytes Bytes uploaded by the last run.
             # TYPE hoist_last_run_bytes gauge
             hoist_last_run_bytes{job="\(job)"} \(summary.bytes)

@@ -24,6 +24,8 @@ public enum DeletionOutcome: Sendable, Equatable {
     case changed
     /// A `before_delete` hook kept it.
     case vetoed
+    /// The removal gate's check at the moment of the delete failed (its file came back): kept.
+    case kept
     case failed(String)
 
     /// As events and hooks name it.
@@ -33,6 +35,7 @@ public enum DeletionOutcome: Sendable, Equatable {
         case .absent: "absent"
         case .changed: "changed"
         case .vetoed: "vetoed"
+        case .kept: "kept"
         case .failed: "failed"
         }
     }
@@ -40,10 +43,15 @@ public enum DeletionOutcome: Sendable, Equatable {
 
 /// Finds what a run's `mirror` file sets delete: objects the journal knows this job stored
 /// whose files are gone (`mirror: true`), and with `mirror: listed` the objects a listing of the
-/// set's destination prefix finds that no file of the run went to. Only under the set's fixed
-/// destination prefix (`Template.literalPrefix`), never an object a file of this run went to
-/// (`planned`), never one whose file is still there (`lstat`: a file left out by a filter keeps
-/// its object, as rclone's filters do), and for a set whose root is missing, nothing.
+/// set's destination prefix finds that no file of the run went to. A candidate must be the
+/// mirror's own (`RemovalGate.isMirrorCandidate`: byte for byte under the set's fixed
+/// destination prefix, no empty, `.` or `..` segment, no folder marker, a name the set's template
+/// could make, and none under another file set's prefix), never an object a file of this run
+/// went to (`planned`), never one whose file is still there (`lstat`: a file left out by a
+/// filter keeps its object, as rclone's filters do). A set whose root is missing deletes
+/// nothing; one whose root is empty while the journal holds files stored from it (a volume not
+/// mounted) refuses the whole mirror. Listings are de-duplicated and stop on a page token that
+/// repeats, past `maxPages`, or when the run stops.
 public struct MirrorPlan {
     let job: Job
     let journal: (any JournalStore)?
@@ -51,50 +59,109 @@ public struct MirrorPlan {
     let backend: (any StorageBackend)?
     /// Whether some file of this run went to an object (its destination hashed as the walk planned it).
     let planned: (String) -> Bool
+    /// Whether the run is stopping (SIGTERM, SIGINT): a listing ends at its next page.
+    let isStopping: () -> Bool
+    /// The most pages one listing reads (a server whose tokens never end is not followed for ever).
+    let maxPages: Int
 
-    public init(job: Job, journal: (any JournalStore)?, backend: (any StorageBackend)?, planned: @escaping (String) -> Bool) {
+    public init(job: Job, journal: (any JournalStore)?, backend: (any StorageBackend)?, planned: @escaping (String) -> Bool,
+                isStopping: @escaping () -> Bool = { false }, maxPages: Int = 100_000) {
         self.job = job
         self.journal = journal
         self.backend = backend
         self.planned = planned
+        self.isStopping = isStopping
+        self.maxPages = maxPages
     }
 
-    /// The deletions, and how many objects the mirrored sets hold (what `maxDelete: N%` is of).
-    public func deletions() async throws -> (deletions: [Deletion], objects: Int) {
-        var deletions: [Deletion] = []
-        var objects = 0
-        var found = Set<Bytewise>()
+    /// What a mirror found: its deletions, and what a limit on them is taken of.
+    public struct Found: Sendable {
+        public var deletions: [Deletion] = []
+        /// The objects the journal records as stored under the mirrored prefixes, and the strays
+        /// a listing found (each once): what `maxDelete: N%` is of. A listing's other keys count
+        /// for nothing: a listing is not trusted for counts.
+        public var objects = 0
+        /// The objects the journal records as stored under the mirrored prefixes.
+        public var journaled = 0
+
+        /// Why the deletions must not happen under `maxDelete` (nil: they may). Without an
+        /// explicit `upload.maxDelete`, at most half the objects the journal records (at least one).
+        public func refusal(maxDelete: DeleteLimit?) -> String? {
+            if let limit = maxDelete {
+                guard !limit.allows(deletions.count, of: objects) else { return nil }
+                return "mirror would delete \(deletions.count) of \(objects) objects, more than upload.maxDelete (\(limit.description))"
+            }
+            let most = max(1, journaled / 2)
+            guard deletions.count > most else { return nil }
+            return "mirror would delete \(deletions.count) objects, more than half of the \(journaled) the journal records stored "
+                + "(the limit without upload.maxDelete; set it, e.g. maxDelete: 100%, to allow more)"
+        }
+    }
+
+    /// Why the mirror refuses to delete anything, thrown by `deletions()`.
+    public struct Refusal: Error, CustomStringConvertible, Sendable {
+        public let description: String
+    }
+
+    /// The deletions, and how many objects the mirrored sets hold.
+    public func deletions() async throws -> Found {
+        var found = Found()
+        var seen = Set<Bytewise>()
         for (index, set) in job.manifest.files.enumerated() where set.mirror != .off {
             let root = job.root(of: set)
             var info = stat()
             // A root that is gone (an optional set, a mount that went away) deletes nothing.
             guard lstat(root, &info) == 0 || stat(root, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else { continue }
             let prefix = set.destination.literalPrefix
-            var held = 0
+            let others = otherPrefixes(than: index, below: prefix)
             if let journal {
-                let known = try gone(set: index, root: root, prefix: prefix, journal: journal)
-                held = known.objects
-                for deletion in known.deletions where found.insert(Bytewise(deletion.object)).inserted { deletions.append(deletion) }
+                let known = try gone(set: index, root: root, prefix: prefix, others: others, journal: journal)
+                if known.objects > 0, Self.isEmptyFolder(root) {
+                    throw Refusal(description: "\(root) is empty, but the journal records \(known.objects) objects stored from it "
+                        + "(a volume that is not mounted?): nothing deleted")
+                }
+                found.journaled += known.objects
+                found.objects += known.objects
+                for deletion in known.deletions where seen.insert(Bytewise(deletion.object)).inserted { found.deletions.append(deletion) }
             }
             if set.mirror == .listed {
                 guard let backend else { throw StorageFailure(.invalidArgument, "mirror: listed needs the storage to list \(prefix)") }
-                let listed = try await strays(set: set, index: index, root: root, prefix: prefix, backend: backend, known: found)
-                held = max(held, listed.objects)
-                for deletion in listed.deletions where found.insert(Bytewise(deletion.object)).inserted { deletions.append(deletion) }
+                let strays = try await strays(set: set, index: index, root: root, prefix: prefix, others: others, backend: backend,
+                                              known: seen)
+                for deletion in strays where seen.insert(Bytewise(deletion.object)).inserted {
+                    found.deletions.append(deletion)
+                    found.objects += 1
+                }
             }
-            objects += held
         }
-        return (deletions, objects)
+        return found
     }
 
-    /// The journal's `done` rows of files below `root` that are gone, for objects under `prefix`.
-    private func gone(set index: Int, root: String, prefix: String, journal: any JournalStore) throws
+    /// The fixed destination prefixes of the job's other file sets that lie below `prefix` (or
+    /// equal it): their objects are theirs, never this set's to delete.
+    private func otherPrefixes(than index: Int, below prefix: String) -> [String] {
+        job.manifest.files.enumerated().compactMap { other, set in
+            let theirs = set.destination.literalPrefix
+            return other != index && theirs.hasPrefixBytewise(prefix) ? theirs : nil
+        }
+    }
+
+    /// Whether the folder at `path` holds nothing at all.
+    static func isEmptyFolder(_ path: String) -> Bool {
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: path) else { return false }
+        return entries.isEmpty
+    }
+
+    /// The journal's `done` rows of files below `root` that are gone, for objects under `prefix`;
+    /// `objects`: the rows of objects under `prefix`.
+    private func gone(set index: Int, root: String, prefix: String, others: [String], journal: any JournalStore) throws
         -> (deletions: [Deletion], objects: Int)
     {
         var deletions: [Deletion] = []
         var objects = 0
+        let template = job.manifest.files[index].destination
         try journal.forEachDoneRow(below: root) { row in
-            guard row.destination.hasPrefix(prefix) else { return }
+            guard RemovalGate.isMirrorCandidate(row.destination, prefix: prefix, template: template, others: others) else { return }
             objects += 1
             let relative = String(row.source.dropFirst(root.count + 1))
             if let shard = job.shard, !shard.contains(relative) { return }
@@ -106,22 +173,24 @@ public struct MirrorPlan {
     }
 
     /// The listed objects under `prefix` that no file of the run went to, and whose file (for a
-    /// `PREFIX{relpath}` destination) is not there or left out by the set's filters.
-    private func strays(set: FileSet, index: Int, root: String, prefix: String, backend: any StorageBackend, known: Set<Bytewise>)
-        async throws -> (deletions: [Deletion], objects: Int)
+    /// `PREFIX{relpath}` destination) is not there or left out by the set's filters; each key once.
+    private func strays(set: FileSet, index: Int, root: String, prefix: String, others: [String], backend: any StorageBackend,
+                        known: Set<Bytewise>) async throws -> [Deletion]
     {
         var deletions: [Deletion] = []
-        var objects = 0
+        var listed = Set<Bytewise>()
+        var tokens = Set<String>()
         var page: String?
         var pages = 0
         repeat {
+            if isStopping() { throw Refusal(description: "the run was stopped while it listed \(prefix)") }
             let listing = try await backend.list(prefix: prefix, page: page)
             pages += 1
-            for object in listing.objects where object.path.hasPrefix(prefix) {
-                objects += 1
-                guard !planned(object.path), !known.contains(Bytewise(object.path)), let generation = object.generation else { continue }
+            for object in listing.objects where listed.insert(Bytewise(object.path)).inserted {
+                guard RemovalGate.isMirrorCandidate(object.path, prefix: prefix, template: set.destination, others: others),
+                      !planned(object.path), !known.contains(Bytewise(object.path)), let generation = object.generation else { continue }
                 if set.destination.isPrefixThenRelativePath {
-                    let relative = String(object.path.dropFirst(prefix.count))
+                    let relative = String(object.path.utf8.dropFirst(prefix.utf8.count))!
                     if let shard = job.shard, !shard.contains(relative) { continue }
                     // A file that is there (left out by a filter, or too young) keeps its object.
                     if !isGone(root + "/" + relative) || leftOut(relative, by: set) { continue }
@@ -129,8 +198,14 @@ public struct MirrorPlan {
                 deletions.append(Deletion(object: object.path, generation: generation, source: nil, fileSetIndex: index))
             }
             page = listing.next
-        } while page != nil && pages < 1_000_000
-        return (deletions, objects)
+            if let next = page, !tokens.insert(next).inserted {
+                throw Refusal(description: "the listing of \(prefix) gave the page token '\(printable(String(next.prefix(64))))' twice")
+            }
+            if page != nil, pages >= maxPages {
+                throw Refusal(description: "the listing of \(prefix) did not end within \(maxPages) pages")
+            }
+        } while page != nil
+        return deletions
     }
 
     /// Whether the set's `include`/`exclude` leave out a file at `relative`: its object is not the mirror's.
@@ -207,10 +282,11 @@ struct MirrorDeletes {
             }
         }
         do {
-            switch try await runner.storage.reference(withPath: deletion.object).delete(ifGeneration: deletion.generation) {
-            case .deleted: return .deleted
-            case .absent: return .absent
-            case .changed: return .changed
+            switch try await RemovalGate.deleteObject(deletion, runner: runner) {
+            case .deleted?: return .deleted
+            case .absent?: return .absent
+            case .changed?: return .changed
+            case nil: return .kept
             }
         } catch {
             return .failed(describe(error))

@@ -42,7 +42,7 @@ final class RunPass {
         claims = runner.shared.map { ClaimSource(shared: $0, job: job, concurrency: settings.concurrency) }
         leftOut = LeftOut(roots: job.manifest.files.map { job.root(of: $0) })
         countAhead = CountAhead(planner: planner, observers: observers)
-        mover = Mover(job: job, roots: runner.roots)
+        mover = Mover(job: job, roots: runner.roots, observers: observers, walks: walk != nil)
         let hooks = runner.hooks
         admission = Admission(noClobber: settings.noClobber, objectExists: { await runner.exists($0) },
                               beforeUpload: hooks.map { hooks in { try await hooks.beforeUpload($0) } },
@@ -133,12 +133,13 @@ final class RunPass {
         if runner.remoteCheck, item.decision == .skip(.unchanged), await !runner.storedAsJournaled(item) {
             item.decision = .upload
         }
+        let proven = await proveBeforeMove(&item)
         // A skipped file no hook can rename needs no admission: no async hop per unchanged file.
         if case .skip(let reason) = item.decision, !admission.rewrites {
-            skipped(item, reason)
+            skipped(item, reason, proven: proven)
             return .handled
         }
-        guard let shared = runner.shared else { return await admit(item, claimed: false) }
+        guard let shared = runner.shared else { return await admit(item, claimed: false, proven: proven) }
         // Planned for the workers (this one among them), who check no-clobber and run
         // before_upload as they claim it; not started here.
         if case .skip(let reason) = item.decision {
@@ -157,6 +158,7 @@ final class RunPass {
     /// now); else observers hear the totals.
     private func walkEnded() {
         guard let walk else { return }
+        mover.walkEnded(collided: walk.error != nil)
         for (item, reason) in leftOut.notTaken() { skipped(item, reason) }
         if let shared = runner.shared {
             do {
@@ -189,20 +191,28 @@ final class RunPass {
             failBeforeStart(refused.item, refused.message)
             return .handled
         case .success(let item)?:
-            return await admit(item, claimed: true)
+            var item = item
+            let proven = await proveBeforeMove(&item)
+            return await admit(item, claimed: true, proven: proven)
         }
     }
 
     /// - Parameter claimed: a shared run's file: one skipped, or sent elsewhere by a hook (its
     ///   row under the new destination is the one recorded), leaves the run's queue.
-    private func admit(_ planned: PlanItem, claimed: Bool) async -> Taken {
+    /// - Parameter proven: `move`: `RemovalGate.unprovenStored` found the object holding the file.
+    private func admit(_ planned: PlanItem, claimed: Bool, proven: Bool) async -> Taken {
         switch await admission.admit(planned) {
         case .upload(let item):
+            if let refusal = otherFilesObject(item) {
+                failBeforeStart(item, refusal)
+                if claimed { release(planned) }
+                return .handled
+            }
             if claimed, item.destination != planned.destination { release(planned) }
             if item.destination != planned.destination { redirected.insert(Bytewise(item.destination)) }
             return .upload(item)
         case .skip(let item, let reason):
-            skipped(item, reason)
+            skipped(item, reason, proven: proven && item.destination == planned.destination)
             if claimed { release(planned) }
         case .fail(let item, let message):
             failBeforeStart(item, message)
@@ -210,6 +220,21 @@ final class RunPass {
             tally.notStarted(interrupted: runner.isInterrupted)
         }
         return .handled
+    }
+
+    /// Why `item` must not be uploaded: the journal records its object stored from another file
+    /// (a template that sends two files to one object across runs: `logs/{name}` of `d1/x.log`,
+    /// then `d2/x.log`), whose bytes may exist nowhere else (a moved file). Nil: it may.
+    /// A new version of the same file replaces its object; `--force` overrides the journal.
+    private func otherFilesObject(_ item: PlanItem) -> String? {
+        guard !runner.force, let journal = runner.journal else { return nil }
+        do {
+            guard let other = try journal.otherSource(storedAt: item.destination, besides: item.file.path) else { return nil }
+            return "'\(printable(item.destination))' holds \(printable(other))'s upload (the journal): not overwritten with another file's "
+                + "bytes. Give the destination template a part that tells them apart ({relpath}, {dir}), or run with --force to replace it"
+        } catch {
+            return "the journal could not say which file made '\(printable(item.destination))': \(describe(error)); not uploaded"
+        }
     }
 
     private func release(_ planned: PlanItem) {
@@ -232,7 +257,7 @@ final class RunPass {
             failBeforeStart(item, message)
         } else {
             apply(tally.uploadEnded(file: item.file.path, destination: item.destination, finished.outcome, stopping: runner.isStopping))
-            if case .success = finished.outcome, mover.moves(item) { removeWhenDurable(item) }
+            if case .success = finished.outcome, mover.moves(item) { removeWhenDurable(item, .uploaded) }
         }
         if tally.summary.fatal == nil, let failure = runner.recorder?.failure {
             // Without a journal, done work would be forgotten and failures unrecorded: stop.
@@ -240,27 +265,43 @@ final class RunPass {
         }
     }
 
-    private func skipped(_ item: PlanItem, _ reason: SkipReason) {
-        // Stored, verified and recorded done by an earlier run (killed before it removed it).
-        if reason == .unchanged, mover.moves(item) { removeWhenDurable(item) }
+    /// - Parameter proven: `move`: its object was read and found holding the file as hashed
+    ///   now (`proveBeforeMove`), so it goes (an earlier run stored it and was killed before it
+    ///   removed it, or the file was put back).
+    private func skipped(_ item: PlanItem, _ reason: SkipReason, proven: Bool = false) {
+        if reason == .unchanged, proven, mover.moves(item) { removeWhenDurable(item, .storedNow) }
         tally.skipped(reason)
         for observer in observers { observer.fileSkipped(item, reason: reason.description) }
     }
 
+    /// `move`: a file skipped as unchanged is removed only when its object, read now, holds the
+    /// file as hashed now (the journal says what to check, not that it is done); else it is
+    /// uploaded again, and removed once that upload is verified. Whether it was proven.
+    private func proveBeforeMove(_ item: inout PlanItem) async -> Bool {
+        guard item.decision == .skip(.unchanged), mover.moves(item) else { return false }
+        guard let why = await RemovalGate.unprovenStored(item, runner: runner) else { return true }
+        item.decision = .upload
+        item.mayBeStored = false
+        for observer in observers { observer.walkWarning(path: item.file.path, message: "uploading it again before it is moved: \(why)") }
+        return false
+    }
+
     /// `move`: the file goes once the journal holds its `done` row (at once without a journal:
     /// the object was verified before its upload succeeded).
-    private func removeWhenDurable(_ item: PlanItem) {
-        guard let recorder = runner.recorder else { return mover.remove(item) }
-        recorder.whenCommitted { [mover] in mover.remove(item) }
+    private func removeWhenDurable(_ item: PlanItem, _ evidence: RemovalGate.FileEvidence) {
+        guard let recorder = runner.recorder else { return mover.remove(item, evidence: evidence) }
+        recorder.whenCommitted { [mover] in mover.remove(item, evidence: evidence) }
     }
 
     /// After the uploads (and their observers): `move`'s last removals and emptied folders, then
     /// `mirror`'s deletions, only when every upload of the run succeeded. The summary.
     func afterUploads() async -> JobSummary {
         runner.recorder?.commitNow()
-        let (moved, kept) = mover.finish(journal: runner.journal, job: runner.job)
+        let (moved, kept, unremoved) = mover.finish(journal: runner.journal, job: runner.job)
         tally.moved(moved)
         for (path, why) in kept { for observer in observers { observer.walkWarning(path: path, message: why) } }
+        // A file a move cannot remove is a failure (exit 1, said even with -q): a disk fills.
+        for (path, destination, why) in unremoved { tally.afterUploadsFailed(manifest: path, destination: destination, message: why) }
         if runner.job.manifest.files.contains(where: { $0.mirror != .off }) { await mirror() }
         await endStaleUploads()
         return tally.summary
@@ -305,16 +346,17 @@ final class RunPass {
         }
         let walk = self.walk
         let redirected = self.redirected
+        let runner = self.runner
         let mirror = MirrorPlan(job: job, journal: runner.journal, backend: runner.storage.backend,
-                                planned: { walk?.planned($0) == true || redirected.contains(Bytewise($0)) })
-        let found: (deletions: [Deletion], objects: Int)
+                                planned: { walk?.planned($0) == true || redirected.contains(Bytewise($0)) },
+                                isStopping: { runner.isStopping })
+        let found: MirrorPlan.Found
         do { found = try await mirror.deletions() } catch {
             tally.afterUploadsFailed(manifest: job.file, message: "mirror: \(describe(error)): nothing deleted")
             return
         }
-        if let limit = job.manifest.upload.maxDelete, !limit.allows(found.deletions.count, of: found.objects) {
-            tally.afterUploadsFailed(manifest: job.file, message: "mirror would delete \(found.deletions.count) of \(found.objects) objects, "
-                + "more than upload.maxDelete (\(limit.description)): nothing deleted")
+        if let refusal = found.refusal(maxDelete: job.manifest.upload.maxDelete) {
+            tally.deletionsRefused(found.deletions.count, manifest: job.file, message: refusal + ": nothing deleted")
             return
         }
         await MirrorDeletes(runner: runner, observers: observers).run(found.deletions) { deletion, outcome in

@@ -116,11 +116,18 @@ struct RunTally {
         keep(.init(file: manifest, destination: destination, code: .invalidArgument, message: message))
     }
 
+    /// A mirror's deletions were refused by `maxDelete` (none happened): their own outcome,
+    /// not failed files; the run exits 1 and says why.
+    mutating func deletionsRefused(_ count: Int, manifest: String, message: String) {
+        summary.deleteRefused += max(1, count)
+        summary.deleteRefusal = "\(manifest): \(message)"
+    }
+
     /// A deletion ended.
     mutating func deletion(_ outcome: DeletionOutcome) {
         switch outcome {
         case .deleted: summary.deleted += 1
-        case .changed, .vetoed: summary.deleteKept += 1
+        case .changed, .vetoed, .kept: summary.deleteKept += 1
         case .absent, .failed: break
         }
     }

@@ -117,16 +117,41 @@ public final class ByteSource: Sendable {
             case failed(String)
         }
 
+        /// What a file must still be for `remove(_:ifStill:)` to remove it: the one that was read.
+        package struct Identity: Sendable, Equatable {
+            package let device: UInt64
+            package let inode: UInt64
+            package let size: Int64
+            /// Seconds (with nanoseconds) of the last modification.
+            package let mtime: Double
+            /// The status change time in nanoseconds: a content written and its mtime set back
+            /// still changes it, and no user can set it back.
+            package let ctimeNanoseconds: Int64
+
+            package init(device: UInt64, inode: UInt64, size: Int64, mtime: Double, ctimeNanoseconds: Int64) {
+                self.device = device
+                self.inode = inode
+                self.size = size
+                self.mtime = mtime
+                self.ctimeNanoseconds = ctimeNanoseconds
+            }
+
+            /// What `lstat`/`fstat` says of a file now.
+            package init(_ info: stat) {
+                self.init(device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int64(info.st_size),
+                          mtime: Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9,
+                          ctimeNanoseconds: Int64(info.st_ctim.tv_sec) &* 1_000_000_000 &+ Int64(info.st_ctim.tv_nsec))
+            }
+        }
+
         /// Removes the file at `relative` (below this root) only while it is still the regular
-        /// file `expected` (device, inode, size, mtime seconds): its folder is located beneath
+        /// file `expected` (device, inode, size, mtime, ctime): its folder is located beneath
         /// the root following no link (`openat2`, as uploads open files), the file checked with
         /// `fstatat(AT_SYMLINK_NOFOLLOW)` in that folder and unlinked from that same folder, so a
         /// folder swapped for a link on the way leads nowhere and a link swapped in is never
         /// followed. (A file renamed over it between the check and the unlink, a few system
         /// calls, is removed in its place: no unlink can be conditional.)
-        package func remove(_ relative: String, ifStill expected: (device: UInt64, inode: UInt64, size: Int64, mtime: Double))
-            -> Removal
-        {
+        package func remove(_ relative: String, ifStill expected: Identity) -> Removal {
             if relative.contains("/"), !ByteSource.resolveBeneath.load(ordering: .relaxed) {
                 return .failed("this system has no openat2 (Linux 5.6), so no file below the root's top is removed")
             }
@@ -136,9 +161,10 @@ public final class ByteSource: Sendable {
             guard fstatat(folder.descriptor, folder.name, &info, AT_SYMLINK_NOFOLLOW) == 0 else {
                 return errno == ENOENT || errno == ENOTDIR ? .gone : .failed(String(cString: strerror(errno)))
             }
-            let mtime = Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
-            guard (info.st_mode & S_IFMT) == S_IFREG, UInt64(info.st_dev) == expected.device, UInt64(info.st_ino) == expected.inode,
-                  Int64(info.st_size) == expected.size, abs(mtime - expected.mtime) < 0.001 else { return .changed }
+            let now = Identity(info)
+            guard (info.st_mode & S_IFMT) == S_IFREG, now.device == expected.device, now.inode == expected.inode,
+                  now.size == expected.size, abs(now.mtime - expected.mtime) < 0.001,
+                  now.ctimeNanoseconds == expected.ctimeNanoseconds else { return .changed }
             guard unlinkat(folder.descriptor, folder.name, 0) == 0 else {
                 return errno == ENOENT ? .gone : .failed(String(cString: strerror(errno)))
             }
@@ -251,6 +277,22 @@ public final class ByteSource: Sendable {
         return crc.base64()
     }
 
+    /// The CRC32C and MD5 (base64, as GCS writes them) and the size of the regular file at `path`,
+    /// read once, 1 MiB at a time (a link at its end is followed only when `followingLinks`):
+    /// what a removal compares with the object's checksums read at that moment (the removal gate).
+    package static func contentDigests(ofFileAt path: String, followingLinks: Bool) throws -> (crc32c: String, md5: String, size: Int64) {
+        let (file, info) = try openRegular(path, followingLinks: followingLinks)
+        contentReads.add(1, ordering: .relaxed)
+        let reader = Reader(file: file, offset: 0, base: 0, end: Int64(info.st_size))
+        var sums = Checksums()
+        var size: Int64 = 0
+        while case let piece = try reader.read(upTo: 1 << 20), !piece.isEmpty {
+            piece.withUnsafeBytes { sums.update($0) }
+            size += Int64(piece.count)
+        }
+        return (sums.crc32cBase64(), sums.md5Base64(), size)
+    }
+
     /// `path` opened for reading if it is a regular file (located first: see `openWalked`).
     private static func openRegular(_ path: String, followingLinks: Bool) throws -> (OpenFile, stat) {
         guard let located = try locate(path, followingLinks: followingLinks) else {
@@ -350,7 +392,8 @@ public final class ByteSource: Sendable {
         if now.size != opened.size {
             return "\(file.path) changed while it was uploaded: its size went from \(opened.size) to \(now.size) bytes"
         }
-        if (now.modified, now.modifiedNanoseconds) != (opened.modified, opened.modifiedNanoseconds) {
+        if (now.modified, now.modifiedNanoseconds) != (opened.modified, opened.modifiedNanoseconds) || now.changed != opened.changed {
+            // A ctime that moved on with the mtime put back: written in place, then `touch -d`.
             return "\(file.path) changed while it was uploaded: it was modified"
         }
         return nil
@@ -493,6 +536,8 @@ struct FileStatus: Sendable, Equatable {
     /// Seconds and nanoseconds of the last modification.
     let modified: Int64
     let modifiedNanoseconds: Int
+    /// The status change time, in nanoseconds: moves on with every write, whatever the mtime says.
+    let changed: Int64
 
     init?(_ path: String) {
         var status = stat()
@@ -505,5 +550,6 @@ struct FileStatus: Sendable, Equatable {
         size = Int64(status.st_size)
         modified = Int64(status.st_mtim.tv_sec)
         modifiedNanoseconds = Int(status.st_mtim.tv_nsec)
+        changed = Int64(status.st_ctim.tv_sec) &* 1_000_000_000 &+ Int64(status.st_ctim.tv_nsec)
     }
 }

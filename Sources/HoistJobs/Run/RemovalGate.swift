@@ -1,0 +1,115 @@
+import Foundation
+import HoistStorage
+
+/// The one way a run removes anything: a file `move` removes, a folder `removeEmptyFolders`
+/// removes, an object `mirror` deletes. Each removal comes with the evidence that justifies it,
+/// checked at the moment of the removal; nothing remembered or told (a journal row, a listing, an
+/// empty folder, a missing value in an answer) is enough alone. `ConcreteNamesTests` keeps every
+/// unlink, folder removal and object delete of `HoistJobs` in this file.
+enum RemovalGate {
+    /// Why `move` may remove a file: checked again by `removeFile` when it happens.
+    enum FileEvidence: Sendable, Equatable {
+        /// This run read the file and stored exactly those bytes: the upload's checksums of the
+        /// bytes read equal the verified object's (the upload succeeded only so).
+        case uploaded
+        /// Skipped as unchanged: the object, read now, holds the checksum of the file as hashed now.
+        case storedNow
+
+        /// As the `remove` event and `on_remove` name it.
+        var name: String {
+            switch self {
+            case .uploaded: "uploaded"
+            case .storedNow: "verified"
+            }
+        }
+    }
+
+    /// Removes `item`'s file through `root` only while it is still the file that was read or
+    /// hashed: same device, inode, size, mtime and ctime (a content written and its mtime set
+    /// back moves the ctime on), located beneath the root with no link followed.
+    static func removeFile(_ item: PlanItem, from root: ByteSource.RootFolder) -> ByteSource.RootFolder.Removal {
+        let file = item.file
+        let identity = ByteSource.RootFolder.Identity(device: file.device, inode: file.inode, size: file.size,
+                                                      mtime: file.modified.timeIntervalSince1970, ctimeNanoseconds: file.changedNanoseconds)
+        return root.remove(file.relativePath, ifStill: identity)
+    }
+
+    /// Removes the folder at `relative` below `root` if it is empty (an `rmdir`, which a file
+    /// put there since makes fail): never the root, never through a link.
+    static func removeEmptyFolder(_ relative: String, from root: ByteSource.RootFolder) -> Bool {
+        root.removeEmptyFolder(relative)
+    }
+
+    /// Whether `key` may be a mirror's to delete for a file set whose destination is `template`
+    /// under `prefix`: byte for byte below the prefix (no canonical equivalence: the NFD form of
+    /// the prefix is another name), no empty, `.` or `..` segment (a server or a proxy would
+    /// resolve `site/../victim.txt` outside it), not a folder marker (`dir/`), a name the
+    /// template could have made from a relative path, and under none of `others`, the prefixes
+    /// of the job's other file sets that lie below this one.
+    static func isMirrorCandidate(_ key: String, prefix: String, template: Template, others: [String]) -> Bool {
+        guard !key.isEmpty, key.hasPrefixBytewise(prefix), !key.hasSuffix("/") else { return false }
+        for segment in key.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
+            if segment.isEmpty || segment.elementsEqual(".".utf8) || segment.elementsEqual("..".utf8) { return false }
+        }
+        if others.contains(where: { key.hasPrefixBytewise($0) }) { return false }
+        return template.couldMake(key)
+    }
+
+    /// Deletes a mirror's object only while it is still the generation found, its key still a
+    /// candidate, and (for an object the journal knows) its file still gone, all checked now.
+    static func deleteObject(_ deletion: Deletion, runner: JobRunner) async throws -> DeleteOutcome? {
+        let sets = runner.job.manifest.files
+        guard sets.indices.contains(deletion.fileSetIndex) else { return nil }
+        let set = sets[deletion.fileSetIndex]
+        let prefix = set.destination.literalPrefix
+        let others = sets.enumerated().compactMap { index, other in
+            index != deletion.fileSetIndex && other.destination.literalPrefix.hasPrefixBytewise(prefix) ? other.destination.literalPrefix : nil
+        }
+        guard isMirrorCandidate(deletion.object, prefix: prefix, template: set.destination, others: others) else { return nil }
+        if let source = deletion.source, !isNothingAt(source) { return nil }
+        return try await runner.storage.reference(withPath: deletion.object).delete(ifGeneration: deletion.generation)
+    }
+
+    /// Whether the object `item` goes to holds the file's bytes now, for a file `move` would
+    /// remove without uploading it (skipped as unchanged): the object is read now (stat, HEAD,
+    /// GET metadata) and the file hashed now, and its size and CRC32C (else MD5) must agree. For
+    /// a compressed file the object must be the one the journal recorded (its checksum) and the
+    /// file hold the content the journal recorded it was compressed from: the journal says what
+    /// to check, never that the check is done. Nil when proven, else why not.
+    static func unprovenStored(_ item: PlanItem, runner: JobRunner) async -> String? {
+        let stored: StorageMetadata
+        do {
+            stored = try await runner.storage.reference(withPath: item.destination).getMetadata()
+        } catch StorageError.objectNotFound {
+            return "its object '\(printable(item.destination))' is no longer in the bucket"
+        } catch {
+            return "its object could not be read to prove it holds the file (\(describe(error)))"
+        }
+        let sets = runner.job.manifest.files
+        let followingLinks = sets.indices.contains(item.fileSetIndex) && sets[item.fileSetIndex].followSymlinks
+        let file: (crc32c: String, md5: String, size: Int64)
+        do { file = try ByteSource.contentDigests(ofFileAt: item.file.path, followingLinks: followingLinks) } catch {
+            return "it could not be read to prove its object holds it (\(describe(error)))"
+        }
+        guard file.size == item.file.size else { return "it changed since the walk found it" }
+        if item.compression == nil {
+            guard stored.size == file.size else { return "its object holds \(stored.size) bytes, the file \(file.size)" }
+            if let crc = stored.resource.crc32c { return crc == file.crc32c ? nil : "its object holds other bytes (CRC32C)" }
+            if let md5 = stored.md5Hash { return md5 == file.md5 ? nil : "its object holds other bytes (MD5)" }
+            return "its object's description has no checksum to compare with the file's"
+        }
+        guard let record = (try? runner.journal?.record(source: item.file.path, destination: item.destination)) ?? nil,
+              let content = record.content.flatMap(Journal.ContentHash.init(text:)) else {
+            return "the journal does not say which content its compressed object was made from"
+        }
+        guard content.crc32c == file.crc32c else { return "it holds other bytes than its compressed object was made from" }
+        guard stored.size == record.confirmedOffset else { return "its compressed object is not the one stored" }
+        if let crc = stored.resource.crc32c, let recorded = record.crc32c {
+            return crc == recorded ? nil : "its compressed object was replaced since it was stored"
+        }
+        if let md5 = stored.md5Hash, let recorded = record.md5Hash {
+            return md5 == recorded ? nil : "its compressed object was replaced since it was stored"
+        }
+        return "its compressed object's description has no checksum to compare with the one recorded"
+    }
+}

@@ -1,0 +1,212 @@
+import Foundation
+import HoistStorage
+import HoistTestSupport
+import Testing
+
+/// Issue 42: nothing is removed on Hoist's word alone. Each scenario here lost data before the
+/// removal gate (`RemovalGate`): a file `move` removed whose bytes were stored nowhere, objects
+/// `mirror` deleted that were not its own or whose files were not gone. Run through `hoist run`
+/// as a user meets them, checked on the bucket through the server's own API.
+@Suite(.serialized) struct RemovalGateTests {
+    let hoist = productsDirectory.appendingPathComponent("hoist").path
+
+    typealias Move = MirrorTests.Setup
+
+    func move(_ target: MirrorTarget, set: String = "", upload: String = "") async throws -> Move {
+        try await MirrorTests.setUp(target, files: [:], fileSet: "move: true" + set, upload: upload)
+    }
+
+    /// The `remove` events of a `--json` run (checked against the event schema).
+    func removeEvents(_ output: String) throws -> [[String: Any]] { try MirrorTests.events("remove", in: output) }
+
+    /// A new file at a path moved earlier, with other bytes but the same size and mtime (a tar
+    /// extracted, `rsync -t`, a camera's reset clock): uploaded, then removed; before, it was
+    /// "unchanged", removed, and the object still held the first version.
+    @Test(arguments: MirrorTarget.allCases)
+    func aNewFileWithAMovedOnesSizeAndMtimeIsUploadedBeforeItGoes(target: MirrorTarget) async throws {
+        let job = try await move(target)
+        let mtime = Date(timeIntervalSince1970: 1_700_000_000)
+        try job.write("cam/IMG_0001.jpg", patternData(5000), mtime: mtime)
+        let first = try job.run()
+        #expect(first.status == 0, "\(first.stdout)\(first.stderr)")
+        #expect(!job.hasFile("src/cam/IMG_0001.jpg"))
+        let second = Data((0..<5000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) })
+        try job.write("cam/IMG_0001.jpg", second, mtime: mtime)
+        let run = try job.run(["--json"])
+        #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
+        #expect(!job.hasFile("src/cam/IMG_0001.jpg"))
+        #expect(try await job.bytes("cam/IMG_0001.jpg") == second, "the object holds the second file's bytes")
+        let removed = try removeEvents(run.stdout)
+        #expect(removed.count == 1)
+        #expect(removed.first?["evidence"] as? String == "uploaded", "\(removed)")
+        #expect(removed.first?["object"] as? String == "cam/IMG_0001.jpg")
+    }
+
+    /// A moved file's object deleted from the bucket (a lifecycle rule, an operator), then the
+    /// file put back as it was (`cp -p`): uploaded again before it goes; and a file the journal
+    /// holds done whose object holds it is removed on the object's word read now ("verified").
+    @Test(arguments: MirrorTarget.allCases)
+    func aFilePutBackAfterItsObjectWasDeletedIsUploadedAgain(target: MirrorTarget) async throws {
+        let job = try await move(target)
+        let mtime = Date(timeIntervalSince1970: 1_700_000_000)
+        try job.write("a.log", patternData(3000), mtime: mtime)
+        try job.write("b.log", patternData(4000), mtime: mtime)
+        #expect(try job.run().status == 0)
+        try await job.bucket.reference(withPath: "a.log").delete()
+        #expect(try await job.bytes("a.log") == nil)
+        try job.write("a.log", patternData(3000), mtime: mtime)
+        try job.write("b.log", patternData(4000), mtime: mtime)   // its object is still there
+        let run = try job.run(["--json"])
+        #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
+        #expect(!job.hasFile("src/a.log") && !job.hasFile("src/b.log"))
+        #expect(try await job.bytes("a.log") == patternData(3000), "a copy exists: the object")
+        let evidence = Dictionary(try removeEvents(run.stdout).map { ($0["object"] as? String ?? "", $0["evidence"] as? String ?? "") },
+                                  uniquingKeysWith: { a, _ in a })
+        #expect(evidence == ["a.log": "uploaded", "b.log": "verified"], "\(run.stdout)")
+    }
+
+    /// A file rewritten in place while it uploads, its mtime put back: the size and mtime the
+    /// walk saw, but not the ctime. It is not removed; the next run stores its new bytes whole.
+    @Test func aFileRewrittenDuringItsUploadWithItsMtimePutBackIsKept() async throws {
+        let job = try await move(.local, upload: ", bandwidth: 2MB/s, retries: 0")
+        let size = 4 << 20
+        let mtime = Date(timeIntervalSince1970: 1_700_000_000)
+        try job.write("data.bin", patternData(size), mtime: mtime)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: hoist)
+        process.arguments = ["run", job.manifest]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        try await Task.sleep(for: .milliseconds(700))
+        let rewritten = Data(repeating: 0x5A, count: size)
+        let handle = try FileHandle(forWritingTo: job.fixture.directory.url.appendingPathComponent("src/data.bin"))
+        try handle.write(contentsOf: rewritten)
+        try handle.close()
+        try FileManager.default.setAttributes([.modificationDate: mtime], ofItemAtPath: job.fixture.directory.url.appendingPathComponent("src/data.bin").path)
+        process.waitUntilExit()
+        #expect(job.hasFile("src/data.bin"), "the file's only whole copy")
+        #expect(try Data(contentsOf: job.fixture.directory.url.appendingPathComponent("src/data.bin")) == rewritten)
+        // The next run: whatever the first left, the object ends byte-exact and the file goes.
+        let text = try String(contentsOfFile: job.manifest, encoding: .utf8)
+        try text.replacingOccurrences(of: ", bandwidth: 2MB/s", with: "").write(toFile: job.manifest, atomically: true, encoding: .utf8)
+        let next = try job.run()
+        #expect(next.status == 0, "\(next.stdout)\(next.stderr)")
+        #expect(!job.hasFile("src/data.bin"))
+        #expect(try await job.bytes("data.bin") == rewritten)
+    }
+
+    /// Two files a template maps to one object (`logs/{name}`): the run stops at the collision
+    /// before either is removed; later, a file at another path is never written over an object
+    /// the journal records as another file's upload.
+    @Test func twoFilesForOneObjectLoseNeither() async throws {
+        let job = try await move(.local, set: ", destination: 'logs/{name}'")
+        let mtime = Date(timeIntervalSince1970: 1_700_000_000)
+        try job.write("d1/x.log", patternData(1000), mtime: mtime)
+        try job.write("d2/x.log", patternData(2000), mtime: mtime)
+        for _ in 0..<20 { try job.write("d0/f\(UUID().uuidString.prefix(6)).log", patternData(100), mtime: mtime) }
+        let collided = try job.run()
+        #expect(collided.status != 0, "\(collided.stdout)")
+        #expect(collided.stderr.contains("both go to 'logs/x.log'"), "\(collided.stderr)")
+        #expect(job.hasFile("src/d1/x.log") && job.hasFile("src/d2/x.log"))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: job.fixture.directory.url.appendingPathComponent("src/d0").path).count == 20, "nothing removed in that run")
+        // d2's file taken away for now: d1's is moved.
+        try FileManager.default.moveItem(at: job.fixture.directory.url.appendingPathComponent("src/d2"), to: job.fixture.directory.url.appendingPathComponent("d2-aside"))
+        let moved = try job.run()
+        #expect(moved.status == 0, "\(moved.stdout)\(moved.stderr)")
+        #expect(!job.hasFile("src/d1/x.log"))
+        #expect(try await job.bytes("logs/x.log") == patternData(1000))
+        // d2's comes back: refused, kept, and d1's bytes stay in the bucket.
+        try FileManager.default.moveItem(at: job.fixture.directory.url.appendingPathComponent("d2-aside"), to: job.fixture.directory.url.appendingPathComponent("src/d2"))
+        let refused = try job.run()
+        #expect(refused.status == 1, "\(refused.stdout)\(refused.stderr)")
+        #expect(refused.stderr.contains("d1/x.log's upload (the journal): not overwritten"), "\(refused.stderr)")
+        #expect(job.hasFile("src/d2/x.log"))
+        #expect(try await job.bytes("logs/x.log") == patternData(1000))
+    }
+
+    // MARK: mirror
+
+    func mirror(_ target: MirrorTarget, files: [String: Int], upload: String = "", storage: String? = nil) async throws -> Move {
+        try await MirrorTests.setUp(target, files: files, fileSet: "destination: 'site/{relpath}', mirror: true", upload: upload, storage: storage)
+    }
+
+    /// A root that is a mount point whose volume is not mounted (an empty folder), no
+    /// `maxDelete`: nothing deleted, exit 1, and why; before, every object went, exit 0.
+    @Test func anEmptyRootTheJournalHeldFilesInDeletesNothing() async throws {
+        let files = Dictionary(uniqueKeysWithValues: (0..<10).map { ("f\($0).txt", 100 + $0) })
+        let job = try await mirror(.local, files: files)
+        #expect(try job.run().status == 0)
+        for name in files.keys { try job.removeFile(name) }
+        let run = try job.run()
+        #expect(run.status == 1, "\(run.stdout)\(run.stderr)")
+        #expect(run.stderr.contains("is empty, but the journal records 10 objects stored from it"), "\(run.stderr)")
+        for name in files.keys { #expect(try await job.bytes("site/" + name) != nil, "\(name)") }
+    }
+
+    /// Without `upload.maxDelete` a run deletes at most half of the objects the journal records
+    /// (refused: its own outcome, exit 1); `maxDelete: 100%` lifts it.
+    @Test func withoutMaxDeleteAtMostHalfTheObjectsGo() async throws {
+        let files = Dictionary(uniqueKeysWithValues: (0..<8).map { ("f\($0).txt", 100 + $0) })
+        let job = try await mirror(.local, files: files)
+        #expect(try job.run().status == 0)
+        for index in 0..<5 { try job.removeFile("f\(index).txt") }
+        let refused = try job.run(["--json"])
+        #expect(refused.status == 1, "\(refused.stdout)\(refused.stderr)")
+        let end = try #require(try MirrorTests.events("job_end", in: refused.stdout).last)
+        #expect(end["deleteRefused"] as? Int == 5, "\(end)")
+        #expect(end["failed"] as? Int == 0, "a refusal is not a failed file: \(end)")
+        let said = try job.run()
+        #expect(said.status == 1)
+        #expect(said.stdout.contains("5 deletions refused by maxDelete"), "\(said.stdout)")
+        #expect(said.stderr.contains("more than half of the 8 the journal records"), "\(said.stderr)")
+        #expect(!said.stderr.contains("invalidArgument"), "\(said.stderr)")
+        for index in 0..<8 { #expect(try await job.bytes("site/f\(index).txt") != nil) }
+        let text = try String(contentsOfFile: job.manifest, encoding: .utf8)
+        try text.replacingOccurrences(of: "concurrency: 8", with: "concurrency: 8, maxDelete: 100%")
+            .write(toFile: job.manifest, atomically: true, encoding: .utf8)
+        let allowed = try job.run()
+        #expect(allowed.status == 0, "\(allowed.stdout)\(allowed.stderr)")
+        for index in 0..<5 { #expect(try await job.bytes("site/f\(index).txt") == nil) }
+        for index in 5..<8 { #expect(try await job.bytes("site/f\(index).txt") == patternData(100 + index)) }
+    }
+
+    /// A hostile listing (moto behind the fault proxy): keys repeated ten times do not inflate
+    /// what `maxDelete: 10%` is taken of, and a listing whose page token never changes ends,
+    /// deleting nothing.
+    @Test func aHostileListingNeitherInflatesTheLimitNorRunsForEver() async throws {
+        for mode in ["repeat", "endless"] {
+            let server = S3TestServer.moto
+            let name = try await server.makeBucket()
+            let proxy = try FaultProxy(upstreamPort: try server.port(), ["--listing", mode])
+            let files = Dictionary(uniqueKeysWithValues: (0..<10).map { ("f\($0).txt", 100 + $0) })
+            let job = try await mirror(.moto, files: files, upload: ", maxDelete: 10%", storage: """
+                { url: 's3://\(name)', endpoint: 'http://127.0.0.1:\(proxy.port)', region: us-east-1, pathStyle: true }
+                """)
+            let bucket = try s3Storage(server, bucket: name)
+            #expect(try job.run().status == 0)
+            let text = try String(contentsOfFile: job.manifest, encoding: .utf8)
+            try text.replacingOccurrences(of: "mirror: true", with: "mirror: listed").write(toFile: job.manifest, atomically: true, encoding: .utf8)
+            for index in 0..<6 { _ = try await bucket.reference(withPath: "site/stray\(index).txt").putDataAsync(Data("stray".utf8)) }
+            let started = Date()
+            let run = try job.run()
+            #expect(Date().timeIntervalSince(started) < 60, "\(mode)")
+            #expect(run.status == 1, "\(mode): \(run.stdout)\(run.stderr)")
+            for index in 0..<6 {
+                #expect(try await server.storedBytes(bucket: name, key: "site/stray\(index).txt") != nil, "\(mode): nothing deleted")
+            }
+        }
+    }
+}
+
+extension MirrorTests.Setup {
+    func hasFile(_ path: String) -> Bool { FileManager.default.fileExists(atPath: fixture.directory.url.appendingPathComponent(path).path) }
+
+    /// Writes `data` at `path` below the root with the modification time `mtime`.
+    func write(_ path: String, _ data: Data, mtime: Date) throws {
+        let url = fixture.directory.url.appendingPathComponent("src/" + path)
+        try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try data.write(to: url)
+        try FileManager.default.setAttributes([.modificationDate: mtime], ofItemAtPath: url.path)
+    }
+}
