@@ -65,3 +65,7 @@ int hoist_locate_beneath(int root, const char *relative) {
 int hoist_open_folder(const char *path) {
     return open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
 }
+
+int hoist_locate_folder_in(int folder, const char *name) {
+    return openat(folder, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}

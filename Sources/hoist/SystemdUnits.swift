@@ -80,13 +80,21 @@ public struct SystemdUnits: Sendable {
     }
 
     /// Folders the job writes: its journal's (a SQLite file, its lock and WAL beside it), the
-    /// local bucket's and the hooks' output folder.
+    /// local bucket's, the hooks' output folder, and the root of each file set that moves (its
+    /// files are removed, and with `removeEmptyFolders` its folders; a root that is one file,
+    /// the folder holding it): read-only, the run never removes a file and the disk fills.
     static func writableFolders(of job: Job) -> [String] {
         var folders: [String] = []
         let journal = job.journalPath()
         if !PostgresLocation.isPostgres(journal) { folders.append(URL(fileURLWithPath: journal).deletingLastPathComponent().path) }
         if let bucket = job.localBucketFolder { folders.append(bucket) }
         if let output = job.manifest.lua.output { folders.append(job.resolve(output)) }
+        for set in job.manifest.files where set.move {
+            let root = job.root(of: set)
+            var info = stat()
+            let isFile = stat(root, &info) == 0 && (info.st_mode & S_IFMT) != S_IFDIR
+            folders.append(isFile ? URL(fileURLWithPath: root).deletingLastPathComponent().path : root)
+        }
         var seen = Set<String>()
         return folders.filter { seen.insert($0).inserted }
     }

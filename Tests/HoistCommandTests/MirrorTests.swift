@@ -312,4 +312,25 @@ enum MirrorTarget: String, CaseIterable, Sendable, CustomTestStringConvertible {
         #expect(await setup.exists("site/skip.tmp"))
         #expect(try await setup.bytes("site/a.txt") == patternData(10))
     }
+
+    /// Issue 42, end to end: between two runs someone swaps the bucket's folder `site/dir` for a
+    /// link to a folder outside holding a file of the size the sidecar says, so the sidecar and
+    /// the journal agree on the generation. The mirror's delete of `site/dir/shadow` removed
+    /// that file; now it finds no object there and removes nothing.
+    @Test func aMirrorDeletesNothingThroughALinkInALocalBucket() async throws {
+        let setup = try await setUp(.local, files: ["dir/shadow": 64, "keep.txt": 10])
+        #expect(try setup.run().status == 0)
+        let bucket = setup.fixture.directory.url.appendingPathComponent("bucket")
+        let outside = try TemporaryDirectory()
+        let victim = try outside.write("shadow", Data(repeating: UInt8(ascii: "v"), count: 64))
+        try FileManager.default.moveItem(at: bucket.appendingPathComponent("site/dir"), to: outside.url.appendingPathComponent("moved"))
+        try FileManager.default.createSymbolicLink(at: bucket.appendingPathComponent("site/dir"), withDestinationURL: outside.url)
+        try setup.removeFile("dir/shadow")
+        let run = try setup.run(["--json"])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(try deleteEvents(run.stdout).map { $0["outcome"] as? String } == ["absent"], "\(run.stdout)")
+        #expect(try Data(contentsOf: victim) == Data(repeating: UInt8(ascii: "v"), count: 64))
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: bucket.appendingPathComponent("site/dir").path) == outside.path)
+        #expect(try await setup.bytes("site/keep.txt") == patternData(10))
+    }
 }

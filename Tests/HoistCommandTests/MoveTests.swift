@@ -97,6 +97,31 @@ import Testing
                 == patternData(size) + Data("one more line\n".utf8))
     }
 
+    /// A move whose root the job's user cannot remove files from (read-only to it: `nobody`
+    /// here, as a unit under `ProtectSystem=strict` without the root writable) uploads every file
+    /// and removes none: each unremovable file is a failure, said even with `-q`, and the run exits 1.
+    @Test func aFileThatCannotBeRemovedFailsTheRunEvenQuietly() async throws {
+        let fixture = try JobFixture()
+        let file = try fixture.file("a.log", 300)
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src, move: true }]\n")
+        let folder = fixture.directory.url
+        // The job's folder is writable to the user (journal, bucket); the root is read-only to it.
+        try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: folder.path)
+        try FileManager.default.setAttributes([.posixPermissions: 0o555], ofItemAtPath: folder.appendingPathComponent("src").path)
+        defer { try? FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: folder.appendingPathComponent("src").path) }
+        // root removes any file: run as nobody, as the unit's user would be.
+        let arguments = ["run", "-q", folder.appendingPathComponent("job.yaml").path]
+        let run = getuid() == 0
+            ? try runProcess("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", hoist] + arguments,
+                             environment: ["HOME": folder.path, "PATH": "/usr/bin:/bin"])
+            : try runProcess(hoist, arguments)
+        #expect(try Data(contentsOf: folder.appendingPathComponent("bucket/a.log")) == patternData(300))
+        #expect(try Data(contentsOf: file) == patternData(300))
+        #expect(run.status == 1, "\(run.stdout)\(run.stderr)")
+        let said = (run.stdout + run.stderr).split(separator: "\n")
+        #expect(said.contains { $0.contains(file.path) && $0.contains("cannot remove it: Permission denied") }, "\(run.stdout)\(run.stderr)")
+    }
+
     /// `kill -9` at random moments of move runs on gcp-storage-emulator: after every kill, each
     /// file that is gone has its object, byte for byte; the last run leaves no file and every object.
     @Test func killedMoveRunsNeverLoseAFile() async throws {

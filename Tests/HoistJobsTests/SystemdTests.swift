@@ -105,6 +105,41 @@ import Testing
         #expect(printed.stdout == service + "\n" + timer)
     }
 
+    /// Issue 42: under `ProtectSystem=strict` a root left read-only is one the job never removes
+    /// a file from, and the disk fills. Each root that moves is writable (a root that is one
+    /// file: its folder); a root that only uploads stays read-only.
+    @Test func theRootsOfFileSetsThatMoveAreWritable() throws {
+        let directory = try TemporaryDirectory()
+        let folder = directory.url.appendingPathComponent("job")
+        for name in ["spool/in", "src", "logs"] {
+            try FileManager.default.createDirectory(at: folder.appendingPathComponent(name), withIntermediateDirectories: true)
+        }
+        try Data("x".utf8).write(to: folder.appendingPathComponent("logs/app.log"))
+        let manifest = try directory.write("job/job.yaml", Data("""
+            version: 1
+            name: shipper
+            storage: { url: 'gs://b' }
+            files:
+              - { root: spool, move: true, removeEmptyFolders: true }
+              - { root: src }
+              - { root: logs/app.log, move: true }
+            journal: /var/lib/hoist/shipper.sqlite
+            schedule: "*/5 * * * *"
+            """.utf8))
+        let out = try TemporaryDirectory()
+        let run = try runProcess(hoist, ["systemd", "--output", out.path, manifest.path], environment: ["HOME": "/home/ops"])
+        #expect(run.status == 0, "\(run.stderr)")
+        let service = try String(contentsOf: out.url.appendingPathComponent("hoist-shipper.service"), encoding: .utf8)
+        let writable = service.split(separator: "\n").filter { $0.hasPrefix("ReadWritePaths=") }
+        #expect(writable == ["ReadWritePaths=\"-/var/lib/hoist\"", "ReadWritePaths=\"-\(folder.path)/spool\"",
+                             "ReadWritePaths=\"-\(folder.path)/logs\""], "\(service)")
+        if let analyze = Self.analyze {
+            let verify = try runProcess(analyze, ["verify", out.url.appendingPathComponent("hoist-shipper.service").path,
+                                                  out.url.appendingPathComponent("hoist-shipper.timer").path])
+            #expect(verify.status == 0 && verify.stderr.isEmpty, "\(verify.stderr)")
+        }
+    }
+
     @Test func aJobWithoutAScheduleOrWithAControlCharacterIsRefused() throws {
         let directory = try TemporaryDirectory()
         let manual = try directory.write("manual.yaml", Data("version: 1\nname: manual\nstorage: { url: 'file:bucket' }\nfiles: [{ root: ., optional: true }]\n".utf8))

@@ -132,4 +132,140 @@ import Testing
         #expect((result.error as NSError?)?.localizedDescription.contains("symbolic link") == true, "\(String(describing: result.error))")
         #expect(try FileManager.default.contentsOfDirectory(atPath: elsewhere.path).isEmpty)
     }
+
+    /// A folder outside the bucket holding `shadow` (a file someone else owns), and a sidecar
+    /// forged for `PATH` with that file's size and generation `forged`.
+    struct Outside {
+        let folder = try! TemporaryDirectory()
+        let bytes = Data("root:*:19000:0:99999:7:::\n".utf8)
+        var shadow: String { folder.url.appendingPathComponent("shadow").path }
+        static let forged: Int64 = 1_700_000_000_000_000
+
+        init() throws { try bytes.write(to: URL(fileURLWithPath: shadow)) }
+
+        /// Writes the forged sidecar of object `path` in `bucket` (its folders made as needed).
+        func forgeSidecar(of path: String, in bucket: Bucket) throws {
+            let sidecar = URL(fileURLWithPath: bucket.path + "/.hoist/meta/" + path + ".json")
+            try FileManager.default.createDirectory(at: sidecar.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try ObjectResource(name: path, size: Int64(bytes.count), generation: Self.forged).jsonData().write(to: sidecar)
+        }
+
+        /// The outside file is there with its bytes, untouched.
+        func expectUntouched(_ comment: Comment? = nil, sourceLocation: SourceLocation = #_sourceLocation) {
+            #expect((try? Data(contentsOf: URL(fileURLWithPath: shadow))) == bytes, comment, sourceLocation: sourceLocation)
+        }
+    }
+
+    /// The red team's attack on issue 42: `dir -> OUTSIDE` in the bucket's folder and a sidecar
+    /// `dir/shadow.json` forged with the generation a mirror would delete. Removing
+    /// `DIR/dir/shadow` by path followed the link: the file outside went. Now there is no object
+    /// through a link: nothing is read, listed or removed there, and the link stays.
+    @Test func aDeleteThroughALinkedFolderRemovesNothingOutsideTheBucket() async throws {
+        let bucket = Bucket()
+        let outside = try Outside()
+        let backend = LocalBucket(directory: bucket.path)
+        _ = try await bucket.storage.reference(withPath: "kept.txt").putDataAsync(Data("mine".utf8))
+        try FileManager.default.createSymbolicLink(atPath: bucket.path + "/dir", withDestinationPath: outside.folder.path)
+        try outside.forgeSidecar(of: "dir/shadow", in: bucket)
+
+        await #expect(throws: StorageFailure.self) { _ = try await backend.metadata(of: "dir/shadow") }
+        #expect(try await backend.deleteObject("dir/shadow", generation: Outside.forged) == .absent)
+        outside.expectUntouched("deleteObject")
+        try await backend.delete("dir/shadow", generation: Outside.forged)
+        try await backend.delete("dir/shadow", generation: nil)
+        outside.expectUntouched("delete")
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: bucket.path + "/dir") == outside.folder.path)
+        #expect(try await backend.list(prefix: "dir/", page: nil).objects.isEmpty)
+        #expect(try await backend.list(prefix: "", page: nil).objects.map(\.path) == ["kept.txt"])
+    }
+
+    /// A link as the object itself (`alias -> OUTSIDE/shadow`), with a forged sidecar: it is no
+    /// object; deleting it removes nothing, neither the file it points at nor the link.
+    @Test func aDeleteOfALinkRemovesNeitherItNorWhatItPointsAt() async throws {
+        let bucket = Bucket()
+        let outside = try Outside()
+        let backend = LocalBucket(directory: bucket.path)
+        _ = try await bucket.storage.reference(withPath: "kept.txt").putDataAsync(Data("mine".utf8))
+        try FileManager.default.createSymbolicLink(atPath: bucket.path + "/alias", withDestinationPath: outside.shadow)
+        try outside.forgeSidecar(of: "alias", in: bucket)
+        #expect(try await backend.deleteObject("alias", generation: Outside.forged) == .absent)
+        try await backend.delete("alias", generation: nil)
+        outside.expectUntouched()
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: bucket.path + "/alias") == outside.shadow)
+    }
+
+    /// The sidecars' folder `.hoist/meta/d` swapped for a link to a folder outside holding
+    /// `f.txt.json`: deleting object `d/f.txt` removed that file too, and its metadata was read
+    /// from there. Now the object goes and the file outside stays; the forged JSON is not read.
+    @Test func aLinkedSidecarFolderIsNeitherReadNorRemovedThrough() async throws {
+        let bucket = Bucket()
+        let outside = try TemporaryDirectory()
+        let storage = bucket.storage
+        let backend = LocalBucket(directory: bucket.path)
+        _ = try await storage.reference(withPath: "d/f.txt").putDataAsync(Data("hello".utf8))
+        let forged = Data(#"{"name":"d/f.txt","size":"5","contentType":"text/x-forged"}"#.utf8)
+        try forged.write(to: outside.url.appendingPathComponent("f.txt.json"))
+        try FileManager.default.removeItem(atPath: bucket.path + "/.hoist/meta/d")
+        try FileManager.default.createSymbolicLink(atPath: bucket.path + "/.hoist/meta/d", withDestinationPath: outside.path)
+        #expect(try await backend.metadata(of: "d/f.txt").contentType != "text/x-forged")
+        try await backend.delete("d/f.txt", generation: nil)
+        #expect(!FileManager.default.fileExists(atPath: bucket.path + "/d/f.txt"))
+        #expect(try Data(contentsOf: outside.url.appendingPathComponent("f.txt.json")) == forged)
+    }
+
+    /// A listing of a prefix whose folder is reached through a link (`site/dir -> OUTSIDE`)
+    /// listed the files outside, for `mirror: listed` to delete. It lists nothing there.
+    @Test func aListingDoesNotFollowALinkToItsFolder() async throws {
+        let bucket = Bucket()
+        let outside = try Outside()
+        try FileManager.default.createDirectory(at: outside.folder.url.appendingPathComponent("sub"), withIntermediateDirectories: true)
+        try outside.bytes.write(to: outside.folder.url.appendingPathComponent("sub/shadow"))
+        let backend = LocalBucket(directory: bucket.path)
+        _ = try await bucket.storage.reference(withPath: "site/kept.txt").putDataAsync(Data("mine".utf8))
+        try FileManager.default.createSymbolicLink(atPath: bucket.path + "/site/dir", withDestinationPath: outside.folder.path)
+        for prefix in ["site/dir/sub/", "site/dir/", "site/dir/sub/sh", "site/"] {
+            #expect(try await backend.list(prefix: prefix, page: nil).objects.map(\.path) == (prefix == "site/" ? ["site/kept.txt"] : []),
+                    "\(prefix)")
+        }
+    }
+
+    /// A file put in the bucket by hand (no sidecar), read through the no-link walk: its
+    /// generation is still its modification time in microseconds as Foundation gives it, to the
+    /// microsecond, so a generation a journal recorded before still matches.
+    @Test func aFilePutThereByHandKeepsItsGeneration() async throws {
+        let bucket = Bucket()
+        let file = try bucket.folder.write("bucket/by/hand.txt", Data("by hand".utf8))
+        let backend = LocalBucket(directory: bucket.path)
+        // Times where adding the nanoseconds in another order gives a microsecond less or more.
+        for (seconds, nanoseconds) in [(1_700_023_757, 144_813), (1_700_934_442, 5_695_978), (1_701_140_336, 6_951_024),
+                                       (1_701_219_526, 7_433_734), (1_701_425_420, 8_688_780), (1_700_000_000, 999_999_999)] {
+            var times = [timespec(tv_sec: seconds, tv_nsec: nanoseconds), timespec(tv_sec: seconds, tv_nsec: nanoseconds)]
+            #expect(utimensat(AT_FDCWD, file.path, &times, 0) == 0)
+            let modified = try #require(try FileManager.default.attributesOfItem(atPath: file.path)[.modificationDate] as? Date)
+            let stored = try await backend.metadata(of: "by/hand.txt")
+            #expect(stored.generation == Int64(modified.timeIntervalSince1970 * 1_000_000), "\(seconds).\(nanoseconds)")
+            #expect(stored.size == 7)
+        }
+    }
+
+    /// The walk without `openat2` (an old kernel, a seccomp filter): one `openat(O_NOFOLLOW)` a
+    /// folder. A link on the way or at the end removes nothing; a file below real folders goes.
+    @Test(arguments: [false, true])
+    func theRootFoldersRemovalFollowsNoLinkEitherWay(walkingFolderByFolder: Bool) throws {
+        let bucket = Bucket()
+        let outside = try Outside()
+        let real = try bucket.folder.write("bucket/a/b/real.txt", Data("real".utf8))
+        try FileManager.default.createSymbolicLink(atPath: bucket.path + "/a/dir", withDestinationPath: outside.folder.path)
+        try FileManager.default.createSymbolicLink(atPath: bucket.path + "/a/alias", withDestinationPath: outside.shadow)
+        let root = try #require(ByteSource.RootFolder(bucket.path, walkingFolderByFolder: walkingFolderByFolder))
+        #expect(try root.removeFile("a/dir/shadow") == .gone)
+        #expect(try root.removeFile("a/alias") == .changed)
+        #expect(root.status(of: "a/dir/shadow") == nil && root.contents(of: "a/dir/shadow", limit: 1 << 20) == nil)
+        #expect(!root.holdsFolder("a/dir") && root.holdsFolder("a/b"))
+        outside.expectUntouched()
+        #expect(FileManager.default.fileExists(atPath: bucket.path + "/a/alias"))
+        #expect(root.contents(of: "a/b/real.txt", limit: 1 << 20) == Data("real".utf8))
+        #expect(try root.removeFile("a/b/real.txt") == .removed)
+        #expect(!FileManager.default.fileExists(atPath: real.path))
+    }
 }

@@ -35,6 +35,11 @@ int hoist_locate(const char *path, int follow_links);
 /// (before 5.6) or a seccomp filter has no openat2.
 int hoist_locate_beneath(int root, const char *relative);
 
+/// openat(2) of the folder `name` (one name, no slash) in the folder `folder`, with O_PATH |
+/// O_DIRECTORY | O_NOFOLLOW: a link there is not followed (ENOTDIR or ELOOP): one step of a walk
+/// beneath a root where openat2 is missing. The descriptor, or -1 with errno.
+int hoist_locate_folder_in(int folder, const char *name);
+
 /// open(2) of the folder `path` with O_PATH | O_DIRECTORY (links followed): a root to open files
 /// beneath. The descriptor, or -1 with errno (ENOTDIR for a file).
 int hoist_open_folder(const char *path);

@@ -107,7 +107,7 @@ final class Mover: Sendable {
                 }
             case .gone: break
             case .changed: state.kept.append((file.path, "it changed after it was read (or is no longer the file uploaded): kept"))
-            case .failed(let reason): state.failed.append((file.path, item.destination, "cannot remove it after its upload: \(reason)"))
+            case .failed(let reason): state.failed.append((file.path, item.destination, "cannot remove it: \(reason); its object is stored"))
             }
         }
     }

@@ -97,11 +97,15 @@ public final class ByteSource: Sendable {
     /// the way, cannot lead a file's open elsewhere.
     package final class RootFolder: Sendable {
         fileprivate let descriptor: Int32
+        /// Folders below the root are located one `openat(O_NOFOLLOW)` at a time, as where
+        /// `openat2` is missing (tests of that way).
+        let walkingFolderByFolder: Bool
 
         /// The folder at `path` (links followed: the manifest names it); nil when it is not a
         /// folder that can be opened.
-        package init?(_ path: String) {
+        package init?(_ path: String, walkingFolderByFolder: Bool = false) {
             descriptor = hoist_open_folder(path)
+            self.walkingFolderByFolder = walkingFolderByFolder
             guard descriptor >= 0 else { return nil }
         }
 
@@ -155,20 +159,64 @@ public final class ByteSource: Sendable {
             if relative.contains("/"), !ByteSource.resolveBeneath.load(ordering: .relaxed) {
                 return .failed("this system has no openat2 (Linux 5.6), so no file below the root's top is removed")
             }
+            do {
+                return try removeFile(relative) { info in
+                    let now = Identity(info)
+                    return now.device == expected.device && now.inode == expected.inode && now.size == expected.size
+                        && abs(now.mtime - expected.mtime) < 0.001 && now.ctimeNanoseconds == expected.ctimeNanoseconds
+                }
+            } catch {
+                return .failed(String(cString: strerror(error.code.rawValue)))
+            }
+        }
+
+        /// Removes the regular file at `relative` (below this root) if `accepts` what
+        /// `fstatat(AT_SYMLINK_NOFOLLOW)` says of it, located as `remove(_:ifStill:)` says: a
+        /// link on the way leads nowhere (`.gone`), and a link, folder or device there is left
+        /// (`.changed`). Never `.failed`: a failed call throws its `errno`.
+        package func removeFile(_ relative: String, if accepts: (stat) -> Bool = { _ in true }) throws(POSIXError) -> Removal {
             guard let folder = folder(holding: relative) else { return .gone }
             defer { if folder.descriptor != descriptor { close(folder.descriptor) } }
             var info = stat()
             guard fstatat(folder.descriptor, folder.name, &info, AT_SYMLINK_NOFOLLOW) == 0 else {
-                return errno == ENOENT || errno == ENOTDIR ? .gone : .failed(String(cString: strerror(errno)))
+                guard errno == ENOENT || errno == ENOTDIR else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+                return .gone
             }
-            let now = Identity(info)
-            guard (info.st_mode & S_IFMT) == S_IFREG, now.device == expected.device, now.inode == expected.inode,
-                  now.size == expected.size, abs(now.mtime - expected.mtime) < 0.001,
-                  now.ctimeNanoseconds == expected.ctimeNanoseconds else { return .changed }
+            guard (info.st_mode & S_IFMT) == S_IFREG, accepts(info) else { return .changed }
             guard unlinkat(folder.descriptor, folder.name, 0) == 0 else {
-                return errno == ENOENT ? .gone : .failed(String(cString: strerror(errno)))
+                guard errno == ENOENT else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+                return .gone
             }
             return .removed
+        }
+
+        /// What `fstatat(AT_SYMLINK_NOFOLLOW)` says of `relative` itself (below this root, located
+        /// following no link on the way); nil when nothing is there or only through a link.
+        package func status(of relative: String) -> stat? {
+            guard let folder = folder(holding: relative) else { return nil }
+            defer { if folder.descriptor != descriptor { close(folder.descriptor) } }
+            var info = stat()
+            return fstatat(folder.descriptor, folder.name, &info, AT_SYMLINK_NOFOLLOW) == 0 ? info : nil
+        }
+
+        /// The bytes of the regular file at `relative` (below this root, no link followed on the
+        /// way or at its end), at most `limit` of them; nil for anything else.
+        package func contents(of relative: String, limit: Int) -> Data? {
+            guard let folder = folder(holding: relative) else { return nil }
+            defer { if folder.descriptor != descriptor { close(folder.descriptor) } }
+            let file = openat(folder.descriptor, folder.name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+            guard file >= 0 else { return nil }
+            defer { close(file) }
+            var info = stat()
+            guard fstat(file, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_size <= limit else { return nil }
+            return try? FileHandle(fileDescriptor: file, closeOnDealloc: false).readToEnd() ?? Data()
+        }
+
+        /// Whether `relative` is a folder below this root reached following no link.
+        package func holdsFolder(_ relative: String) -> Bool {
+            guard let located = locateFolder(relative) else { return false }
+            close(located)
+            return true
         }
 
         /// Removes the folder at `relative` (below this root, never the root) if it is empty
@@ -185,18 +233,44 @@ public final class ByteSource: Sendable {
         /// there, not a folder, or only reached through a link.
         private func folder(holding relative: String) -> (descriptor: Int32, name: String)? {
             let parts = relative.split(separator: "/", omittingEmptySubsequences: false)
-            guard let last = parts.last, !last.isEmpty, last != ".", last != "..",
-                  !parts.contains(where: { $0.isEmpty || $0 == ".." }) else { return nil }
+            guard let last = parts.last, !last.isEmpty, last != ".", last != ".." else { return nil }
             guard parts.count > 1 else { return (descriptor, String(last)) }
-            let parent = parts.dropLast().joined(separator: "/")
-            let located = ByteSource.resolveBeneath.load(ordering: .relaxed) ? hoist_locate_beneath(descriptor, parent) : -1
-            guard located >= 0 else { return nil }   // without openat2: nothing is removed below the top
+            return locateFolder(parts.dropLast().joined(separator: "/")).map { ($0, String(last)) }
+        }
+
+        /// The folder `relative` below the root, opened (`O_PATH`) following no link anywhere on
+        /// the way: `openat2` beneath the root, or without it (or `walkingFolderByFolder`) one
+        /// `openat(O_NOFOLLOW)` a folder, which gives the same answer (no `..` is walked). Nil
+        /// when it is not there, not a folder, only reached through a link, or names `.`, `..`
+        /// or an empty folder.
+        private func locateFolder(_ relative: String) -> Int32? {
+            let parts = relative.split(separator: "/", omittingEmptySubsequences: false)
+            guard !parts.isEmpty, !parts.contains(where: { $0.isEmpty || $0 == "." || $0 == ".." }) else { return nil }
+            var located: Int32 = -1
+            var walking = walkingFolderByFolder || !ByteSource.resolveBeneath.load(ordering: .relaxed)
+            if !walking {
+                located = hoist_locate_beneath(descriptor, relative)
+                if located < 0, errno == ENOSYS || errno == EPERM || errno == EINVAL {
+                    ByteSource.resolveBeneath.store(false, ordering: .relaxed)   // as `openWalked` does
+                    walking = true
+                }
+            }
+            if walking {
+                located = descriptor
+                for part in parts {
+                    let next = hoist_locate_folder_in(located, String(part))
+                    if located != descriptor { close(located) }
+                    located = next
+                    guard next >= 0 else { break }
+                }
+            }
+            guard located >= 0 else { return nil }
             var info = stat()
             guard fstat(located, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
                 close(located)
                 return nil
             }
-            return (located, String(last))
+            return located
         }
     }
 

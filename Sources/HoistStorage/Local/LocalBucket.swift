@@ -53,9 +53,10 @@ public final class LocalBucket: StorageBackend {
     /// Where object `path` and its metadata sidecar live: plain string joins (the upload path
     /// makes them for every object).
     func objectPath(_ path: String) -> String { directoryPath + "/" + path }
-    private func metaPath(_ path: String) -> String { directoryPath + "/\(Self.reservedName)/meta/" + path + ".json" }
+    private func metaPath(_ path: String) -> String { directoryPath + "/" + Self.metaRelativePath(path) }
+    /// Object `path`'s sidecar, relative to the bucket's folder.
+    static func metaRelativePath(_ path: String) -> String { reservedName + "/meta/" + path + ".json" }
     func objectURL(_ path: String) -> URL { URL(fileURLWithPath: objectPath(path), isDirectory: false) }
-    private func metaURL(_ path: String) -> URL { URL(fileURLWithPath: metaPath(path)) }
 
     /// Rejects paths a directory cannot hold safely.
     func validate(_ path: String) throws {
@@ -160,13 +161,9 @@ public final class LocalBucket: StorageBackend {
     public func delete(_ path: String, generation: Int64?) async throws {
         try validate(path)
         try locked(path) {
-            guard let stored = try? storedMetadata(of: path), generation == nil || stored.generation == generation else { return }
-            do {
-                try FileManager.default.removeItem(at: objectURL(path))
-                try? FileManager.default.removeItem(at: metaURL(path))
-            } catch {
-                throw Self.ioError(error, doing: "deleting \(path)")
-            }
+            guard let root = openFolder(), let stored = try? storedMetadata(of: path, in: root),
+                  generation == nil || stored.generation == generation else { return }
+            _ = try remove(path, in: root)
         }
     }
 
@@ -174,25 +171,40 @@ public final class LocalBucket: StorageBackend {
     public func deleteObject(_ path: String, generation: Int64) async throws -> DeleteOutcome {
         try validate(path)
         return try locked(path) {
-            guard let stored = try? storedMetadata(of: path) else { return .absent }
+            guard let root = openFolder(), let stored = try? storedMetadata(of: path, in: root) else { return .absent }
             guard stored.generation == generation else { return .changed }
-            do {
-                try FileManager.default.removeItem(at: objectURL(path))
-                try? FileManager.default.removeItem(at: metaURL(path))
-            } catch {
-                throw Self.ioError(error, doing: "deleting \(path)")
-            }
-            return .deleted
+            return try remove(path, in: root)
         }
     }
 
+    /// Removes object `path` and its sidecar, each unlinked from its folder located beneath the
+    /// bucket's folder following no link (`ByteSource.RootFolder`): a link on the way, or as the
+    /// object, removes nothing (a link at the object's place is left too).
+    private func remove(_ path: String, in root: ByteSource.RootFolder) throws -> DeleteOutcome {
+        do {
+            switch try root.removeFile(path) {
+            case .removed: break
+            case .gone: return .absent
+            case .changed, .failed: return .changed
+            }
+            _ = try? root.removeFile(Self.metaRelativePath(path))
+            return .deleted
+        } catch {
+            throw Self.ioError(error, doing: "deleting \(path)")
+        }
+    }
+
+    /// The bucket's folder, held open to find what is in it following no link; nil when it is
+    /// not a folder.
+    private func openFolder() -> ByteSource.RootFolder? { ByteSource.RootFolder(directoryPath) }
+
     /// The regular files below the bucket's folder whose paths start with `prefix` (not its own
-    /// `.hoist` folder, no link followed), in byte order, 1,000 a page; a page's token is the
-    /// last path it gave.
+    /// `.hoist` folder, no link followed: neither to the prefix's folder nor below it), in byte
+    /// order, 1,000 a page; a page's token is the last path it gave.
     public func list(prefix: String, page: String?) async throws -> ObjectListing {
         let folder = prefix.lastIndex(of: "/").map { String(prefix[..<$0]) } ?? ""
         let start = folder.isEmpty ? directoryPath : directoryPath + "/" + folder
-        guard !folder.split(separator: "/").contains(where: { $0 == ".." || $0 == "." }),
+        guard let root = openFolder(), folder.isEmpty || root.holdsFolder(folder),
               let walk = FileManager.default.enumerator(atPath: start) else { return ObjectListing(objects: [], next: nil) }
         var paths: [String] = []
         while let relative = walk.nextObject() as? String {
@@ -208,7 +220,7 @@ public final class LocalBucket: StorageBackend {
         paths.sort { $0.utf8.lexicographicallyPrecedes($1.utf8) }
         let taken = paths.prefix(1000)
         let objects = taken.map { path in
-            let stored = try? storedMetadata(of: path)
+            let stored = try? storedMetadata(of: path, in: root)
             return ListedObject(path: path, generation: stored?.generation, size: stored?.size)
         }
         return ObjectListing(objects: objects, next: paths.count > 1000 ? taken.last : nil)
@@ -262,22 +274,23 @@ public final class LocalBucket: StorageBackend {
         }
     }
 
-    private func storedMetadata(of path: String) throws -> ObjectResource {
-        let object = objectURL(path)
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: object.path),
-              attributes[.type] as? FileAttributeType == .typeRegular
-        else {
+    /// Object `path`'s metadata: its sidecar when that describes the file there (its size), else
+    /// what the file system says. The file and the sidecar are found beneath the bucket's folder
+    /// following no link (`ByteSource.RootFolder`): through a link, or as one, there is no object.
+    private func storedMetadata(of path: String, in root: ByteSource.RootFolder? = nil) throws -> ObjectResource {
+        guard let root = root ?? openFolder(), let info = root.status(of: path), (info.st_mode & S_IFMT) == S_IFREG else {
             throw StorageFailure(.objectNotFound, "Object \(path) does not exist.", details: ["bucket": bucket, "object": path])
         }
-        if let data = Self.readWithoutLinks(metaPath(path)),
-           let resource = try? ObjectResource(json: data),
-           resource.size == (attributes[.size] as? NSNumber)?.int64Value {
+        if let data = root.contents(of: Self.metaRelativePath(path), limit: 1 << 20),
+           let resource = try? ObjectResource(json: data), resource.size == Int64(info.st_size) {
             return resource
         }
         // A file put there by other means: describe it from the file system.
-        let modified = attributes[.modificationDate] as? Date ?? Date()
+        // Made as Foundation's `modificationDate` is, to the bit: the generation a journal recorded stays the same.
+        let modified = Date(timeIntervalSinceReferenceDate: Double(info.st_mtim.tv_sec) - Date.timeIntervalBetween1970AndReferenceDate
+                                + Double(info.st_mtim.tv_nsec) / 1e9)
         return ObjectResource(
-            bucket: bucket, name: path, size: (attributes[.size] as? NSNumber)?.int64Value ?? 0,
+            bucket: bucket, name: path, size: Int64(info.st_size),
             generation: Int64(modified.timeIntervalSince1970 * 1_000_000), metageneration: 1,
             timeCreated: modified, updated: modified,
             contentType: ContentType.forPath(path) ?? ContentType.fallback)
