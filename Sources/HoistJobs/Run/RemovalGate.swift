@@ -47,12 +47,32 @@ enum RemovalGate {
     /// template could have made from a relative path, and under none of `others`, the prefixes
     /// of the job's other file sets that lie below this one.
     static func isMirrorCandidate(_ key: String, prefix: String, template: Template, others: [String]) -> Bool {
-        guard !key.isEmpty, key.hasPrefixBytewise(prefix), !key.hasSuffix("/") else { return false }
-        for segment in key.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
-            if segment.isEmpty || segment.elementsEqual(".".utf8) || segment.elementsEqual("..".utf8) { return false }
+        guard key.hasPrefixBytewise(prefix), hasOnlyNamedSegments(key) else { return false }
+        if !others.isEmpty, others.contains(where: { key.hasPrefixBytewise($0) }) { return false }
+        // `PREFIX{relpath}` makes any such key longer than its prefix (a mirror's common case,
+        // asked once per journal row: no matching needed).
+        return template.isPrefixThenRelativePath ? key.utf8.count > prefix.utf8.count : template.couldMake(key)
+    }
+
+    /// Whether every `/`-separated segment of `key` is a name: not empty (no leading, trailing
+    /// or doubled `/`), not `.` nor `..`. One pass over the bytes, nothing allocated.
+    static func hasOnlyNamedSegments(_ key: String) -> Bool {
+        let bytes = key.utf8Span.span
+        guard !bytes.isEmpty else { return false }
+        var length = 0   // of the segment so far
+        var dots = 0     // how many of its bytes are dots
+        for index in bytes.indices {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "/") {
+                guard length > 0, !(length <= 2 && dots == length) else { return false }
+                length = 0
+                dots = 0
+            } else {
+                length += 1
+                if byte == UInt8(ascii: ".") { dots += 1 }
+            }
         }
-        if others.contains(where: { key.hasPrefixBytewise($0) }) { return false }
-        return template.couldMake(key)
+        return length > 0 && !(length <= 2 && dots == length)
     }
 
     /// Deletes a mirror's object only while it is still the generation found, its key still a
