@@ -118,6 +118,25 @@ import Testing
         }
     }
 
+    /// The same file reached through two file sets and sent to one object is one upload (one
+    /// object, one journal row), not a collision; another file there still is one (issue 42).
+    @Test func theSameFileThroughTwoFileSetsToOneObjectIsOneUpload() throws {
+        let fixture = try JobFixture()
+        let pic = try fixture.file("a/pic.jpg")
+        try fixture.file("a/other.jpg")
+        let job = try fixture.job(storage + """
+            files:
+              - { root: src, destination: 'all/{name}' }
+              - { root: src/a, destination: 'all/{name}' }
+            """)
+        var iterator = Planner(job: job).makeIterator()
+        var items: [PlanItem] = []
+        while let item = iterator.next() { items.append(item) }
+        #expect(iterator.error == nil, "\(String(describing: iterator.error))")
+        #expect(items.map(\.destination).sorted() == ["all/other.jpg", "all/pic.jpg"])
+        #expect(items.filter { $0.file.path == pic.path }.count == 1)
+    }
+
     /// A literal `..` is a manifest error at the destination (ManifestErrorTests); one that a
     /// placeholder's value makes stops the plan.
     @Test func templateThatLeavesItsPrefixStopsThePlan() throws {

@@ -167,12 +167,17 @@ public struct Planner: Sequence, Sendable {
         public func planned(_ destination: String) -> Bool { destinations.contains(Bytewise(destination).hashValue) }
 
         public mutating func next() -> PlanItem? {
-            guard let item = nextPlanned() else { return nil }
-            if !item.destination.isEmpty, !destinations.insert(Bytewise(item.destination).hashValue).inserted,
-               let first = planner.firstSource(for: item.destination, before: item.file.path) {
-                error = PlanError(message: "\(first) and \(item.file.path) both go to '\(item.destination)': change the destination template")
-                return nil
+            var next = nextPlanned()
+            while let item = next, !item.destination.isEmpty, !destinations.insert(Bytewise(item.destination).hashValue).inserted,
+                  let first = planner.firstSource(for: item.destination, before: item.file.path, in: item.fileSetIndex) {
+                // The same file, reached through two file sets, to the same object: one upload.
+                guard first.hasSameBytes(as: item.file.path) else {
+                    error = PlanError(message: "\(first) and \(item.file.path) both go to '\(item.destination)': change the destination template")
+                    return nil
+                }
+                next = nextPlanned()
             }
+            guard let item = next else { return nil }
             if item.decision == .upload {
                 uploadCount += 1
                 uploadBytes += item.file.size
@@ -333,12 +338,14 @@ public struct Planner: Sequence, Sendable {
         return real == bucket || real.hasPrefix(bucket + "/") ? folder : nil
     }
 
-    /// The first file planned to `destination`, walking again from the start (only when a
-    /// destination's hash was seen twice: rare).
-    func firstSource(for destination: String, before path: String) -> String? {
+    /// The first file planned to `destination` before `path` (of file set `set`), walking again
+    /// from the start (only when a destination's hash was seen twice: rare): another file's path,
+    /// or `path` itself when an earlier file set reached the same file and sent it there; nil
+    /// when none did (a hash collision, not the same destination).
+    func firstSource(for destination: String, before path: String, in set: Int) -> String? {
         var iterator = Planner(job: job, now: now, journal: nil, force: true).makeIterator()
         while let item = iterator.nextPlanned() {
-            if item.file.path.hasSameBytes(as: path) { return nil }   // a hash collision, not the same destination
+            if item.fileSetIndex == set, item.file.path.hasSameBytes(as: path) { return nil }
             if item.destination.hasSameBytes(as: destination) { return item.file.path }
         }
         return nil
