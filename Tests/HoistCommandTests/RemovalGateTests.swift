@@ -1,4 +1,5 @@
 import Foundation
+import HoistJobs
 import HoistStorage
 import HoistTestSupport
 import Testing
@@ -142,6 +143,28 @@ import Testing
         #expect(run.status == 1, "\(run.stdout)\(run.stderr)")
         #expect(run.stderr.contains("is empty, but the journal records 10 objects stored from it"), "\(run.stderr)")
         for name in files.keys { #expect(try await job.bytes("site/" + name) != nil, "\(name)") }
+    }
+
+    /// A root on another file system than when the job last mirrored it (`st_dev`: a volume
+    /// gone, the mount point's own folder holding a stale copy): nothing deleted, exit 1, and
+    /// why; `--force` (uploading everything again) takes the new file system for the root's.
+    @Test func aRootOnAnotherFileSystemDeletesNothing() async throws {
+        let files = Dictionary(uniqueKeysWithValues: (0..<6).map { ("f\($0).txt", 100 + $0) })
+        let job = try await mirror(.local, files: files)
+        #expect(try job.run().status == 0)
+        let root = job.fixture.directory.url.appendingPathComponent("src").path
+        let journal = try SQLiteJournal(path: job.fixture.directory.url.appendingPathComponent("journal.sqlite").path)
+        let device = try #require(try journal.rootDevice(root), "the run recorded its root's file system")
+        try journal.recordRoot(root, device: device &+ 1)
+        try job.removeFile("f0.txt")
+        let run = try job.run()
+        #expect(run.status == 1, "\(run.stdout)\(run.stderr)")
+        #expect(run.stderr.contains("is on another file system than when this job last mirrored it"), "\(run.stderr)")
+        #expect(try await job.bytes("site/f0.txt") != nil)
+        let forced = try job.run(["--force"])
+        #expect(forced.status == 0, "\(forced.stdout)\(forced.stderr)")
+        #expect(try await job.bytes("site/f0.txt") == nil)
+        #expect(try journal.rootDevice(root) == device)
     }
 
     /// Without `upload.maxDelete` a run deletes at most half of the objects the journal records

@@ -121,6 +121,8 @@ final class CountingJournal: JournalStore {
     func otherSource(storedAt destination: String, besides source: String) throws -> String? {
         try base.otherSource(storedAt: destination, besides: source)
     }
+    func rootDevice(_ root: String) throws -> UInt64? { try base.rootDevice(root) }
+    func recordRoot(_ root: String, device: UInt64) throws { try base.recordRoot(root, device: device) }
     func apply(_ writes: [Journal.Write]) throws {
         fileWrites.withLock { count in
             for write in writes { if case .run = write { continue }; count += 1 }

@@ -50,7 +50,7 @@ import Testing
         lock.release()
         // The schema was migrated once, by version.
         let database = PostgresServer.database(of: url)
-        #expect(try server.psql("SELECT identifier FROM hoist_migrations", database: database).stdout == "v1\nv2\nv3\nv4\n")
+        #expect(try server.psql("SELECT identifier FROM hoist_migrations", database: database).stdout == "v1\nv2\nv3\nv4\nv5\n")
         #expect(try server.psql("SELECT count(*) FROM hoist_file", database: database).stdout == "7\n")
     }
 
@@ -92,7 +92,7 @@ import Testing
             }
             try await group.waitForAll()
         }
-        #expect(try server.psql("SELECT count(*) FROM hoist_migrations", database: PostgresServer.database(of: url)).stdout == "4\n")
+        #expect(try server.psql("SELECT count(*) FROM hoist_migrations", database: PostgresServer.database(of: url)).stdout == "5\n")
     }
 
     @Test func aJobRunTwiceOnASharedJournalSkipsUnchangedFilesAndStatusReadsIt() throws {

@@ -35,6 +35,10 @@ public protocol JournalStore: Sendable {
     /// A file other than `source` whose upload to `destination` the journal records done (its
     /// object, made from other bytes, is not overwritten by `source`'s), or nil.
     func otherSource(storedAt destination: String, besides source: String) throws -> String?
+    /// The file system (`st_dev`) a mirrored root was on when a run last mirrored it, or nil.
+    func rootDevice(_ root: String) throws -> UInt64?
+    /// Records the file system a mirrored root is on (`rootDevice`).
+    func recordRoot(_ root: String, device: UInt64) throws
 
     /// Applies writes in order, all or none.
     func apply(_ writes: [Journal.Write]) throws

@@ -214,6 +214,8 @@ public final class PostgresJournal: JournalStore {
         ("v3", ["ALTER TABLE hoist_file ADD COLUMN content text"]),
         // Which file made an object: another file's upload never overwrites it.
         ("v4", ["CREATE INDEX hoist_file_destination ON hoist_file (job, destination)"]),
+        // The file systems of mirrored roots: a mount gone away deletes nothing.
+        ("v5", ["CREATE TABLE hoist_root (job text NOT NULL, path text NOT NULL, device bigint NOT NULL, PRIMARY KEY (job, path))"]),
     ]
 
     /// Applies the migrations this database lacks, once, whoever else starts at the same time.
@@ -361,6 +363,23 @@ public final class PostgresJournal: JournalStore {
             try query(PostgresQuery(unsafeSQL: "SELECT source FROM hoist_file WHERE job = $1 AND destination = $2 AND state = 'done' "
                                         + "AND source <> $3 LIMIT 1", binds: try Self.binds(job, destination, source)))
                 .first.map { try $0.decode(String.self) }
+        }
+    }
+
+    public func rootDevice(_ root: String) throws -> UInt64? {
+        try reading {
+            try query(PostgresQuery(unsafeSQL: "SELECT device FROM hoist_root WHERE job = $1 AND path = $2", binds: try Self.binds(job, root)))
+                .first.map { UInt64(bitPattern: try $0.decode(Int64.self)) }
+        }
+    }
+
+    public func recordRoot(_ root: String, device: UInt64) throws {
+        do {
+            _ = try query(PostgresQuery(unsafeSQL: "INSERT INTO hoist_root (job, path, device) VALUES ($1, $2, $3) "
+                                            + "ON CONFLICT (job, path) DO UPDATE SET device = EXCLUDED.device",
+                                        binds: try Self.binds(job, root, Int64(bitPattern: device))))
+        } catch {
+            throw JournalError(postgres: target, doing: "write", error)
         }
     }
 

@@ -151,6 +151,12 @@ public final class SQLiteJournal: JournalStore {
         migrator.registerMigration("v4: which file made an object") { db in
             try db.create(index: "file_destination", on: "file", columns: ["destination"])
         }
+        migrator.registerMigration("v5: the file systems of mirrored roots") { db in
+            try db.create(table: "root") { t in
+                t.column("path", .text).primaryKey()
+                t.column("device", .integer).notNull()
+            }
+        }
         return migrator
     }
 
@@ -223,6 +229,17 @@ public final class SQLiteJournal: JournalStore {
             }
         } catch {
             throw JournalError(reading: path, error)
+        }
+    }
+
+    public func rootDevice(_ root: String) throws -> UInt64? {
+        try read { db in try Int64.fetchOne(db, sql: "SELECT device FROM root WHERE path = ?", arguments: [root]).map { UInt64(bitPattern: $0) } }
+    }
+
+    public func recordRoot(_ root: String, device: UInt64) throws {
+        try write { db in
+            try db.execute(sql: "INSERT INTO root (path, device) VALUES (?, ?) ON CONFLICT (path) DO UPDATE SET device = excluded.device",
+                           arguments: [root, Int64(bitPattern: device)])
         }
     }
 

@@ -63,9 +63,13 @@ public struct MirrorPlan {
     let isStopping: () -> Bool
     /// The most pages one listing reads (a server whose tokens never end is not followed for ever).
     let maxPages: Int
+    /// `--force`: a root's file system may differ from the one recorded (a run that uploads
+    /// everything again takes the new one for the root's).
+    let force: Bool
 
     public init(job: Job, journal: (any JournalStore)?, backend: (any StorageBackend)?, planned: @escaping (String) -> Bool,
-                isStopping: @escaping () -> Bool = { false }, maxPages: Int = 100_000) {
+                isStopping: @escaping () -> Bool = { false }, maxPages: Int = 100_000, force: Bool = false) {
+        self.force = force
         self.job = job
         self.journal = journal
         self.backend = backend
@@ -83,6 +87,8 @@ public struct MirrorPlan {
         public var objects = 0
         /// The objects the journal records as stored under the mirrored prefixes.
         public var journaled = 0
+        /// Each mirrored root and the file system it is on now: recorded once the mirror ran.
+        public var roots: [(path: String, device: UInt64)] = []
 
         /// Why the deletions must not happen under `maxDelete` (nil: they may). Without an
         /// explicit `upload.maxDelete`, at most half the objects the journal records (at least one).
@@ -114,6 +120,13 @@ public struct MirrorPlan {
             guard lstat(root, &info) == 0 || stat(root, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else { continue }
             let prefix = set.destination.literalPrefix
             let others = otherPrefixes(than: index, below: prefix)
+            var followed = stat()
+            let device = stat(root, &followed) == 0 ? UInt64(followed.st_dev) : UInt64(info.st_dev)
+            found.roots.append((root, device))
+            if let journal, !force, let recorded = try journal.rootDevice(root), recorded != device {
+                throw Refusal(description: "\(root) is on another file system than when this job last mirrored it (device \(recorded), "
+                    + "now \(device): a volume that is not mounted?): nothing deleted. If it is the right one, run once with --force")
+            }
             if let journal {
                 let known = try gone(set: index, root: root, prefix: prefix, others: others, journal: journal)
                 if known.objects > 0, Self.isEmptyFolder(root) {

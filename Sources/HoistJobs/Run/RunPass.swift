@@ -349,11 +349,17 @@ final class RunPass {
         let runner = self.runner
         let mirror = MirrorPlan(job: job, journal: runner.journal, backend: runner.storage.backend,
                                 planned: { walk?.planned($0) == true || redirected.contains(Bytewise($0)) },
-                                isStopping: { runner.isStopping })
+                                isStopping: { runner.isStopping }, force: runner.force)
         let found: MirrorPlan.Found
         do { found = try await mirror.deletions() } catch {
             tally.afterUploadsFailed(manifest: job.file, message: "mirror: \(describe(error)): nothing deleted")
             return
+        }
+        // The roots' file systems, as the mirror found them: a later run on another deletes nothing.
+        for (root, device) in found.roots {
+            do { try runner.journal?.recordRoot(root, device: device) } catch {
+                for observer in observers { observer.walkWarning(path: root, message: "mirror could not record its root's file system: \(describe(error))") }
+            }
         }
         if let refusal = found.refusal(maxDelete: job.manifest.upload.maxDelete) {
             tally.deletionsRefused(found.deletions.count, manifest: job.file, message: refusal + ": nothing deleted")
