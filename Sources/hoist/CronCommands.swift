@@ -85,8 +85,9 @@ extension Hoist {
             }
             show("\(job.manifest.name): journal \(journal.location)")
             let counts = (try? journal.fileCounts()) ?? [:]
-            show("files: \(counts[.done] ?? 0) uploaded, \((counts[.uploading] ?? 0) + (counts[.pending] ?? 0)) pending, "
-                  + "\(counts[.failed] ?? 0) failed" + ((counts[.deleted] ?? 0) > 0 ? ", \(counts[.deleted] ?? 0) deleted by mirror" : ""))
+            show("files: \((counts[.done] ?? 0) + (counts[.moved] ?? 0)) uploaded, \((counts[.uploading] ?? 0) + (counts[.pending] ?? 0)) pending, "
+                  + "\(counts[.failed] ?? 0) failed" + ((counts[.deleted] ?? 0) > 0 ? ", \(counts[.deleted] ?? 0) deleted by mirror" : "")
+                  + ((counts[.moved] ?? 0) > 0 ? ", \(counts[.moved] ?? 0) moved" : ""))
             if let shared = try? journal.sharedRunStatus() {
                 printWorkers(shared)
             }

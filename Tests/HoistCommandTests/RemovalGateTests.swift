@@ -43,20 +43,23 @@ import Testing
         #expect(removed.first?["object"] as? String == "cam/IMG_0001.jpg")
     }
 
-    /// A moved file's object deleted from the bucket (a lifecycle rule, an operator), then the
-    /// file put back as it was (`cp -p`): uploaded again before it goes; and a file the journal
-    /// holds done whose object holds it is removed on the object's word read now ("verified").
+    /// Files the journal holds done (uploaded by the job before it moved, or by a run killed
+    /// before its unlink), one of whose objects was deleted from the bucket since (a lifecycle
+    /// rule, an operator): that file is uploaded again before it goes; the other is removed on
+    /// its object's word read now ("verified"). A moved file put back as it was (`cp -p`) is
+    /// uploaded again (the journal marks it moved, not done), never removed as unchanged.
     @Test(arguments: MirrorTarget.allCases)
-    func aFilePutBackAfterItsObjectWasDeletedIsUploadedAgain(target: MirrorTarget) async throws {
+    func aFileWhoseObjectWasDeletedIsUploadedAgainBeforeItGoes(target: MirrorTarget) async throws {
         let job = try await move(target)
+        let text = try String(contentsOfFile: job.manifest, encoding: .utf8)
+        try text.replacingOccurrences(of: "move: true", with: "move: false").write(toFile: job.manifest, atomically: true, encoding: .utf8)
         let mtime = Date(timeIntervalSince1970: 1_700_000_000)
         try job.write("a.log", patternData(3000), mtime: mtime)
         try job.write("b.log", patternData(4000), mtime: mtime)
         #expect(try job.run().status == 0)
         try await job.bucket.reference(withPath: "a.log").delete()
         #expect(try await job.bytes("a.log") == nil)
-        try job.write("a.log", patternData(3000), mtime: mtime)
-        try job.write("b.log", patternData(4000), mtime: mtime)   // its object is still there
+        try text.write(toFile: job.manifest, atomically: true, encoding: .utf8)
         let run = try job.run(["--json"])
         #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
         #expect(!job.hasFile("src/a.log") && !job.hasFile("src/b.log"))
@@ -64,6 +67,14 @@ import Testing
         let evidence = Dictionary(try removeEvents(run.stdout).map { ($0["object"] as? String ?? "", $0["evidence"] as? String ?? "") },
                                   uniquingKeysWith: { a, _ in a })
         #expect(evidence == ["a.log": "uploaded", "b.log": "verified"], "\(run.stdout)")
+        // Put back after it was moved, its object deleted: uploaded, then removed.
+        try await job.bucket.reference(withPath: "b.log").delete()
+        try job.write("b.log", patternData(4000), mtime: mtime)
+        let again = try job.run(["--json"])
+        #expect(again.status == 0, "\(again.stdout)\(again.stderr)")
+        #expect(!job.hasFile("src/b.log"))
+        #expect(try await job.bytes("b.log") == patternData(4000))
+        #expect(try removeEvents(again.stdout).map { $0["evidence"] as? String } == ["uploaded"])
     }
 
     /// A file rewritten in place while it uploads, its mtime put back: the size and mtime the
@@ -124,6 +135,71 @@ import Testing
         #expect(refused.stderr.contains("d1/x.log's upload (the journal): not overwritten"), "\(refused.stderr)")
         #expect(job.hasFile("src/d2/x.log"))
         #expect(try await job.bytes("logs/x.log") == patternData(1000))
+    }
+
+    /// Found by attack (issue 42): a local bucket's object overwritten with other bytes of the
+    /// same size, its sidecar left: the object's bytes are hashed, not the sidecar's checksum
+    /// believed; and a compressed file is never removed on the journal's word of what its object
+    /// was made from. Both are uploaded again before they go.
+    @Test func aLocalObjectOverwrittenInPlaceAndACompressedFileAreUploadedAgainBeforeTheyGo() async throws {
+        for compressed in [false, true] {
+            let job = try await move(.local, set: compressed ? ", compress: gzip" : "")
+            let text = try String(contentsOfFile: job.manifest, encoding: .utf8)
+            try text.replacingOccurrences(of: "move: true", with: "move: false").write(toFile: job.manifest, atomically: true, encoding: .utf8)
+            try job.write("a.txt", Data("precious original\n".utf8), mtime: Date(timeIntervalSince1970: 1_700_000_000))
+            #expect(try job.run().status == 0)
+            if !compressed {
+                try Data("garbage garbage!!\n".utf8).write(to: job.fixture.directory.url.appendingPathComponent("bucket/a.txt"))
+            }
+            try text.write(toFile: job.manifest, atomically: true, encoding: .utf8)
+            let run = try job.run(["--json"])
+            #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
+            #expect(try removeEvents(run.stdout).map { $0["evidence"] as? String } == ["uploaded"], "compressed: \(compressed)")
+            let stored = try #require(try await job.bytes("a.txt"))
+            #expect(compressed ? stored.count > 0 : stored == Data("precious original\n".utf8))
+        }
+    }
+
+    /// Found by attack (issue 42): the objects of moved files are their only copies. A mirror
+    /// set's listing does not take one for a stray (here under a prefix spelled with `//`, which
+    /// object names fold), and a job changed from `move` to `mirror` does not take the moved
+    /// files for files that are gone.
+    @Test func aMovedFilesObjectIsNeverAMirrorsToDelete() async throws {
+        let job = try await move(.local, set: ", destination: 'site//archive/{name}'")
+        try job.write("app.log.1", Data("the only copy of this log\n".utf8), mtime: Date())
+        let manifest = try String(contentsOfFile: job.manifest, encoding: .utf8)
+        try manifest.replacingOccurrences(of: "files: [{ root: src, move: true, destination: 'site//archive/{name}' }]", with: """
+            files:
+              - { root: src, move: true, destination: 'site//archive/{name}' }
+              - { root: site, destination: 'site/{relpath}', mirror: listed }
+            """).write(toFile: job.manifest, atomically: true, encoding: .utf8)
+        for name in ["index.html", "a.css"] {
+            let url = job.fixture.directory.url.appendingPathComponent("site/" + name)
+            try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try Data(name.utf8).write(to: url)
+        }
+        let first = try job.run()
+        #expect(first.status == 0, "\(first.stdout)\(first.stderr)")
+        #expect(!job.hasFile("src/app.log.1"))
+        let second = try job.run(["--json"])
+        #expect(second.status == 0, "\(second.stdout)\(second.stderr)")
+        #expect(try MirrorTests.events("delete", in: second.stdout).isEmpty, "\(second.stdout)")
+        #expect(try await job.bytes("site/archive/app.log.1") == Data("the only copy of this log\n".utf8))
+
+        // The same job, its set changed from move to mirror: the moved file is not "gone".
+        let other = try await move(.local, set: ", destination: 'archive/{name}'")
+        for name in ["a.log", "b.log"] { try other.write(name, Data(name.utf8), mtime: Date()) }
+        #expect(try other.run().status == 0)
+        #expect(!other.hasFile("src/a.log"))
+        let text = try String(contentsOfFile: other.manifest, encoding: .utf8)
+        try text.replacingOccurrences(of: "move: true", with: "mirror: true")
+            .replacingOccurrences(of: "concurrency: 8", with: "concurrency: 8, maxDelete: 100%")
+            .write(toFile: other.manifest, atomically: true, encoding: .utf8)
+        for name in ["c.log", "d.log"] { try other.write(name, Data(name.utf8), mtime: Date()) }
+        let mirrored = try other.run(["--json"])
+        #expect(mirrored.status == 0, "\(mirrored.stdout)\(mirrored.stderr)")
+        #expect(try MirrorTests.events("delete", in: mirrored.stdout).isEmpty, "\(mirrored.stdout)")
+        for name in ["a.log", "b.log"] { #expect(try await other.bytes("archive/" + name) == Data(name.utf8)) }
     }
 
     // MARK: mirror

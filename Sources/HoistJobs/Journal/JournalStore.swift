@@ -102,6 +102,10 @@ public enum Journal {
         /// The file is gone and `mirror` deleted its object, or left it to another writer who
         /// replaced it (`error` says so): no later run deletes it again.
         case deleted
+        /// Stored, verified, and its file removed by `move`: the object is its only copy. A
+        /// mirror never takes it for a file that is gone, nor a listing's stray, and no other
+        /// file's upload overwrites it; a new file at its path is uploaded (issue 42).
+        case moved
     }
 
     /// How a run ended (or that it is still going).

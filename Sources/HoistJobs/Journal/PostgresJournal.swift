@@ -360,7 +360,7 @@ public final class PostgresJournal: JournalStore {
 
     public func otherSource(storedAt destination: String, besides source: String) throws -> String? {
         try reading {
-            try query(PostgresQuery(unsafeSQL: "SELECT source FROM hoist_file WHERE job = $1 AND destination = $2 AND state = 'done' "
+            try query(PostgresQuery(unsafeSQL: "SELECT source FROM hoist_file WHERE job = $1 AND destination = $2 AND state IN ('done', 'moved') "
                                         + "AND source <> $3 LIMIT 1", binds: try Self.binds(job, destination, source)))
                 .first.map { try $0.decode(String.self) }
         }

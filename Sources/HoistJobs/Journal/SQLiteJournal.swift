@@ -224,7 +224,7 @@ public final class SQLiteJournal: JournalStore {
         do {
             return try database.inDatabase { db in
                 let statement = try db.cachedStatement(
-                    sql: "SELECT source FROM file WHERE destination = ? AND state = 'done' AND source != ? LIMIT 1")
+                    sql: "SELECT source FROM file WHERE destination = ? AND state IN ('done', 'moved') AND source != ? LIMIT 1")
                 return try String.fetchOne(statement, arguments: [destination, source])
             }
         } catch {

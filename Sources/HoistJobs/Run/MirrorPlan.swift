@@ -202,6 +202,9 @@ public struct MirrorPlan {
             for object in listing.objects where listed.insert(Bytewise(object.path)).inserted {
                 guard RemovalGate.isMirrorCandidate(object.path, prefix: prefix, template: set.destination, others: others),
                       !planned(object.path), !known.contains(Bytewise(object.path)), let generation = object.generation else { continue }
+                // An object the journal records as some file's upload (another set's, a moved
+                // file's only copy, one a hook sent elsewhere) is no stray.
+                if let journal, try journal.otherSource(storedAt: object.path, besides: "") != nil { continue }
                 if set.destination.isPrefixThenRelativePath {
                     let relative = String(object.path.utf8.dropFirst(prefix.utf8.count))!
                     if let shard = job.shard, !shard.contains(relative) { continue }
@@ -238,12 +241,13 @@ func isNothingAt(_ path: String) -> Bool {
 }
 
 extension JournalStore {
-    /// Each `done` row of a file below `root`, in walk order, a thousand rows a query.
-    func forEachDoneRow(below root: String, _ body: (Journal.KnownRow) throws -> Void) throws {
+    /// Each `done` row (or row in one of `states`) of a file below `root`, in walk order, a
+    /// thousand rows a query.
+    func forEachDoneRow(below root: String, states: Set<Journal.FileState> = [.done], _ body: (Journal.KnownRow) throws -> Void) throws {
         var after: (source: String, destination: String)?
         while true {
             let rows = try self.rows(from: root + "/", below: root + "0", after: after, limit: 1000)
-            for row in rows where row.known.state == .done { try body(row) }
+            for row in rows where states.contains(row.known.state) { try body(row) }
             guard rows.count == 1000, let last = rows.last else { return }
             after = (last.source, last.destination)
         }

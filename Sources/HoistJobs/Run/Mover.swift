@@ -25,6 +25,8 @@ final class Mover: Sendable {
         var failed: [(path: String, destination: String, why: String)] = []
         /// The folders (relative) that held a moved file, for `removeEmptyFolders`.
         var folders: [Int: Set<String>] = [:]
+        /// The journal rows (source, destination) of the files removed: marked `moved`.
+        var removed: [(source: String, destination: String)] = []
         var hold = Hold.holding([])
     }
     /// Removals while the walk goes on (`waitsForWalk`).
@@ -102,6 +104,7 @@ final class Mover: Sendable {
             switch outcome {
             case .removed:
                 state.moved += 1
+                state.removed.append((file.path, item.destination))
                 if sets[item.fileSetIndex].removeEmptyFolders, let slash = file.relativePath.lastIndex(of: "/") {
                     state.folders[item.fileSetIndex, default: []].insert(String(file.relativePath[..<slash]))
                 }
@@ -116,11 +119,17 @@ final class Mover: Sendable {
     /// a folder that is not empty stays): those of files moved by this run, and, read from the
     /// journal, those of files an earlier run stored and that are gone (a run killed after its
     /// unlinks left their folders). Returns the moved count, the files kept and those that could
-    /// not be removed.
-    func finish(journal: (any JournalStore)?, job: Job)
+    /// not be removed; the journal's rows of the files removed are marked `moved` (not for a
+    /// shared run's worker, whose totals count `done` rows: `marksMoved` false).
+    func finish(journal: (any JournalStore)?, job: Job, marksMoved: Bool)
         -> (moved: Int, kept: [(path: String, why: String)], failed: [(path: String, destination: String, why: String)])
     {
-        var (moved, kept, failed, folders) = state.withLock { ($0.moved, $0.kept, $0.failed, $0.folders) }
+        var (moved, kept, failed, folders, removed) = state.withLock { ($0.moved, $0.kept, $0.failed, $0.folders, $0.removed) }
+        if marksMoved, let journal, !removed.isEmpty {
+            do { try journal.apply(try Self.movedRows(removed, in: journal)) } catch {
+                kept.append((job.file, "could not record the moved files in the journal: \(error)"))
+            }
+        }
         for (index, set) in sets.enumerated() where set.move && set.removeEmptyFolders {
             guard let journal else { break }
             do { folders[index, default: []].formUnion(try movedEarlier(below: job.root(of: set), journal: journal)) } catch {
@@ -147,10 +156,21 @@ final class Mover: Sendable {
         return (moved, kept, failed)
     }
 
+    /// The journal's rows of `removed`, marked `moved`.
+    private static func movedRows(_ removed: [(source: String, destination: String)], in journal: any JournalStore) throws -> [Journal.Write] {
+        let now = Date().timeIntervalSince1970
+        return try removed.compactMap { source, destination in
+            guard var row = try journal.record(source: source, destination: destination), row.state == .done else { return nil }
+            row.state = .moved
+            row.updated = now
+            return .file(row)
+        }
+    }
+
     /// The folders (relative to `root`) of files the journal holds done below `root` that are gone.
     private func movedEarlier(below root: String, journal: any JournalStore) throws -> Set<String> {
         var folders = Set<String>()
-        try journal.forEachDoneRow(below: root) { row in
+        try journal.forEachDoneRow(below: root, states: [.done, .moved]) { row in
             let relative = row.source.dropFirst(root.count + 1)
             guard let slash = relative.lastIndex(of: "/"), !folders.contains(String(relative[..<slash])), isNothingAt(row.source) else { return }
             folders.insert(String(relative[..<slash]))

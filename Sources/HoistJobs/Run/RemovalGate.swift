@@ -92,14 +92,17 @@ enum RemovalGate {
 
     /// Whether the object `item` goes to holds the file's bytes now, for a file `move` would
     /// remove without uploading it (skipped as unchanged): the object is read now (stat, HEAD,
-    /// GET metadata) and the file hashed now, and its size and CRC32C (else MD5) must agree. For
-    /// a compressed file the object must be the one the journal recorded (its checksum) and the
-    /// file hold the content the journal recorded it was compressed from: the journal says what
-    /// to check, never that the check is done. Nil when proven, else why not.
+    /// GET metadata) and the file hashed now, and its size and CRC32C (else MD5) must agree. A
+    /// bucket whose objects are local files (`file:`) has its object's bytes hashed, not the
+    /// checksums recorded beside them. A compressed file is never proven so (what its object
+    /// was made from is known only to the journal, which says what to check, never that the
+    /// check is done): it is uploaded again. Nil when proven, else why not.
     static func unprovenStored(_ item: PlanItem, runner: JobRunner) async -> String? {
+        if item.compression != nil { return "a compressed object cannot be compared with the file without its journal's word" }
+        let reference = runner.storage.reference(withPath: item.destination)
         let stored: StorageMetadata
         do {
-            stored = try await runner.storage.reference(withPath: item.destination).getMetadata()
+            stored = try await reference.getMetadata()
         } catch StorageError.objectNotFound {
             return "its object '\(printable(item.destination))' is no longer in the bucket"
         } catch {
@@ -112,24 +115,16 @@ enum RemovalGate {
             return "it could not be read to prove its object holds it (\(describe(error)))"
         }
         guard file.size == item.file.size else { return "it changed since the walk found it" }
-        if item.compression == nil {
-            guard stored.size == file.size else { return "its object holds \(stored.size) bytes, the file \(file.size)" }
-            if let crc = stored.resource.crc32c { return crc == file.crc32c ? nil : "its object holds other bytes (CRC32C)" }
-            if let md5 = stored.md5Hash { return md5 == file.md5 ? nil : "its object holds other bytes (MD5)" }
-            return "its object's description has no checksum to compare with the file's"
+        guard stored.size == file.size else { return "its object holds \(stored.size) bytes, the file \(file.size)" }
+        if let url = try? await reference.downloadURL(), url.isFileURL {
+            // A local bucket: its sidecar says what was stored, the object's file what is there.
+            guard let object = try? ByteSource.contentDigests(ofFileAt: url.path, followingLinks: false) else {
+                return "its object could not be read to prove it holds the file"
+            }
+            return object.crc32c == file.crc32c && object.size == file.size ? nil : "its object holds other bytes"
         }
-        guard let record = (try? runner.journal?.record(source: item.file.path, destination: item.destination)) ?? nil,
-              let content = record.content.flatMap(Journal.ContentHash.init(text:)) else {
-            return "the journal does not say which content its compressed object was made from"
-        }
-        guard content.crc32c == file.crc32c else { return "it holds other bytes than its compressed object was made from" }
-        guard stored.size == record.confirmedOffset else { return "its compressed object is not the one stored" }
-        if let crc = stored.resource.crc32c, let recorded = record.crc32c {
-            return crc == recorded ? nil : "its compressed object was replaced since it was stored"
-        }
-        if let md5 = stored.md5Hash, let recorded = record.md5Hash {
-            return md5 == recorded ? nil : "its compressed object was replaced since it was stored"
-        }
-        return "its compressed object's description has no checksum to compare with the one recorded"
+        if let crc = stored.resource.crc32c { return crc == file.crc32c ? nil : "its object holds other bytes (CRC32C)" }
+        if let md5 = stored.md5Hash { return md5 == file.md5 ? nil : "its object holds other bytes (MD5)" }
+        return "its object's description has no checksum to compare with the file's"
     }
 }

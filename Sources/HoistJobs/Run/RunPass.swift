@@ -297,7 +297,7 @@ final class RunPass {
     /// `mirror`'s deletions, only when every upload of the run succeeded. The summary.
     func afterUploads() async -> JobSummary {
         runner.recorder?.commitNow()
-        let (moved, kept, unremoved) = mover.finish(journal: runner.journal, job: runner.job)
+        let (moved, kept, unremoved) = mover.finish(journal: runner.journal, job: runner.job, marksMoved: runner.shared == nil)
         tally.moved(moved)
         for (path, why) in kept { for observer in observers { observer.walkWarning(path: path, message: why) } }
         // A file a move cannot remove is a failure (exit 1, said even with -q): a disk fills.
