@@ -166,6 +166,23 @@ import Testing
         #expect(try await server.pendingUploads(bucket: bucket).count == 1)   // the other prefix's is left
     }
 
+    /// A key with dot segments, as a listing may hand one to a mirror (`site/../victim.txt`),
+    /// reaches the server byte for byte: curl would fold it into `victim.txt`, and the
+    /// `DELETE` would land there (`CURLOPT_PATH_AS_IS`; issue #42). On moto's server, which
+    /// takes paths as they come.
+    @Test func aKeyWithDotSegmentsIsNotFoldedIntoAnother() async throws {
+        let server = S3TestServer.moto
+        let bucket = try await server.makeBucket()
+        let storage = try s3Storage(server, bucket: bucket)
+        let victim = try await storage.reference(withPath: "victim.txt").putDataAsync(Data("victim".utf8))
+        _ = try await storage.reference(withPath: "site/a").putDataAsync(Data("a".utf8))
+        let backend = storage.backend
+        #expect(try await backend.deleteObject("site/../victim.txt", generation: victim.generation) == .absent)
+        try await backend.delete("site/../victim.txt", generation: nil)
+        #expect(try await server.storedBytes(bucket: bucket, key: "victim.txt") == Data("victim".utf8))
+        #expect(try await server.storedBytes(bucket: bucket, key: "site/a") == Data("a".utf8))
+    }
+
     /// The presigned URL downloads the object with no other credentials (rclone checks its
     /// signature; moto does not check signatures, so it proves the URL's form there).
     @Test(arguments: S3TestServer.plain)
