@@ -186,32 +186,55 @@ import Testing
         #expect(asked.count <= 2, "\(asked)")
     }
 
-    /// A multipart upload a killed run began under the job's prefix and no run continued is
-    /// ended by the next run (moto dates every upload in 2010, so it is over a day old); one
-    /// under another prefix is left alone, as is every upload while a run is interrupted.
-    @Test func aLaterRunEndsTheUploadsKilledRunsLeft() async throws {
+    /// Only the uploads the job's journal records are the job's to end (issue #42). A run killed
+    /// while sending two large files leaves both multipart uploads, each recorded in its
+    /// journal; then one file is removed and the other changed. The next run ends the changed
+    /// file's old upload as it starts the new one (the file's row is about to forget it), and the
+    /// removed file's at its end (moto dates every upload in 2010: over a day old), each said in
+    /// a warning; another application's upload under the job's own prefix (a
+    /// CreateMultipartUpload of its own) and one under another prefix are left alone.
+    @Test func aLaterRunEndsOnlyTheUploadsItsJournalRecords() async throws {
         let server = S3TestServer.moto
         let bucket = try await server.makeBucket()
-        let mine = try s3Storage(server, bucket: bucket) { $0.prefix = "jobs/x/" }.backend
-        let theirs = try s3Storage(server, bucket: bucket) { $0.prefix = "jobs/y/" }.backend
-        _ = try await mine.startUpload(to: "left.bin", attributes: ObjectResource(), size: 40 << 20)
-        _ = try await theirs.startUpload(to: "theirs.bin", attributes: ObjectResource(), size: 40 << 20)
-        #expect(try await server.pendingUploads(bucket: bucket).count == 2)
+        let proxy = try FaultProxy(upstreamPort: try server.port(), [])
+        let others = try await server.pendingUploads(bucket: bucket)
+        for key in ["jobs/x/theirs.bin", "jobs/y/other.bin"] {
+            #expect(try await server.request("POST", "/\(bucket)/\(key)", query: [("uploads", "")]).status == 200)
+        }
+        let theirs = Set(try await server.pendingUploads(bucket: bucket)).subtracting(others)
+        #expect(theirs.count == 2)
         let fixture = try JobFixture()
-        try fixture.file("a.txt", 100)
+        try fixture.file("gone.bin", 20 << 20)
+        try fixture.file("changed.bin", 20 << 20)
         let home = try awsHome()
         _ = try fixture.job("""
-            storage: { url: 's3://\(bucket)/jobs/x', endpoint: '\(try server.endpoint())', region: us-east-1, pathStyle: true, credentials: uploader }
+            storage: { url: 's3://\(bucket)/jobs/x', endpoint: 'http://127.0.0.1:\(proxy.port)', region: us-east-1, pathStyle: true, credentials: uploader }
             files: [{ root: src }]
+            upload: { concurrency: 3, bandwidth: 4MB/s }
 
             """)
         let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
-        let run = try runProcess(hoist, ["run", manifest], environment: ["HOME": home.path, "PATH": "/usr/bin:/bin"])
+        let environment = ["HOME": home.path, "PATH": "/usr/bin:/bin"]
+        let killed = try StartedProcess(hoist, ["run", "--quiet", manifest], environment: environment)
+        let partsStored = { (name: String) in proxy.log.filter { $0["event"] as? String == "answer" && $0["status"] as? Int == 200
+            && ($0["target"] as? String ?? "").contains("/jobs/x/\(name)?") && ($0["target"] as? String ?? "").contains("partNumber=") }.count }
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline, killed.process.isRunning, partsStored("gone.bin") < 1 || partsStored("changed.bin") < 1 { usleep(20_000) }
+        kill(killed.pid, SIGKILL)
+        _ = killed.finish()
+        #expect(partsStored("gone.bin") >= 1 && partsStored("changed.bin") >= 1, "the kill came too early")
+        #expect(try await server.pendingUploads(bucket: bucket).count == 4)
+        try FileManager.default.removeItem(at: fixture.directory.url.appendingPathComponent("src/gone.bin"))
+        try fixture.file("changed.bin", 20 << 20 + 1)
+
+        let run = try runProcess(hoist, ["run", manifest], environment: environment)
         #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
-        #expect(run.stderr.contains("ended 1 unfinished upload that earlier runs left over a day ago ('jobs/x/left.bin')"),
+        #expect(run.stderr.contains("ended the unfinished upload of 'changed.bin' an earlier run began (the file changed since)"),
                 "\(run.stdout)\(run.stderr)")
-        #expect(try await server.storedBytes(bucket: bucket, key: "jobs/x/a.txt") == patternData(100))
-        #expect(try await server.pendingUploads(bucket: bucket).count == 1)   // the other prefix's
+        #expect(run.stderr.contains("ended 1 unfinished upload that earlier runs left over a day ago ('jobs/x/gone.bin')"),
+                "\(run.stdout)\(run.stderr)")
+        #expect(try await server.storedBytes(bucket: bucket, key: "jobs/x/changed.bin") == patternData(20 << 20 + 1))
+        #expect(Set(try await server.pendingUploads(bucket: bucket)) == theirs)
     }
 
     @Test func cpToAnS3URLAndAMistypedKey() async throws {

@@ -60,6 +60,13 @@ import Testing
         }
     }
 
+    /// An object name with dot segments goes in the path as one segment (`/` is escaped), so no
+    /// client or server folds `site/../victim.txt` into `victim.txt` (issue #42).
+    @Test func aNameWithDotSegmentsIsOnePathSegment() {
+        #expect(GCSBackend.encode("site/../victim.txt") == "site%2F..%2Fvictim.txt")
+        #expect(GCSBackend.encode("./a/./b") == ".%2Fa%2F.%2Fb")
+    }
+
     /// A body of at most 64 KiB is read before its request and sent with the head; one byte
     /// more goes through the read callback. Either way the object is the file, byte for byte,
     /// its checksums verified, in one multipart request.

@@ -22,6 +22,10 @@ public struct PlanItem: Sendable {
     public let fileSetIndex: Int
     /// An upload session an earlier run left unfinished for this very file, to continue.
     public var resumeSession: String?
+    /// A session the journal records for this file that this upload does not continue (the
+    /// file changed since a killed run began it): the job's, ended when the file's upload
+    /// starts, before its row forgets it (`JobRunner.endReplacedSession`).
+    public var replacedSession: String?
     /// Another process may have stored it without recording it (a shared run's worker that
     /// died, a run killed between storing a file and recording it): an object already stored
     /// with the file's bytes and metadata is taken as its upload.
@@ -109,7 +113,13 @@ public struct Planner: Sequence, Sendable {
     func decide(_ item: inout PlanItem, _ known: Journal.Known?, attributesText: String?) {
         item.decision = .upload
         item.resumeSession = nil
+        item.replacedSession = nil
         item.rehashed = nil
+        defer {
+            if item.decision == .upload, item.resumeSession == nil, let known, known.state == .uploading || known.state == .pending {
+                item.replacedSession = known.session
+            }
+        }
         guard !force, let record = known, record.size == item.file.size,
               record.attributes == attributesText ?? item.attributesText else { return }
         let sameTime = abs(record.mtime - item.file.modified.timeIntervalSince1970) < 0.001

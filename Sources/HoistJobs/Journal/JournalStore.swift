@@ -77,6 +77,17 @@ public protocol JobRunLock: Sendable {
 }
 
 extension JournalStore {
+    /// The upload sessions the journal records for files not done (uploading, pending or
+    /// failed): the unfinished uploads that are provably this job's, the only ones a run may end
+    /// (`StorageBackend.endStaleUploads`; issue #42).
+    public func unfinishedSessions() throws -> Set<String> {
+        var sessions = Set<String>()
+        for state in [Journal.FileState.uploading, .pending, .failed] {
+            for row in try files(state: state, limit: Int(Int32.max)) { if let session = row.session { sessions.insert(session) } }
+        }
+        return sessions
+    }
+
     /// Records a run that could not start (a missing root, no credentials, a missing bucket...).
     public func recordFailedStart(job: String, reason: String) throws {
         let now = Date().timeIntervalSince1970

@@ -134,6 +134,21 @@ public final class JobRunner: Sendable {
         return summary
     }
 
+    /// A session the journal recorded for `item`'s file that its upload does not continue (the
+    /// file changed since a killed run began it) is the job's, provably: it is ended now, before
+    /// the file's new row forgets it, and said so (issue #42). One already gone (finished,
+    /// aborted, expired) is left unsaid.
+    func endReplacedSession(_ id: String, of item: PlanItem) async {
+        let path = storage.reference(withPath: item.destination).fullPath
+        guard let session = try? await storage.backend.resumeUpload(id: id, for: path),
+              (try? await session.confirmedOffset()) != nil else { return }
+        await session.abandon()
+        for observer in observers {
+            observer.walkWarning(path: item.file.path, message: "ended the unfinished upload of '\(printable(path))' an earlier run "
+                + "began (the file changed since)")
+        }
+    }
+
     /// Uploads `planned`'s file: how it ended, and the item as the file was when opened.
     func upload(_ planned: PlanItem) async -> (UploadOutcome, PlanItem) {
         var item = planned
@@ -141,6 +156,7 @@ public final class JobRunner: Sendable {
     }
 
     private func upload(_ item: inout PlanItem) async -> UploadOutcome {
+        if let replaced = item.replacedSession { await endReplacedSession(replaced, of: item) }
         let source: Result<ByteSource, StorageFailure>
         switch openWalked(&item) {
         case .success(let opened) where item.compression != nil: source = await compressed(opened, &item)

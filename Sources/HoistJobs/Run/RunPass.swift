@@ -145,6 +145,7 @@ final class RunPass {
         if case .skip(let reason) = item.decision {
             skipped(item, reason)
         } else {
+            if let replaced = item.replacedSession { await runner.endReplacedSession(replaced, of: item) }
             let record = Journal.FileRecord(source: item.file.path, destination: item.destination, size: item.file.size,
                                             mtime: item.file.modified.timeIntervalSince1970, attributes: item.attributesText,
                                             state: item.mayBeStored ? .uploading : .pending, session: item.resumeSession,
@@ -314,10 +315,14 @@ final class RunPass {
 
     /// Uploads killed runs began and no run continued (S3: multipart uploads whose parts are
     /// billed until ended) are ended by a later run that was not interrupted, and said so; not
-    /// by a shard or a shared run's worker, beside which others may still be sending.
+    /// by a shard or a shared run's worker, beside which others may still be sending. Only
+    /// those the journal records (`unfinishedSessions`): another application's upload in the
+    /// same bucket is not the job's to end (issue #42).
     private func endStaleUploads() async {
         guard !runner.isInterrupted, !runner.isStopping, runner.shared == nil, runner.job.shard == nil,
-              let ended = try? await runner.storage.backend.endStaleUploads(olderThan: Self.staleUploadAge), !ended.isEmpty
+              let ours = try? runner.journal?.unfinishedSessions(), !ours.isEmpty,
+              let ended = try? await runner.storage.backend.endStaleUploads(olderThan: Self.staleUploadAge, startedBy: ours),
+              !ended.isEmpty
         else { return }
         let names = ended.prefix(3).map { "'\(printable($0))'" }.joined(separator: ", ") + (ended.count > 3 ? ", ..." : "")
         for observer in observers {

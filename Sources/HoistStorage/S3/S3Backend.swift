@@ -94,9 +94,15 @@ public final class S3Backend: StorageBackend {
     // MARK: - Objects
 
     public func metadata(of path: String) async throws -> ObjectResource {
+        try await head(path).resource
+    }
+
+    /// `HEAD`: the object's description and its ETag as the server gives it.
+    func head(_ path: String) async throws -> (resource: ObjectResource, etag: S3ETag?) {
         let response = try await send("HEAD", key: key(path), headers: [("x-amz-checksum-mode", "ENABLED")])
         guard response.status == 200 else { throw failure(response, object: path, bucketLevel: false) }
-        return try S3Headers.resource(response, bucket: bucket, name: path)
+        let etag = response.header("etag").flatMap(S3ETag.init)
+        return (try S3Headers.resource(response, bucket: bucket, name: path, given: nil, etag: etag), etag)
     }
 
     /// S3 has no generations: a `generation` is the hash of the object's ETag (`S3Headers`), so

@@ -5,8 +5,8 @@ import HoistHTTP
 extension S3MultipartSession {
     /// `CompleteMultipartUpload` with every part's ETag, then the checks that make it `.finished`:
     /// the object's ETag must be the MD5 of the parts' MD5s with their count, and, where the
-    /// object is read back (`readsBackMultipartObjects`), its size the source's. On a mismatch
-    /// the object is deleted and `nonMatchingChecksum` thrown.
+    /// object is read back (`readsBackMultipartObjects`, or an answer without an ETag), its size
+    /// the source's. On a mismatch `nonMatchingChecksum` is thrown and nothing is deleted.
     func complete(_ source: ByteSource, digests: [Int: [UInt8]], path: String, frontier: ChecksumFrontier) async throws
         -> ObjectResource
     {
@@ -32,18 +32,21 @@ extension S3MultipartSession {
         for number in 1...plan.partCount { expected.update(data: digests[number]!) }
         let wanted = "\(SigV4.hex(expected.finalize()))-\(plan.partCount)"
         let answered = xml?.first("*/ETag").flatMap(S3ETag.init)
-        let storedETag = answered?.value ?? ""
-        let readBack = backend.configuration.readsBackMultipartObjects
-        var stored = readBack ? try await backend.metadata(of: path) : described(answered, size: source.size)
+        // An answer without an ETag (Ceph's radosgw answers every Complete with `<ETag></ETag>`)
+        // decides nothing: the object is read (`HEAD`) and its ETag and size are the check.
+        let readBack = backend.configuration.readsBackMultipartObjects || answered == nil
+        let read = readBack ? try await backend.head(path) : nil
+        var stored = read?.resource ?? described(answered, size: source.size)
+        let storedETag = (answered ?? read?.etag)?.value ?? ""
         if storedETag != wanted || stored.size != source.size {
-            // What is there now, to delete only that (read here if it was not read back).
-            let found = readBack ? stored : try? await backend.metadata(of: path)
-            if let found { try? await backend.delete(path, generation: found.generation) }
+            // Left in place: an S3 key has no generation, so the object there may be an
+            // earlier good version (issue #42); the file fails, and is sent again.
+            let size = read.map { "\($0.resource.size.map(String.init) ?? "no") bytes, " } ?? ""
             throw StorageFailure(
                 .nonMatchingChecksum,
-                "Uploaded object \(path) has \(found?.size.map(String.init) ?? "no") bytes, ETag \(storedETag.isEmpty ? "-" : storedETag) "
+                "Uploaded object \(path) has \(size)ETag \(storedETag.isEmpty ? "-" : storedETag) "
                     + "on the server, but the local file has \(source.size) bytes, parts making ETag \(wanted). "
-                    + (found == nil ? "The object could not be read to be deleted" : "The object was deleted") + "; retry the upload.",
+                    + "The object was left as it is (it may be an earlier version); the upload is to be retried.",
                 details: ["bucket": backend.bucket, "object": path, "serverETag": storedETag, "localETag": wanted])
         }
         // The parts' MD5s, each checked by the server, make the object's ETag: its bytes are the

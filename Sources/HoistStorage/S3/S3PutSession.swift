@@ -42,12 +42,13 @@ struct S3PutSession: UploadSession {
         let stored = try S3Headers.resource(response, bucket: backend.bucket, name: path, given: expected, etag: etag)
         // The server hashed what arrived: an ETag that is an MD5 must be the source's, and a
         // CRC32C it returns must be ours (it would have refused a mismatch; this checks it did).
+        // A mismatch leaves the object in place: an S3 key has no generation, so what is there
+        // may be an earlier good version (issue #42); the file fails, to be sent again.
         if let digest = etag?.digest, etag?.parts == nil, digest != sums.md5 || stored.crc32c != sums.crc32c {
-            try? await backend.delete(path, generation: stored.generation)
             throw StorageFailure(
                 .nonMatchingChecksum,
                 "Uploaded object \(path) has MD5 \(etag!.value) on the server, but the local file's is "
-                    + "\(SigV4.hex(sums.md5)). The object was deleted; retry the upload.",
+                    + "\(SigV4.hex(sums.md5)). The object was left as it is (it may be an earlier version); the upload is to be retried.",
                 details: ["bucket": backend.bucket, "object": path])
         }
         return .finished(stored)

@@ -57,7 +57,8 @@ struct UploadDriver {
                 } catch {
                     let failure = Self.failure(error)
                     if failure.code == .nonMatchingChecksum, attempt.restarts < Self.checksumRestarts, !control.isCancelled {
-                        // The backend removed what did not match; send the whole file again.
+                        // What was stored did not match (GCS deleted that generation; S3 left it,
+                        // as its keys have none: issue #42); send the whole file again.
                         attempt = Attempt(session: nil, restarts: attempt.restarts + 1, mayBeStored: false)
                         continue
                     }

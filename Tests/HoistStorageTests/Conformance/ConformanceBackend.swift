@@ -25,8 +25,13 @@ struct ConformanceBackend: Sendable, CustomStringConvertible {
     var oneRequestMethod = "POST"
     /// The server checks a one-request upload's bytes against the checksum sent with them and
     /// refuses them (rclone's S3 server, Cloud Storage with an MD5 sent): nothing was stored to
-    /// delete. Otherwise the backend finds the mismatch in the answer and deletes the object.
+    /// delete. Otherwise the backend finds the mismatch in the answer and deletes the object,
+    /// where it can name the generation it made (`deletesWhatFailsItsCheck`).
     var refusesDamagedBodies = false
+    /// An object that fails its check is deleted: that generation only (GCS, a local bucket). An
+    /// S3 key has no generation, so the object there may be an earlier good version: S3 leaves
+    /// it in place and fails the file, which the next run sends again (issue #42).
+    var deletesWhatFailsItsCheck = true
     /// A fresh target: an empty bucket, or a unique folder of a shared one. `faults` are fault
     /// proxy rules (only for a backend that `speaksHTTP`).
     let makeTarget: @Sendable (_ faults: [String]) async throws -> ConformanceTarget
@@ -97,6 +102,7 @@ struct ConformanceBackend: Sendable, CustomStringConvertible {
             missingBucket: { try s3Storage(server, bucket: "no-such-bucket-\(UUID().uuidString.prefix(8).lowercased())") })
         backend.oneRequestMethod = "PUT"
         backend.refusesDamagedBodies = server != .moto   // moto does not check Content-MD5
+        backend.deletesWhatFailsItsCheck = false
         return backend
     }
 

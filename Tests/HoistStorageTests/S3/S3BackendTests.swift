@@ -152,18 +152,42 @@ import Testing
         #expect(try await server.pendingUploads(bucket: bucket) == [])
     }
 
-    /// Uploads a killed run left are aborted by a later one: those older than the age asked, under
-    /// the URL's prefix only. (On rclone: moto says every upload began in 2010.)
+    /// Uploads a killed run left are aborted by a later one: those older than the age asked,
+    /// under the URL's prefix, that the journal's sessions name (issue #42): another upload
+    /// under the same prefix (another application's) and one under another prefix are left.
+    /// (On rclone: moto says every upload began in 2010.)
     @Test func leftUploadsAreAbortedByALaterRun() async throws {
         let server = S3TestServer.rclone
         let bucket = try await server.makeBucket()
         let mine = try s3Storage(server, bucket: bucket) { $0.prefix = "jobs/a/" }.backend as! S3Backend
         let other = try s3Storage(server, bucket: bucket) { $0.prefix = "jobs/b/" }.backend as! S3Backend
-        _ = try await mine.startUpload(to: "left.bin", attributes: ObjectResource(), size: 40 << 20)
-        _ = try await other.startUpload(to: "theirs.bin", attributes: ObjectResource(), size: 40 << 20)
-        #expect(try await mine.abortUploads(olderThan: 3600) == [])   // too young
-        #expect(try await mine.abortUploads(olderThan: 0, now: Date().addingTimeInterval(5)) == ["jobs/a/left.bin"])
-        #expect(try await server.pendingUploads(bucket: bucket).count == 1)   // the other prefix's is left
+        let left = try await mine.startUpload(to: "left.bin", attributes: ObjectResource(), size: 40 << 20)
+        let stranger = try await mine.startUpload(to: "stranger.bin", attributes: ObjectResource(), size: 40 << 20)
+        let theirs = try await other.startUpload(to: "theirs.bin", attributes: ObjectResource(), size: 40 << 20)
+        let journal: Set = [left.id, theirs.id, "put:x", "s3mpu1:garbage"]
+        #expect(try await mine.abortUploads(olderThan: 3600, startedBy: journal) == [])   // too young
+        #expect(try await mine.abortUploads(olderThan: 0, startedBy: journal, now: Date().addingTimeInterval(5)) == ["jobs/a/left.bin"])
+        let pending = try await server.pendingUploads(bucket: bucket)
+        // The stranger under the same prefix, and the other prefix's (named, but not under this URL).
+        #expect(Set(pending) == Set([stranger.id, theirs.id].map { S3MultipartSession.Plan(id: $0)!.uploadID }), "\(pending)")
+        #expect(try await mine.abortUploads(olderThan: 0, startedBy: [], now: Date().addingTimeInterval(5)) == [])
+    }
+
+    /// A key with dot segments, as a listing may hand one to a mirror (`site/../victim.txt`),
+    /// reaches the server byte for byte: curl would fold it into `victim.txt`, and the
+    /// `DELETE` would land there (`CURLOPT_PATH_AS_IS`; issue #42). On moto's server, which
+    /// takes paths as they come.
+    @Test func aKeyWithDotSegmentsIsNotFoldedIntoAnother() async throws {
+        let server = S3TestServer.moto
+        let bucket = try await server.makeBucket()
+        let storage = try s3Storage(server, bucket: bucket)
+        let victim = try await storage.reference(withPath: "victim.txt").putDataAsync(Data("victim".utf8))
+        _ = try await storage.reference(withPath: "site/a").putDataAsync(Data("a".utf8))
+        let backend = storage.backend
+        #expect(try await backend.deleteObject("site/../victim.txt", generation: victim.generation) == .absent)
+        try await backend.delete("site/../victim.txt", generation: nil)
+        #expect(try await server.storedBytes(bucket: bucket, key: "victim.txt") == Data("victim".utf8))
+        #expect(try await server.storedBytes(bucket: bucket, key: "site/a") == Data("a".utf8))
     }
 
     /// The presigned URL downloads the object with no other credentials (rclone checks its
