@@ -111,6 +111,11 @@ final class JSONEventLog: JobRetryObserver {
         emit(["event": "remove", "kind": "folder", "file": path, "evidence": "empty"])
     }
 
+    /// `{"event":"abort","object":...,"evidence":"stale"}`: an unfinished upload of the job's ended.
+    func uploadAborted(object: String, evidence: String) {
+        emit(["event": "abort", "object": object, "evidence": evidence])
+    }
+
     /// What a run that could not start prints with `--json`: a `job_end` saying why.
     func startFailed(job: String, reason: String) {
         var summary = JobSummary(job: job)

@@ -38,7 +38,8 @@ import Testing
     /// deletes an object around it.
     @Test func everyRemovalOfARunGoesThroughTheGate() throws {
         // The primitives: RootFolder's conditional unlink and rmdir, the object deletes.
-        let removals = ["ifStill:", "unlinkat(", "rmdir(", ".removeEmptyFolder(", "delete(ifGeneration:", ".deleteObject("]
+        let removals = ["ifStill:", "unlinkat(", "rmdir(", ".removeEmptyFolder(", "delete(ifGeneration:", ".deleteObject(",
+                        ".endStaleUploads(", ".abandon()"]
         let root = packageRoot.appendingPathComponent("Sources")
         var found: [String] = []
         for folder in ["HoistJobs", "hoist"] {

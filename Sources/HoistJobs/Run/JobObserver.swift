@@ -36,6 +36,9 @@ public protocol JobObserver: Sendable {
     func fileRemoved(_ item: PlanItem, evidence: String)
     /// `removeEmptyFolders` removed a folder a move emptied (its path).
     func folderRemoved(_ path: String)
+    /// An unfinished upload of the job's was ended (`evidence`: `replaced`, its file changed
+    /// since an earlier run began it; `stale`, over a day old, recorded in the journal).
+    func uploadAborted(object: String, evidence: String)
     func jobFinished(_ summary: JobSummary)
 }
 
@@ -49,6 +52,7 @@ extension JobObserver {
     public func objectDeleted(_ deletion: Deletion, _ outcome: DeletionOutcome) {}
     public func fileRemoved(_ item: PlanItem, evidence: String) {}
     public func folderRemoved(_ path: String) {}
+    public func uploadAborted(object: String, evidence: String) {}
 }
 
 /// How a run ended.

@@ -139,11 +139,9 @@ public final class JobRunner: Sendable {
     /// the file's new row forgets it, and said so (issue #42). One already gone (finished,
     /// aborted, expired) is left unsaid.
     func endReplacedSession(_ id: String, of item: PlanItem) async {
-        let path = storage.reference(withPath: item.destination).fullPath
-        guard let session = try? await storage.backend.resumeUpload(id: id, for: path),
-              (try? await session.confirmedOffset()) != nil else { return }
-        await session.abandon()
+        guard let path = await RemovalGate.abortReplacedSession(id, of: item, runner: self) else { return }
         for observer in observers {
+            observer.uploadAborted(object: path, evidence: "replaced")
             observer.walkWarning(path: item.file.path, message: "ended the unfinished upload of '\(printable(path))' an earlier run "
                 + "began (the file changed since)")
         }

@@ -90,6 +90,24 @@ enum RemovalGate {
         return try await runner.storage.reference(withPath: deletion.object).delete(ifGeneration: deletion.generation)
     }
 
+    /// Ends the unfinished upload session `id` an earlier run began for `item`'s object, whose
+    /// file changed since (its journal row named it: the job's own), only while the server still
+    /// has it (a status query first). The object's path when it was ended, else nil.
+    static func abortReplacedSession(_ id: String, of item: PlanItem, runner: JobRunner) async -> String? {
+        let path = runner.storage.reference(withPath: item.destination).fullPath
+        guard let session = try? await runner.storage.backend.resumeUpload(id: id, for: path),
+              (try? await session.confirmedOffset()) != nil else { return nil }
+        await session.abandon()
+        return path
+    }
+
+    /// Ends the unfinished uploads over `age` old that the job's journal records as its own
+    /// (never another application's upload under the same prefix): the keys ended, or nil.
+    static func abortStaleUploads(olderThan age: TimeInterval, runner: JobRunner) async -> [String]? {
+        guard let ours = try? runner.journal?.unfinishedSessions(), !ours.isEmpty else { return nil }
+        return try? await runner.storage.backend.endStaleUploads(olderThan: age, startedBy: ours)
+    }
+
     /// Whether the object `item` goes to holds the file's bytes now, for a file `move` would
     /// remove without uploading it (skipped as unchanged): the object is read now (stat, HEAD,
     /// GET metadata) and the file hashed now, and its size and CRC32C (else MD5) must agree. A

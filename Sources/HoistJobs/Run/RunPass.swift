@@ -320,12 +320,11 @@ final class RunPass {
     /// same bucket is not the job's to end (issue #42).
     private func endStaleUploads() async {
         guard !runner.isInterrupted, !runner.isStopping, runner.shared == nil, runner.job.shard == nil,
-              let ours = try? runner.journal?.unfinishedSessions(), !ours.isEmpty,
-              let ended = try? await runner.storage.backend.endStaleUploads(olderThan: Self.staleUploadAge, startedBy: ours),
-              !ended.isEmpty
+              let ended = await RemovalGate.abortStaleUploads(olderThan: Self.staleUploadAge, runner: runner), !ended.isEmpty
         else { return }
         let names = ended.prefix(3).map { "'\(printable($0))'" }.joined(separator: ", ") + (ended.count > 3 ? ", ..." : "")
         for observer in observers {
+            for key in ended { observer.uploadAborted(object: key, evidence: "stale") }
             observer.walkWarning(path: runner.job.file, message: "ended \(ended.count) unfinished upload\(ended.count == 1 ? "" : "s") "
                 + "that earlier runs left over a day ago (\(names))")
         }
