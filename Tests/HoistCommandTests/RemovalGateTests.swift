@@ -219,6 +219,17 @@ import Testing
         #expect(run.status == 1, "\(run.stdout)\(run.stderr)")
         #expect(run.stderr.contains("is empty, but the journal records 10 objects stored from it"), "\(run.stderr)")
         for name in files.keys { #expect(try await job.bytes("site/" + name) != nil, "\(name)") }
+        // A mount point holding what the set leaves out (a hidden `.keep`, `lost+found`) is as empty.
+        let root = job.fixture.directory.url.appendingPathComponent("src")
+        try Data().write(to: root.appendingPathComponent(".keep"))
+        try FileManager.default.createDirectory(at: root.appendingPathComponent("lost+found"), withIntermediateDirectories: true)
+        let text = try String(contentsOfFile: job.manifest, encoding: .utf8)
+        try text.replacingOccurrences(of: "concurrency: 8", with: "concurrency: 8, maxDelete: 100%")
+            .write(toFile: job.manifest, atomically: true, encoding: .utf8)
+        let kept = try job.run()
+        #expect(kept.status == 1, "\(kept.stdout)\(kept.stderr)")
+        #expect(kept.stderr.contains("is empty, but the journal records 10 objects stored from it"), "\(kept.stderr)")
+        for name in files.keys { #expect(try await job.bytes("site/" + name) != nil, "\(name)") }
     }
 
     /// A root on another file system than when the job last mirrored it (`st_dev`: a volume

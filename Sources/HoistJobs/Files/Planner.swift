@@ -166,6 +166,10 @@ public struct Planner: Sequence, Sendable {
         private var merge = JournalMerge()
         /// The metadata last compared with the journal, as its text: files of one set share it.
         private var lastAttributes: (compressed: Bool, text: String, problem: String?, shared: SharedMetadata)?
+        /// The files of each file set planned so far (uploaded or skipped as unchanged, not
+        /// those its filters left out): a mirror's root that held files and now yields none
+        /// deletes nothing.
+        public private(set) var filesPerSet: [Int] = []
         /// Files and bytes to upload so far.
         public private(set) var uploadCount = 0
         public private(set) var uploadBytes: Int64 = 0
@@ -188,6 +192,10 @@ public struct Planner: Sequence, Sendable {
                 next = nextPlanned()
             }
             guard let item = next else { return nil }
+            if case .skip(let reason) = item.decision, reason.isFilter {} else {
+                if filesPerSet.count <= item.fileSetIndex { filesPerSet += Array(repeating: 0, count: item.fileSetIndex + 1 - filesPerSet.count) }
+                filesPerSet[item.fileSetIndex] += 1
+            }
             if item.decision == .upload {
                 uploadCount += 1
                 uploadBytes += item.file.size

@@ -66,10 +66,15 @@ public struct MirrorPlan {
     /// `--force`: a root's file system may differ from the one recorded (a run that uploads
     /// everything again takes the new one for the root's).
     let force: Bool
+    /// How many files of a set the run's walk found (not those its filters left out); nil
+    /// where no walk ran (a plan): then a root must be an empty folder to count as empty.
+    let walked: ((Int) -> Int)?
 
     public init(job: Job, journal: (any JournalStore)?, backend: (any StorageBackend)?, planned: @escaping (String) -> Bool,
-                isStopping: @escaping () -> Bool = { false }, maxPages: Int = 100_000, force: Bool = false) {
+                isStopping: @escaping () -> Bool = { false }, maxPages: Int = 100_000, force: Bool = false,
+                walked: ((Int) -> Int)? = nil) {
         self.force = force
+        self.walked = walked
         self.job = job
         self.journal = journal
         self.backend = backend
@@ -129,9 +134,9 @@ public struct MirrorPlan {
             }
             if let journal {
                 let known = try gone(set: index, root: root, prefix: prefix, others: others, journal: journal)
-                if known.objects > 0, Self.isEmptyFolder(root) {
+                if known.objects > 0, walked.map({ $0(index) == 0 }) ?? Self.isEmptyFolder(root) {
                     throw Refusal(description: "\(root) is empty, but the journal records \(known.objects) objects stored from it "
-                        + "(a volume that is not mounted?): nothing deleted")
+                        + "(a volume that is not mounted? no file of the set is there, or only files it leaves out): nothing deleted")
                 }
                 found.journaled += known.objects
                 found.objects += known.objects

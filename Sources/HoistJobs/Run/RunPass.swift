@@ -353,7 +353,8 @@ final class RunPass {
         let runner = self.runner
         let mirror = MirrorPlan(job: job, journal: runner.journal, backend: runner.storage.backend,
                                 planned: { walk?.planned($0) == true || redirected.contains(Bytewise($0)) },
-                                isStopping: { runner.isStopping }, force: runner.force)
+                                isStopping: { runner.isStopping }, force: runner.force,
+                                walked: walk.map { walk in { walk.files(inSet: $0) } })
         let found: MirrorPlan.Found
         do { found = try await mirror.deletions() } catch {
             tally.afterUploadsFailed(manifest: job.file, message: "mirror: \(describe(error)): nothing deleted")

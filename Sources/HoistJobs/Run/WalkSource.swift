@@ -42,6 +42,8 @@ struct WalkSource {
     /// Files and bytes the walk found to upload.
     var uploadCount: Int { iterator.uploadCount }
     var uploadBytes: Int64 { iterator.uploadBytes }
+    /// The files of file set `index` the walk planned (not those its filters left out).
+    func files(inSet index: Int) -> Int { iterator.filesPerSet.indices.contains(index) ? iterator.filesPerSet[index] : 0 }
     /// Whether a file of the walk went to `destination`.
     func planned(_ destination: String) -> Bool { iterator.planned(destination) }
 }
