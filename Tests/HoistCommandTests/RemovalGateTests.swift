@@ -271,6 +271,9 @@ import Testing
         #expect(said.stdout.contains("5 deletions refused by maxDelete"), "\(said.stdout)")
         #expect(said.stderr.contains("more than half of the 8 the journal records"), "\(said.stderr)")
         #expect(!said.stderr.contains("invalidArgument"), "\(said.stderr)")
+        let status = try runProcess(hoist, ["status", job.manifest], environment: job.environment)
+        #expect(status.stdout.contains("failed") && status.stdout.contains("0 failed, 0 B") && status.stdout.contains(": 5 deletions refused by maxDelete"),
+                "\(status.stdout)")
         for index in 0..<8 { #expect(try await job.bytes("site/f\(index).txt") != nil) }
         let text = try String(contentsOfFile: job.manifest, encoding: .utf8)
         try text.replacingOccurrences(of: "concurrency: 8", with: "concurrency: 8, maxDelete: 100%")
