@@ -92,7 +92,8 @@ public struct MirrorPlan {
         public var objects = 0
         /// The objects the journal records as stored under the mirrored prefixes.
         public var journaled = 0
-        /// Each mirrored root and the file system it is on now: recorded once the mirror ran.
+        /// Each mirrored root whose file system the journal does not record as the one it is on
+        /// now, and that one: recorded once the mirror ran.
         public var roots: [(path: String, device: UInt64)] = []
 
         /// Why the deletions must not happen under `maxDelete` (nil: they may). Without an
@@ -127,8 +128,9 @@ public struct MirrorPlan {
             let others = otherPrefixes(than: index, below: prefix)
             var followed = stat()
             let device = stat(root, &followed) == 0 ? UInt64(followed.st_dev) : UInt64(info.st_dev)
-            found.roots.append((root, device))
-            if let journal, !force, let recorded = try journal.rootDevice(root), recorded != device {
+            let recorded = try journal?.rootDevice(root)
+            if recorded != device { found.roots.append((root, device)) }   // written only when it changes
+            if !force, let recorded, recorded != device {
                 throw Refusal(description: "\(root) is on another file system than when this job last mirrored it (device \(recorded), "
                     + "now \(device): a volume that is not mounted?): nothing deleted. If it is the right one, run once with --force")
             }
@@ -177,9 +179,9 @@ public struct MirrorPlan {
     {
         var deletions: [Deletion] = []
         var objects = 0
-        let template = job.manifest.files[index].destination
+        let candidates = RemovalGate.MirrorCandidates(prefix: prefix, template: job.manifest.files[index].destination, others: others)
         try journal.forEachDoneRow(below: root) { row in
-            guard RemovalGate.isMirrorCandidate(row.destination, prefix: prefix, template: template, others: others) else { return }
+            guard candidates.contains(row.destination) else { return }
             objects += 1
             let relative = String(row.source.dropFirst(root.count + 1))
             if let shard = job.shard, !shard.contains(relative) { return }
@@ -196,6 +198,7 @@ public struct MirrorPlan {
                         known: Set<Bytewise>) async throws -> [Deletion]
     {
         var deletions: [Deletion] = []
+        let candidates = RemovalGate.MirrorCandidates(prefix: prefix, template: set.destination, others: others)
         var listed = Set<Bytewise>()
         var tokens = Set<String>()
         var page: String?
@@ -205,7 +208,7 @@ public struct MirrorPlan {
             let listing = try await backend.list(prefix: prefix, page: page)
             pages += 1
             for object in listing.objects where listed.insert(Bytewise(object.path)).inserted {
-                guard RemovalGate.isMirrorCandidate(object.path, prefix: prefix, template: set.destination, others: others),
+                guard candidates.contains(object.path),
                       !planned(object.path), !known.contains(Bytewise(object.path)), let generation = object.generation else { continue }
                 // An object the journal records as some file's upload (another set's, a moved
                 // file's only copy, one a hook sent elsewhere) is no stray.
@@ -246,13 +249,13 @@ func isNothingAt(_ path: String) -> Bool {
 }
 
 extension JournalStore {
-    /// Each `done` row (or row in one of `states`) of a file below `root`, in walk order, a
+    /// Each `done` row (and `moved` one, `includingMoved`) of a file below `root`, in walk order, a
     /// thousand rows a query.
-    func forEachDoneRow(below root: String, states: Set<Journal.FileState> = [.done], _ body: (Journal.KnownRow) throws -> Void) throws {
+    func forEachDoneRow(below root: String, includingMoved: Bool = false, _ body: (Journal.KnownRow) throws -> Void) throws {
         var after: (source: String, destination: String)?
         while true {
             let rows = try self.rows(from: root + "/", below: root + "0", after: after, limit: 1000)
-            for row in rows where states.contains(row.known.state) { try body(row) }
+            for row in rows where row.known.state == .done || (includingMoved && row.known.state == .moved) { try body(row) }
             guard rows.count == 1000, let last = rows.last else { return }
             after = (last.source, last.destination)
         }

@@ -170,7 +170,7 @@ final class Mover: Sendable {
     /// The folders (relative to `root`) of files the journal holds done below `root` that are gone.
     private func movedEarlier(below root: String, journal: any JournalStore) throws -> Set<String> {
         var folders = Set<String>()
-        try journal.forEachDoneRow(below: root, states: [.done, .moved]) { row in
+        try journal.forEachDoneRow(below: root, includingMoved: true) { row in
             let relative = row.source.dropFirst(root.count + 1)
             guard let slash = relative.lastIndex(of: "/"), !folders.contains(String(relative[..<slash])), isNothingAt(row.source) else { return }
             folders.insert(String(relative[..<slash]))

@@ -47,11 +47,30 @@ enum RemovalGate {
     /// template could have made from a relative path, and under none of `others`, the prefixes
     /// of the job's other file sets that lie below this one.
     static func isMirrorCandidate(_ key: String, prefix: String, template: Template, others: [String]) -> Bool {
-        guard key.hasPrefixBytewise(prefix), hasOnlyNamedSegments(key) else { return false }
-        if !others.isEmpty, others.contains(where: { key.hasPrefixBytewise($0) }) { return false }
-        // `PREFIX{relpath}` makes any such key longer than its prefix (a mirror's common case,
-        // asked once per journal row: no matching needed).
-        return template.isPrefixThenRelativePath ? key.utf8.count > prefix.utf8.count : template.couldMake(key)
+        MirrorCandidates(prefix: prefix, template: template, others: others).contains(key)
+    }
+
+    /// `isMirrorCandidate` for one file set, its template's shape worked out once (a mirror asks
+    /// it once per journal row and listed key).
+    struct MirrorCandidates {
+        let prefix: String
+        let template: Template
+        let others: [String]
+        /// `PREFIX{relpath}`: any key longer than the prefix is one it makes (no matching needed).
+        let prefixThenRelativePath: Bool
+
+        init(prefix: String, template: Template, others: [String]) {
+            self.prefix = prefix
+            self.template = template
+            self.others = others
+            prefixThenRelativePath = template.isPrefixThenRelativePath
+        }
+
+        func contains(_ key: String) -> Bool {
+            guard key.hasPrefixBytewise(prefix), RemovalGate.hasOnlyNamedSegments(key) else { return false }
+            if !others.isEmpty, others.contains(where: { key.hasPrefixBytewise($0) }) { return false }
+            return prefixThenRelativePath ? key.utf8.count > prefix.utf8.count : template.couldMake(key)
+        }
     }
 
     /// Whether every `/`-separated segment of `key` is a name: not empty (no leading, trailing

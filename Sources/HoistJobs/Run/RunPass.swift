@@ -133,7 +133,8 @@ final class RunPass {
         if runner.remoteCheck, item.decision == .skip(.unchanged), await !runner.storedAsJournaled(item) {
             item.decision = .upload
         }
-        let proven = await proveBeforeMove(&item)
+        // (Asked only of a move set's skipped files: no async call per unchanged file.)
+        let proven = item.decision == .skip(.unchanged) && mover.moves(item) ? await proveBeforeMove(&item) : false
         // A skipped file no hook can rename needs no admission: no async hop per unchanged file.
         if case .skip(let reason) = item.decision, !admission.rewrites {
             skipped(item, reason, proven: proven)
