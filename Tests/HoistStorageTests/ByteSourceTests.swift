@@ -176,5 +176,15 @@ import Testing
         #expect(written.changeSinceOpened() == "\(inPlace) changed while it was uploaded: its size went from 10 to 14 bytes")
         // The reader stops at the size the file had when it was opened.
         #expect(try Self.bytes(written) == Data("0123456789".utf8))
+
+        // Written over in place with its size kept and its mtime put back (`touch -d`): the
+        // ctime moved on, which no one can put back (issue 42).
+        let same = try folder.write("same", Data("0123456789".utf8)).path
+        let mtime = try #require(try FileManager.default.attributesOfItem(atPath: same)[.modificationDate] as? Date)
+        let sameSource = try ByteSource(regularFileAt: same)
+        usleep(20_000)
+        try Data("ABCDEFGHIJ".utf8).write(to: URL(fileURLWithPath: same))
+        try FileManager.default.setAttributes([.modificationDate: mtime], ofItemAtPath: same)
+        #expect(sameSource.changeSinceOpened() == "\(same) changed while it was uploaded: it was modified")
     }
 }

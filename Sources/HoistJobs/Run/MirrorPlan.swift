@@ -132,7 +132,7 @@ public struct MirrorPlan {
             if recorded != device { found.roots.append((root, device)) }   // written only when it changes
             if !force, let recorded, recorded != device {
                 throw Refusal(description: "\(root) is on another file system than when this job last mirrored it (device \(recorded), "
-                    + "now \(device): a volume that is not mounted?): nothing deleted. If it is the right one, run once with --force")
+                    + "now \(device): a volume that is not mounted?): nothing deleted. If it is the right one, a forced run (every file uploaded again) records it")
             }
             if let journal {
                 let known = try gone(set: index, root: root, prefix: prefix, others: others, journal: journal)

@@ -233,7 +233,7 @@ final class RunPass {
         do {
             guard let other = try journal.otherSource(storedAt: item.destination, besides: item.file.path) else { return nil }
             return "'\(printable(item.destination))' holds \(printable(other))'s upload (the journal): not overwritten with another file's "
-                + "bytes. Give the destination template a part that tells them apart ({relpath}, {dir}), or run with --force to replace it"
+                + "bytes. Give the destination template a part that tells them apart ({relpath}, {dir}), or force a run to replace it"
         } catch {
             return "the journal could not say which file made '\(printable(item.destination))': \(describe(error)); not uploaded"
         }

@@ -466,8 +466,10 @@ public final class ByteSource: Sendable {
         if now.size != opened.size {
             return "\(file.path) changed while it was uploaded: its size went from \(opened.size) to \(now.size) bytes"
         }
-        if (now.modified, now.modifiedNanoseconds) != (opened.modified, opened.modifiedNanoseconds) || now.changed != opened.changed {
-            // A ctime that moved on with the mtime put back: written in place, then `touch -d`.
+        if (now.modified, now.modifiedNanoseconds) != (opened.modified, opened.modifiedNanoseconds)
+            || (now.changed != opened.changed && now.links == opened.links) {
+            // A ctime that moved on with the mtime put back: written in place, then `touch -d`
+            // (not a link removed or renamed over it: those leave the bytes read whole).
             return "\(file.path) changed while it was uploaded: it was modified"
         }
         return nil
@@ -610,8 +612,11 @@ struct FileStatus: Sendable, Equatable {
     /// Seconds and nanoseconds of the last modification.
     let modified: Int64
     let modifiedNanoseconds: Int
-    /// The status change time, in nanoseconds: moves on with every write, whatever the mtime says.
+    /// The status change time, in nanoseconds: moves on with every write, whatever the mtime says
+    /// (and when a link to the file is made or removed).
     let changed: Int64
+    /// How many names the file has.
+    let links: UInt64
 
     init?(_ path: String) {
         var status = stat()
@@ -625,5 +630,6 @@ struct FileStatus: Sendable, Equatable {
         modified = Int64(status.st_mtim.tv_sec)
         modifiedNanoseconds = Int(status.st_mtim.tv_nsec)
         changed = Int64(status.st_ctim.tv_sec) &* 1_000_000_000 &+ Int64(status.st_ctim.tv_nsec)
+        links = UInt64(status.st_nlink)
     }
 }
