@@ -15,7 +15,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,22 +25,9 @@ import boto3
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 VENV = os.path.join(ROOT, ".venv-test", "bin")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port):
-    for _ in range(300):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    sys.exit(f"nothing listens on {port}")
+sys.path.insert(0, HERE)
+from kill_loop import free_port  # noqa: E402
+from s3_bench import wait_for_port  # noqa: E402
 
 
 FAULTS = [
@@ -65,7 +51,7 @@ def main():
     proxy = None
     lost = []
     try:
-        wait_port(moto_port)
+        wait_for_port(moto_port, moto, "moto")
         s3 = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{moto_port}", region_name="us-east-1",
                           aws_access_key_id="test", aws_secret_access_key="test")
         s3.create_bucket(Bucket="kill")
@@ -114,7 +100,7 @@ def main():
             proxy = subprocess.Popen([os.path.join(VENV, "python3"), os.path.join(ROOT, "Tests/servers/faultproxy.py"),
                                       "--upstream", f"127.0.0.1:{moto_port}", "--port", str(proxy_port)] + fault,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            wait_port(proxy_port)
+            wait_for_port(proxy_port, proxy, "the fault proxy")
             with open(manifest, "w") as out:
                 out.write(f"""version: 1
 name: kill

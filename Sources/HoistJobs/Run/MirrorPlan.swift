@@ -124,8 +124,7 @@ public struct MirrorPlan {
             var info = stat()
             // A root that is gone (an optional set, a mount that went away) deletes nothing.
             guard lstat(root, &info) == 0 || stat(root, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else { continue }
-            let prefix = set.destination.literalPrefix
-            let others = otherPrefixes(than: index, below: prefix)
+            let candidates = RemovalGate.MirrorCandidates(set: index, of: job.manifest.files)
             var followed = stat()
             let device = stat(root, &followed) == 0 ? UInt64(followed.st_dev) : UInt64(info.st_dev)
             let recorded = try journal?.rootDevice(root)
@@ -135,7 +134,7 @@ public struct MirrorPlan {
                     + "now \(device): a volume that is not mounted?): nothing deleted. If it is the right one, a forced run (every file uploaded again) records it")
             }
             if let journal {
-                let known = try gone(set: index, root: root, prefix: prefix, others: others, journal: journal)
+                let known = try gone(set: index, root: root, candidates: candidates, journal: journal)
                 if known.objects > 0, walked.map({ $0(index) == 0 }) ?? Self.isEmptyFolder(root) {
                     throw Refusal(description: "\(root) is empty, but the journal records \(known.objects) objects stored from it "
                         + "(a volume that is not mounted? no file of the set is there, or only files it leaves out): nothing deleted")
@@ -145,9 +144,10 @@ public struct MirrorPlan {
                 for deletion in known.deletions where seen.insert(Bytewise(deletion.object)).inserted { found.deletions.append(deletion) }
             }
             if set.mirror == .listed {
-                guard let backend else { throw StorageFailure(.invalidArgument, "mirror: listed needs the storage to list \(prefix)") }
-                let strays = try await strays(set: set, index: index, root: root, prefix: prefix, others: others, backend: backend,
-                                              known: seen)
+                guard let backend else {
+                    throw StorageFailure(.invalidArgument, "mirror: listed needs the storage to list \(candidates.prefix)")
+                }
+                let strays = try await strays(set: set, index: index, root: root, candidates: candidates, backend: backend, known: seen)
                 for deletion in strays where seen.insert(Bytewise(deletion.object)).inserted {
                     found.deletions.append(deletion)
                     found.objects += 1
@@ -157,29 +157,19 @@ public struct MirrorPlan {
         return found
     }
 
-    /// The fixed destination prefixes of the job's other file sets that lie below `prefix` (or
-    /// equal it): their objects are theirs, never this set's to delete.
-    private func otherPrefixes(than index: Int, below prefix: String) -> [String] {
-        job.manifest.files.enumerated().compactMap { other, set in
-            let theirs = set.destination.literalPrefix
-            return other != index && theirs.hasPrefixBytewise(prefix) ? theirs : nil
-        }
-    }
-
     /// Whether the folder at `path` holds nothing at all.
     static func isEmptyFolder(_ path: String) -> Bool {
         guard let entries = try? FileManager.default.contentsOfDirectory(atPath: path) else { return false }
         return entries.isEmpty
     }
 
-    /// The journal's `done` rows of files below `root` that are gone, for objects under `prefix`;
-    /// `objects`: the rows of objects under `prefix`.
-    private func gone(set index: Int, root: String, prefix: String, others: [String], journal: any JournalStore) throws
+    /// The journal's `done` rows of files below `root` that are gone, for the set's `candidates`;
+    /// `objects`: the rows of candidates.
+    private func gone(set index: Int, root: String, candidates: RemovalGate.MirrorCandidates, journal: any JournalStore) throws
         -> (deletions: [Deletion], objects: Int)
     {
         var deletions: [Deletion] = []
         var objects = 0
-        let candidates = RemovalGate.MirrorCandidates(prefix: prefix, template: job.manifest.files[index].destination, others: others)
         try journal.forEachDoneRow(below: root) { row in
             guard candidates.contains(row.destination) else { return }
             objects += 1
@@ -194,11 +184,11 @@ public struct MirrorPlan {
 
     /// The listed objects under `prefix` that no file of the run went to, and whose file (for a
     /// `PREFIX{relpath}` destination) is not there or left out by the set's filters; each key once.
-    private func strays(set: FileSet, index: Int, root: String, prefix: String, others: [String], backend: any StorageBackend,
+    private func strays(set: FileSet, index: Int, root: String, candidates: RemovalGate.MirrorCandidates, backend: any StorageBackend,
                         known: Set<Bytewise>) async throws -> [Deletion]
     {
         var deletions: [Deletion] = []
-        let candidates = RemovalGate.MirrorCandidates(prefix: prefix, template: set.destination, others: others)
+        let prefix = candidates.prefix
         var listed = Set<Bytewise>()
         var tokens = Set<String>()
         var page: String?

@@ -69,12 +69,15 @@ final class Mover: Sendable {
                 held.append((item, evidence))
                 state.hold = .holding(held)
             case .refused:
-                state.kept.append((item.file.path, "kept: two files of this job go to one object, so this run removes none"))
+                state.kept.append((item.file.path, Self.collided))
             }
             return false
         }
         if now { removeNow(item, evidence: evidence) }
     }
+
+    /// Why a file is kept once the walk found two files for one object.
+    private static let collided = "kept: two files of this job go to one object, so this run removes none"
 
     /// The walk ended: held removals go ahead when it found no two files for one object, else
     /// none does, now or later in the run (which fails on the collision): nothing irreversible
@@ -84,7 +87,7 @@ final class Mover: Sendable {
             guard case .holding(let held) = state.hold else { return [] }
             state.hold = collided ? .refused : .released
             if collided {
-                for (item, _) in held { state.kept.append((item.file.path, "kept: two files of this job go to one object, so this run removes none")) }
+                for (item, _) in held { state.kept.append((item.file.path, Self.collided)) }
                 return []
             }
             return held

@@ -66,6 +66,17 @@ enum RemovalGate {
             prefixThenRelativePath = template.isPrefixThenRelativePath
         }
 
+        /// File set `index`'s: under its destination's fixed prefix, made by its template, and
+        /// under none of the job's other sets' fixed prefixes that lie below it (or equal it):
+        /// their objects are theirs.
+        init(set index: Int, of sets: [FileSet]) {
+            let prefix = sets[index].destination.literalPrefix
+            let others = sets.enumerated().compactMap { other, set in
+                other != index && set.destination.literalPrefix.hasPrefixBytewise(prefix) ? set.destination.literalPrefix : nil
+            }
+            self.init(prefix: prefix, template: sets[index].destination, others: others)
+        }
+
         func contains(_ key: String) -> Bool {
             guard key.hasPrefixBytewise(prefix), RemovalGate.hasOnlyNamedSegments(key) else { return false }
             if !others.isEmpty, others.contains(where: { key.hasPrefixBytewise($0) }) { return false }
@@ -98,13 +109,8 @@ enum RemovalGate {
     /// candidate, and (for an object the journal knows) its file still gone, all checked now.
     static func deleteObject(_ deletion: Deletion, runner: JobRunner) async throws -> DeleteOutcome? {
         let sets = runner.job.manifest.files
-        guard sets.indices.contains(deletion.fileSetIndex) else { return nil }
-        let set = sets[deletion.fileSetIndex]
-        let prefix = set.destination.literalPrefix
-        let others = sets.enumerated().compactMap { index, other in
-            index != deletion.fileSetIndex && other.destination.literalPrefix.hasPrefixBytewise(prefix) ? other.destination.literalPrefix : nil
-        }
-        guard isMirrorCandidate(deletion.object, prefix: prefix, template: set.destination, others: others) else { return nil }
+        guard sets.indices.contains(deletion.fileSetIndex),
+              MirrorCandidates(set: deletion.fileSetIndex, of: sets).contains(deletion.object) else { return nil }
         if let source = deletion.source, !isNothingAt(source) { return nil }
         return try await runner.storage.reference(withPath: deletion.object).delete(ifGeneration: deletion.generation)
     }

@@ -343,11 +343,8 @@ public final class ByteSource: Sendable {
     /// The CRC32C (base64 of the big-endian value, as GCS writes it) of the regular file at
     /// `path`, read 1 MiB at a time (a link at its end is followed only when `followingLinks`).
     package static func contentCRC32C(ofFileAt path: String, followingLinks: Bool) throws -> String {
-        let (file, info) = try openRegular(path, followingLinks: followingLinks)
-        contentReads.add(1, ordering: .relaxed)
-        let reader = Reader(file: file, offset: 0, base: 0, end: Int64(info.st_size))
         var crc = Checksums.CRC32C()
-        while case let piece = try reader.read(upTo: 1 << 20), !piece.isEmpty { piece.withUnsafeBytes { crc.update($0) } }
+        try readWhole(path, followingLinks: followingLinks) { crc.update($0) }
         return crc.base64()
     }
 
@@ -355,16 +352,24 @@ public final class ByteSource: Sendable {
     /// read once, 1 MiB at a time (a link at its end is followed only when `followingLinks`):
     /// what a removal compares with the object's checksums read at that moment (the removal gate).
     package static func contentDigests(ofFileAt path: String, followingLinks: Bool) throws -> (crc32c: String, md5: String, size: Int64) {
+        var sums = Checksums()
+        let size = try readWhole(path, followingLinks: followingLinks) { sums.update($0) }
+        return (sums.crc32cBase64(), sums.md5Base64(), size)
+    }
+
+    /// Reads the regular file at `path` whole, 1 MiB at a time, handing each piece to `body`
+    /// (counted in `contentReads`); the bytes read.
+    @discardableResult
+    private static func readWhole(_ path: String, followingLinks: Bool, _ body: (UnsafeRawBufferPointer) -> Void) throws -> Int64 {
         let (file, info) = try openRegular(path, followingLinks: followingLinks)
         contentReads.add(1, ordering: .relaxed)
         let reader = Reader(file: file, offset: 0, base: 0, end: Int64(info.st_size))
-        var sums = Checksums()
         var size: Int64 = 0
         while case let piece = try reader.read(upTo: 1 << 20), !piece.isEmpty {
-            piece.withUnsafeBytes { sums.update($0) }
+            piece.withUnsafeBytes { body($0) }
             size += Int64(piece.count)
         }
-        return (sums.crc32cBase64(), sums.md5Base64(), size)
+        return size
     }
 
     /// `path` opened for reading if it is a regular file (located first: see `openWalked`).
