@@ -86,16 +86,29 @@ import Testing
         try job.write("data.bin", patternData(size), mtime: mtime)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: hoist)
-        process.arguments = ["run", job.manifest]
-        process.standardOutput = FileHandle.nullDevice
+        process.arguments = ["run", "--json", job.manifest]
+        let output = Pipe()
+        process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         try process.run()
-        try await Task.sleep(for: .milliseconds(700))
+        // Rewritten once the upload is under way: a `progress` event with some bytes sent.
+        var seen = ""
+        while !seen.split(separator: "\n").contains(where: { line in
+            guard let event = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return false }
+            let completed = event["completed"] as? Int ?? 0
+            return event["event"] as? String == "progress" && completed > 0 && completed < size
+        }) {
+            let data = output.fileHandleForReading.availableData
+            if data.isEmpty { break }   // the run ended first
+            seen += String(decoding: data, as: UTF8.self)
+        }
+        #expect(process.isRunning, "the upload was under way when the file was rewritten: \(seen)")
         let rewritten = Data(repeating: 0x5A, count: size)
         let handle = try FileHandle(forWritingTo: job.fixture.directory.url.appendingPathComponent("src/data.bin"))
         try handle.write(contentsOf: rewritten)
         try handle.close()
         try FileManager.default.setAttributes([.modificationDate: mtime], ofItemAtPath: job.fixture.directory.url.appendingPathComponent("src/data.bin").path)
+        _ = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         #expect(job.hasFile("src/data.bin"), "the file's only whole copy")
         #expect(try Data(contentsOf: job.fixture.directory.url.appendingPathComponent("src/data.bin")) == rewritten)
