@@ -65,11 +65,10 @@ public struct HTTPRequest: Sendable {
     /// The body's total length.
     public var bodyLength: Int64 { body.reduce(0) { $0 + $1.length } }
 
-    /// The CA bundle the environment names, read as curl's own tool reads it: `CURL_CA_BUNDLE`,
-    /// else `SSL_CERT_FILE` (OpenSSL's name, which Python and Go tools also honour), else
-    /// `SSL_CERT_DIR` (OpenSSL's folder of hashed certificates); nil: the system store.
+    /// The CA bundle the environment names, read as curl's own tool reads it
+    /// (`HTTPEnvironment.caBundleVariables`, first set first); nil: the system store.
     public static func caBundle(fromEnvironment environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
-        for name in ["CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR"] {
+        for name in HTTPEnvironment.caBundleVariables {
             if let path = environment[name], !path.isEmpty { return path }
         }
         return nil

@@ -174,6 +174,28 @@ import Testing
         #expect(run.stderr.contains("job.yaml:\(line):") && run.stderr.contains(what), "\(run.stderr)")
     }
 
+    /// The red team's attack: a hook appends a CA to the file `AWS_CA_BUNDLE` names, and the next
+    /// run sends its signed requests to a man in the middle. Every variable naming a file some
+    /// part of a run reads is declared once (a backend's `reads(in:)`, HoistHTTP's
+    /// `HTTPEnvironment.reads`), and the output folder may hold none of them.
+    @Test(arguments: [
+        ("AWS_CA_BUNDLE", "s3://bkt"), ("AWS_CONFIG_FILE", "s3://bkt"), ("CURL_CA_BUNDLE", "file:bucket"),
+        ("SSL_CERT_DIR", "gs://bkt"), ("OPENSSL_CONF", "file:bucket"), ("OPENSSL_MODULES", "s3://bkt"), ("TZ", "file:bucket"),
+    ])
+    func anOutputFolderHoldingAFileTheEnvironmentNamesIsRefused(variable: String, url: String) throws {
+        let fixture = try JobFixture()
+        try fixture.file("a.txt")
+        try fixture.directory.write("conf/named", Data("\n".utf8))
+        let text = "version: 1\nname: test\njournal: journal.sqlite\nstorage: { url: '\(url)' }\nfiles: [{ root: src }]\nlua: { output: conf }\n"
+        let path = fixture.directory.url.appendingPathComponent("job.yaml").path
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        let environment = ["HOME": "/root", variable: (variable == "TZ" ? ":" : "") + fixture.directory.url.appendingPathComponent("conf/named").path]
+        #expect(throws: (any Error).self) { try Job(file: path, environment: environment).checkRoots() }
+        let run = try runProcess(productsDirectory.appendingPathComponent("hoist").path, ["validate", path], environment: environment)
+        #expect(run.status == 2)
+        #expect(run.stderr.contains("job.yaml:6:") && run.stderr.contains("$\(variable)"), "\(run.stderr)")
+    }
+
     @Test func appendFileWithoutAnOutputFolderIsRefused() async throws {
         let fixture = try JobFixture()
         try fixture.file("a.txt")

@@ -76,8 +76,9 @@ struct AppendTarget: Sendable {
         for hook in job.manifest.hooks { if case .file(let path) = hook { reads.append((real(job.resolve(path)), "a hook script", false)) } }
         for folder in PluginCatalog.directories(for: job, environment: job.environment) { reads.append((real(folder), "a plugin folder", true)) }
         for read in job.manifest.storage.options.reads(in: job.backendContext()) { reads.append((real(read.path), read.what, read.isTree)) }
-        for name in ["CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR"] {
-            if let path = job.environment[name], !path.isEmpty { reads.append((real(URL(fileURLWithPath: path).path), "$\(name)", true)) }
+        // The job's environment (what Hoist's own code reads) and the process's (what the C libraries read).
+        for environment in [job.environment, ProcessInfo.processInfo.environment] {
+            for read in ProcessReads.reads(in: environment) { reads.append((real(read.path), read.what, true)) }
         }
         let journal = job.journalPath()
         if PostgresLocation.isPostgres(journal) {

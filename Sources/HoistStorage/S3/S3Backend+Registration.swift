@@ -61,6 +61,8 @@ public struct S3Options: BackendOptions {
         for name in ["AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "AWS_WEB_IDENTITY_TOKEN_FILE"] {
             if let path = context.environment[name], !path.isEmpty { reads.append(BackendRead(path: path, what: "$\(name)", isTree: false)) }
         }
+        // The CA bundle S3 trusts when the options name none (as the AWS CLI does).
+        if let path = context.environment["AWS_CA_BUNDLE"], !path.isEmpty { reads.append(BackendRead(path: path, what: "$AWS_CA_BUNDLE", isTree: true)) }
         return reads
     }
 }
