@@ -107,12 +107,18 @@ extension Hoist {
             var observers: [any JobObserver] = []
             let events = outputOptions.json ? JSONEventLog(sink: .standardOutput) : nil
             if let events { observers.append(events) }
-            if let logFile {
-                guard let log = JSONEventLog(appendingTo: logFile) else {
-                    FileHandle.standardError.write(Data("hoist: cannot open the log file \(logFile)\n".utf8))
-                    throw ExitCode(2)
+            // A log or metrics file is a regular file or none (/dev/null), checked before the run starts.
+            do {
+                if let metricsFile { _ = try OutputFile.state(of: metricsFile, what: "the metrics file") }
+                if let logFile, try OutputFile.state(of: logFile, what: "the log file") != .nullDevice {
+                    guard let log = JSONEventLog(appendingTo: logFile) else {
+                        throw OutputFile.Refused(description: "cannot open the log file \(logFile): \(String(cString: strerror(errno)))")
+                    }
+                    observers.append(log)
                 }
-                observers.append(log)
+            } catch {
+                FileHandle.standardError.write(Data("hoist: \(error)\n".utf8))
+                throw ExitCode(2)
             }
             let output = RunOutput(outputOptions)
             var options = JobSession.Options()

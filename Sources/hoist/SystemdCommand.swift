@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HoistJobs
+import HoistStorage
 
 extension Hoist {
     /// `hoist systemd JOB`: a `.service` and `.timer` pair that run the job on its schedule.
@@ -54,6 +55,16 @@ extension Hoist {
             }
             for (suffix, text) in [("service", units.service), ("timer", units.timer)] {
                 let path = URL(fileURLWithPath: output).appendingPathComponent("\(units.name).\(suffix)").path
+                // A unit file is replaced only where a regular file (or nothing) is: a link to
+                // /dev/null is a unit the operator masked.
+                do {
+                    if try OutputFile.state(of: path, what: "the unit file") == .nullDevice {
+                        throw OutputFile.Refused(description: "\(path) is masked (it leads to /dev/null): run `systemctl unmask \(units.name).\(suffix)` first")
+                    }
+                } catch {
+                    FileHandle.standardError.write(Data("hoist: \(printable("\(error)"))\n".utf8))
+                    throw ExitCode(2)
+                }
                 do { try Data(text.utf8).write(to: URL(fileURLWithPath: path), options: .atomic) } catch {
                     FileHandle.standardError.write(Data("hoist: cannot write \(printable(path)): \(error.localizedDescription)\n".utf8))
                     throw ExitCode(2)

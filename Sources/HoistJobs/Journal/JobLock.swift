@@ -23,7 +23,9 @@ public final class JobLock: JobRunLock {
     public init(path: String, wait: Bool) throws {
         let folder = (path as NSString).deletingLastPathComponent
         try? PrivateFiles.makeFolder(folder)
-        // Not through a link put in its place: the lock is truncated and written below.
+        // Not through a link put in its place, and not a device or a FIFO opened at all: the
+        // lock is truncated and written below.
+        do { try PrivateFiles.refuseNonRegular([path], what: "the lock file") } catch { throw Unavailable(description: "\(error)") }
         descriptor = PrivateFiles.openPrivately(path)
         if descriptor >= 0 {
             do { try PrivateFiles.refuseForeign([path]) } catch {

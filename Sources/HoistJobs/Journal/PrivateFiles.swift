@@ -1,4 +1,5 @@
 import Foundation
+import HoistStorage
 
 /// How the journal's files are made: private to the job's user (a journal holds resumable
 /// session URLs, which are credentials), and never through a symbolic link put in their place.
@@ -10,14 +11,23 @@ enum PrivateFiles {
                                                 attributes: [.posixPermissions: 0o700])
     }
 
-    /// Refuses a symbolic link at any of `paths` (a journal, its WAL and shared-memory files):
-    /// SQLite would follow it and write wherever it leads.
-    static func refuseLinks(_ paths: [String]) throws {
+    /// Refuses anything but a regular file (or nothing yet) at any of `paths` (a journal, its WAL
+    /// and shared-memory files, its lock): SQLite would follow a symbolic link and write wherever
+    /// it leads, and a device, a FIFO or a folder is no journal (`/dev/null` included: a run keeps
+    /// its journal).
+    static func refuseNonRegular(_ paths: [String], what: String = "the journal file") throws {
         for path in paths {
             var info = stat()
             if lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFLNK {
                 throw JournalError(message: "\(path) is a symbolic link: Hoist opens its journal files only where they are. "
                     + "Remove the link, or name the real file as the journal (the manifest's journal:).")
+            }
+            do {
+                if try OutputFile.state(of: path, what: what) == .nullDevice {
+                    throw OutputFile.Refused(description: "\(what) \(path) is the null device: a run needs a journal it can read back")
+                }
+            } catch {
+                throw JournalError(message: "\(error). Name a regular file as the journal (the manifest's journal:).")
             }
         }
     }

@@ -25,7 +25,7 @@ public final class SQLiteJournal: JournalStore {
             throw JournalError(message: "cannot create the journal's folder \(folder): \(error.localizedDescription.trimmingCharacters(in: CharacterSet(charactersIn: "."))). "
                 + "Create it with write access for this user, or name another journal (the manifest's journal:).")
         }
-        try PrivateFiles.refuseLinks([path, path + "-wal", path + "-shm", path + "-journal"])
+        try PrivateFiles.refuseNonRegular([path, path + "-wal", path + "-shm", path + "-journal"])
         try PrivateFiles.refuseForeign([path, path + "-wal", path + "-journal"])
         PrivateFiles.createPrivately(path)
         do {

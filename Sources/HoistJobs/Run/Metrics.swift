@@ -1,4 +1,5 @@
 import Foundation
+import HoistStorage
 
 /// Prometheus text-format metrics for node_exporter's textfile collector, written atomically.
 public enum Metrics {
@@ -52,8 +53,10 @@ public enum Metrics {
     private static func label(_ job: String) -> String { job.replacingOccurrences(of: "\"", with: "") }
 
     /// A new temporary file beside `path` (created with `O_EXCL | O_NOFOLLOW`, so a link planted
-    /// at its name is never followed), renamed over it.
+    /// at its name is never followed), renamed over it: over a regular file or nothing only. The
+    /// null device (`--metrics-file /dev/null`) means no metrics; anything else is refused.
     private static func writeAtomically(_ text: String, to path: String) throws {
+        if try OutputFile.state(of: path, what: "the metrics file") == .nullDevice { return }
         let temporary = path + ".tmp.\(getpid()).\(UInt32.random(in: 0...UInt32.max))"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else {

@@ -134,6 +134,11 @@ actor LocalUploadSession: UploadSession {
             atStart = true
         }
         let output = unnamed >= 0 ? unnamed : open(partFile, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o644)
+        var info = stat()
+        if output >= 0, output != unnamed, fstat(output, &info) != 0 || (info.st_mode & S_IFMT) != S_IFREG {
+            close(output)   // a FIFO or a device put at the part file's name: written only as a regular file
+            throw LocalBucket.ioError(POSIXError(.EINVAL), doing: "writing upload \(id): its part file \(partFile) is \(OutputFile.kind(info.st_mode))")
+        }
         guard output >= 0, atStart || lseek(output, off_t(written), SEEK_SET) == off_t(written) else {
             let error = LocalBucket.lastError
             if output >= 0, output != unnamed { close(output) }
