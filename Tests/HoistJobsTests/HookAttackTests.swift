@@ -367,16 +367,15 @@ extension HostAPIAttackTests {
                    "HTTPS_PROXY": "http://proxy-user:PASS2@proxy:3128", "DATABASE_URL": "mysql://root:PASS3@localhost/app",
                    "MIRRORS": "https://TOKEN4@git.example.com/a.git https://u:PASS5@b.example.com/",
                    "PG_DSN": "host=db user=hoist password=PASS6", "SERVICE": "https://api.example.com/v1?access_token=TOKEN7&x=1",
-                   "CONTACT": "ops@example.com"]
+                   "CONTACT": "ops@example.com", "APP_CONFIG": #"{"db_host": "db", "db_password": "PASS8", "port": 5432, "apiKey":"TOKEN9"}"#]
         let manifestEnv = "env: { " + env.sorted { $0.key < $1.key }.map { "\($0.key): '\($0.value)'" }.joined(separator: ", ") + " }\n"
-        _ = try await hooks.run(Self.readingEnvironment(["HOIST_JOURNAL", "HTTPS_PROXY", "DATABASE_URL", "MIRRORS", "PG_DSN", "SERVICE", "CONTACT"]),
-                                extra: manifestEnv)
+        _ = try await hooks.run(Self.readingEnvironment(env.keys.sorted()), extra: manifestEnv)
         let logs = hooks.log.all
         #expect(!logs.joined().contains("PASS") && !logs.joined().contains("TOKEN"), "\(logs)")
         for shown in ["HOIST_JOURNAL=postgres://hoist:***@db.internal:5432/hoist?sslmode=require", "HTTPS_PROXY=http://proxy-user:***@proxy:3128",
                       "DATABASE_URL=mysql://root:***@localhost/app", "MIRRORS=https://***@git.example.com/a.git https://u:***@b.example.com/",
                       "PG_DSN=host=db user=hoist password=***", "SERVICE=https://api.example.com/v1?access_token=***&x=1",
-                      "CONTACT=ops@example.com"] {
+                      "CONTACT=ops@example.com", #"APP_CONFIG={"db_host": "db", "db_password": "***", "port": 5432, "apiKey":"***"}"#] {
             #expect(logs.contains { $0.hasSuffix(shown) }, "\(shown) in \(logs)")
         }
     }

@@ -87,11 +87,14 @@ import Testing
     @Test func validateWarnsOfAVariableAPluginReadsThatTheJobDoesNotGrant() throws {
         let directory = try TemporaryDirectory()
         try FileManager.default.createDirectory(at: directory.url.appendingPathComponent("src"), withIntermediateDirectories: true)
-        func validate(_ body: String, _ environment: [String: String]) throws -> (status: Int32, stdout: String, stderr: String) {
-            let job = try directory.write("job.yaml", Data("version: 1\nname: plugged\nstorage: { url: 'file:b' }\nfiles: [{ root: src }]\n\(body)".utf8)).path
+        func validate(_ body: String, _ environment: [String: String], command: String = "validate")
+            throws -> (status: Int32, stdout: String, stderr: String)
+        {
+            let text = "version: 1\nname: plugged\njournal: j.sqlite\nstorage: { url: 'file:b' }\nfiles: [{ root: src }]\n\(body)"
+            let job = try directory.write("job.yaml", Data(text.utf8)).path
             var merged = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("HOIST_") }
             merged.merge(environment) { $1 }
-            return try runProcess(hoist, ["validate", job], environment: merged)
+            return try runProcess(hoist, [command, job], environment: merged)
         }
         let job = directory.url.appendingPathComponent("job.yaml").path
         let set = ["HOIST_WEBHOOK_URL": "http://127.0.0.1:9/hook", "HOIST_GUARD_BUDGET": "800"]
@@ -116,6 +119,12 @@ import Testing
         #expect(secrets.status == 0, "\(secrets.stderr)")
         #expect(secrets.stderr.contains("\(job): warning: lua.secrets is deprecated: list the variables in lua.env instead"), "\(secrets.stderr)")
         #expect(!secrets.stderr.contains("not granted"), "\(secrets.stderr)")
+        // A run says so too, and its hook reads the variable.
+        let reading = "hooks:\n  - inline: 'log.info(\"url=\" .. tostring(os.getenv(\"HOIST_WEBHOOK_URL\")))'\n"
+        let run = try validate("lua: { secrets: [HOIST_WEBHOOK_URL] }\n" + reading, set, command: "run")
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stderr.contains("hoist: warning: lua.secrets is deprecated: list the variables in lua.env instead"), "\(run.stderr)")
+        #expect(run.stderr.contains("info: url=http://127.0.0.1:9/hook"), "\(run.stderr)")
     }
 
     @Test func bundledPluginsDeclareTheVariablesTheyRead() throws {

@@ -142,8 +142,10 @@ extension HookBus {
     /// name is often a token), and the value of query parameters named like credentials
     /// (`?sslpassword=***`, and `password=***` as a word of a keyword connection string). A
     /// scheme-less `user:password@host` loses its password too; an e-mail address (no `:` before
-    /// its `@`) stays as it is.
+    /// its `@`) stays as it is. A JSON member named like a credential loses its value
+    /// (`{"db_password": "***"}`).
     static func redactingCredentials(_ value: String) -> String {
+        let value = redactingJSONCredentials(value)
         guard value.contains("@") || value.contains("=") else { return value }
         var result = ""
         var token = ""
@@ -157,6 +159,15 @@ extension HookBus {
             }
         }
         return result + redactingURLCredentials(token)
+    }
+
+    /// `text` with the value of each JSON member named like a credential hidden: a config held
+    /// in a variable (`{"db_host": "db", "db_password": "***"}`).
+    private static func redactingJSONCredentials(_ text: String) -> String {
+        guard text.contains("\"") else { return text }
+        return text.replacing(/("((?:[^"\\]|\\.)*)"\s*:\s*)("(?:[^"\\]|\\.)*"|[^,}\]\s]+)/) { match in
+            isSecret(String(match.2)) ? String(match.1) + "\"***\"" : String(match.0)
+        }
     }
 
     /// One URL-like word with its credentials hidden (see `redactingCredentials`).

@@ -559,7 +559,8 @@ public struct LuaSettings: Decodable, Sendable {
             return "lua.env cannot grant '\(grant)': that is every variable, credentials included; name each one, or the start of their names (HOIST_GUARD_*)"
         }
         guard !name.first!.isNumber, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else {
-            return "lua.env cannot grant '\(grant.prefix(80))': give a variable's name (letters, digits and '_', not starting with a digit), or the start of one and a final * (HOIST_GUARD_*)"
+            return "lua.env cannot grant '\(grant.prefix(80))': give a variable's name (letters, digits and '_', not starting with a digit), "
+                + "or the start of one and a final * (HOIST_GUARD_*)"
         }
         return nil
     }
