@@ -114,6 +114,10 @@ import Testing
         // A plugin listed by path is read the same way.
         let byPath = try validate("hooks:\n  - \(packageRoot.appendingPathComponent("plugins/webhook.lua").path)\n", set)
         #expect(byPath.stderr.contains("warning: hook \(packageRoot.path)/plugins/webhook.lua reads HOIST_WEBHOOK_URL"), "\(byPath.stderr)")
+        // A glob may reach a variable named like a credential: allowed, and said.
+        let glob = try validate("lua: { env: ['HOIST_*'] }\n", ["HOIST_API_TOKEN": "t0k3n"])
+        #expect(glob.status == 0 && glob.stderr.contains("\(job): warning: lua.env grants HOIST_*, and so HOIST_API_TOKEN, named like credentials"),
+                "\(glob.stderr)")
         // lua.secrets still grants, and says it is deprecated.
         let secrets = try validate("lua: { secrets: [HOIST_WEBHOOK_URL] }\nhooks:\n  - plugin: webhook\n", set)
         #expect(secrets.status == 0, "\(secrets.stderr)")
