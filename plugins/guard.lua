@@ -7,6 +7,8 @@
 --
 -- setting maxFile (number): the largest file, in bytes (default: $HOIST_GUARD_MAX_FILE, else no limit).
 -- setting budget (number): bytes a run may send before it pauses (default: $HOIST_GUARD_BUDGET, else no limit).
+-- reads env: HOIST_GUARD_MAX_FILE (default of setting maxFile)
+-- reads env: HOIST_GUARD_BUDGET (default of setting budget)
 local settings = settings or {}
 local max_file = settings.maxFile or tonumber(os.getenv("HOIST_GUARD_MAX_FILE") or "")
 local budget = settings.budget or tonumber(os.getenv("HOIST_GUARD_BUDGET") or "")

@@ -1,6 +1,7 @@
 -- index-writer.lua: records each uploaded object with its download URL in a JSON Lines index.
 --
 -- setting file (string): the index, relative to the job's hook output folder, lua.output (default: $HOIST_INDEX_FILE, else "<job>.index.jsonl").
+-- reads env: HOIST_INDEX_FILE (default of setting file)
 --
 -- At the end of each run it appends one line, a JSON document: {"job", "run_id", "objects":
 -- [{"path", "size", "contentType", "md5Hash", "generation", "downloadURL"}]} (sorted by path;

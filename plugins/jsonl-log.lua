@@ -4,6 +4,7 @@
 -- "size", "md5Hash" (success), "code" and "message" (failure)}.
 --
 -- setting file (string): the log, relative to the job's hook output folder (default: $HOIST_JSONL_LOG, else "<job>.jsonl").
+-- reads env: HOIST_JSONL_LOG (default of setting file)
 local settings = settings or {}
 local path = settings.file or os.getenv("HOIST_JSONL_LOG") or (hoist.job.name .. ".jsonl")
 

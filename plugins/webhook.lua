@@ -2,6 +2,7 @@
 --
 -- setting url (string): where to POST (default: $HOIST_WEBHOOK_URL; without either, only a warning).
 -- setting events (list): which runs to report: "success" (nothing failed), "failure" (default: both).
+-- reads env: HOIST_WEBHOOK_URL (default of setting url)
 --
 -- The body: {"job", "run_id", "uploaded", "failed", "skipped", "cancelled", "bytes", "seconds",
 -- "interrupted", "failures": [{"object", "code", "message"}] (at most 20; [] when none)}.

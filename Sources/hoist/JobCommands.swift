@@ -183,6 +183,7 @@ extension Hoist {
                     continue
                 }
                 var valid = true
+                for warning in job.warnings() { printError("\(path): warning: \(warning)") }
                 do {
                     try HookSources.check(job)
                     // Loaded as a run loads them, in their sandbox: a script whose top-level code

@@ -34,6 +34,9 @@ extension Hoist {
                 for setting in plugin.settings {
                     print(printable("  with \(setting.name) (\(setting.type)\(setting.required ? ", required" : "")): \(setting.help)"))
                 }
+                for read in plugin.reads {
+                    print(printable("  reads env: \(read.name) (only if lua.env grants it)"))
+                }
             }
         }
     }

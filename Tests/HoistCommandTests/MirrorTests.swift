@@ -163,6 +163,7 @@ enum MirrorTarget: String, CaseIterable, Sendable, CustomTestStringConvertible {
 
     @Test func aRunWithAFailedUploadDeletesNothing() async throws {
         let setup = try await setUp(.local, files: ["a.txt": 100, "b.txt": 200, "c.txt": 300], hooks: """
+            lua: { env: [FAIL_C] }
             hooks:
               - inline: |
                   function before_upload(f) if f.relpath == "c.txt" and os.getenv("FAIL_C") then error("refused") end end

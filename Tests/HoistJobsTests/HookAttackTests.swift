@@ -278,55 +278,126 @@ import Testing
         #expect(!logs.joined().contains("\u{1B}") && !logs.joined().contains("\n"))
     }
 
-    @Test func osGetenvHidesCredentialsUnlessTheJobOptsIn() async throws {
+    /// Variables a hook reads with `os.getenv`, one log line each: `NAME=value` or `NAME=nil`.
+    static func readingEnvironment(_ names: [String]) -> String {
+        """
+        function on_job_start(job)
+          for _, name in ipairs({ \(names.map { "\"\($0)\"" }.joined(separator: ", ")) }) do
+            log.info(name .. "=" .. tostring(os.getenv(name)))
+          end
+        end
+        """
+    }
+
+    /// The process's environment of the attacks: secrets under names no deny-list knew, the
+    /// bundled plugins' variables, and the default set.
+    static let leakyEnvironment = [
+        "HOME": "/root", "USER": "ops", "HOSTNAME": "box", "LANG": "C.UTF-8", "TZ": "UTC", "LC_TIME": "en_GB.UTF-8",
+        "MYSQL_PWD": "pw-mysql", "DB_PASS": "pw-db", "SLACK_HOOK": "https://hooks.slack.com/services/T000/B000/s3cr3tpath",
+        "APP_CONFIG": #"{"db_host": "db", "db_password": "pw-json"}"#, "PATH": "/usr/bin", "GOOGLE_OAUTH_ACCESS_TOKEN": "ya29.secret",
+        "MY_API_TOKEN": "t0k3n", "HOIST_WEBHOOK_URL": "http://hook/secret-path", "HOIST_GUARD_MAX_FILE": "1000", "HOIST_GUARD_BUDGET": "800",
+    ]
+
+    @Test func osGetenvShowsTheDefaultSetAndNothingElseUngranted() async throws {
+        // Hidden by name only: MYSQL_PWD, DB_PASS, the Slack URL and the JSON config came back whole.
         let hooks = try HookFixture()
         try hooks.fixture.file("a.txt")
-        let environment = ["HOME": "/root", "GOOGLE_OAUTH_ACCESS_TOKEN": "ya29.secret", "GOOGLE_APPLICATION_CREDENTIALS": "/etc/key.json",
-                           "MY_API_TOKEN": "t0k3n", "HOIST_WEBHOOK_URL": "http://hook"]
-        let lua = """
-            function on_job_start(job)
-              for _, name in ipairs({ "GOOGLE_OAUTH_ACCESS_TOKEN", "GOOGLE_APPLICATION_CREDENTIALS", "MY_API_TOKEN", "HOIST_WEBHOOK_URL" }) do
-                log.info(name .. "=" .. tostring(os.getenv(name)))
-              end
-            end
-            """
-        _ = try await hooks.run(lua, environment: environment)
-        let hidden = hooks.log.all
-        #expect(hidden.contains { $0.hasSuffix("GOOGLE_OAUTH_ACCESS_TOKEN=nil") }, "\(hidden)")
-        #expect(hidden.contains { $0.hasSuffix("GOOGLE_APPLICATION_CREDENTIALS=nil") }, "\(hidden)")
-        #expect(hidden.contains { $0.hasSuffix("MY_API_TOKEN=nil") }, "\(hidden)")
-        #expect(hidden.contains { $0.hasSuffix("HOIST_WEBHOOK_URL=http://hook") }, "\(hidden)")
-        let optedIn = try HookFixture()
-        try optedIn.fixture.file("a.txt")
-        _ = try await optedIn.run(lua, extra: "lua: { secrets: [MY_API_TOKEN] }\n", environment: environment)
-        #expect(optedIn.log.all.contains { $0.hasSuffix("MY_API_TOKEN=t0k3n") }, "\(optedIn.log.all)")
-        #expect(optedIn.log.all.contains { $0.hasSuffix("GOOGLE_OAUTH_ACCESS_TOKEN=nil") }, "\(optedIn.log.all)")
+        let environment = Self.leakyEnvironment
+        _ = try await hooks.run(Self.readingEnvironment(environment.keys.sorted()), environment: environment)
+        let logs = hooks.log.all
+        for name in ["HOME", "USER", "HOSTNAME", "LANG", "TZ", "LC_TIME"] {
+            #expect(logs.contains { $0.hasSuffix("] info: \(name)=\(environment[name]!)") }, "\(name) in \(logs)")
+        }
+        for name in ["MYSQL_PWD", "DB_PASS", "SLACK_HOOK", "APP_CONFIG", "PATH", "GOOGLE_OAUTH_ACCESS_TOKEN", "MY_API_TOKEN",
+                     "HOIST_WEBHOOK_URL", "HOIST_GUARD_MAX_FILE", "HOIST_GUARD_BUDGET"] {
+            #expect(logs.contains { $0.hasSuffix("] info: \(name)=nil") }, "\(name) in \(logs)")
+        }
+        #expect(!logs.joined().contains("pw-") && !logs.joined().contains("s3cr3t") && !logs.joined().contains("secret"), "\(logs)")
+    }
+
+    @Test func osGetenvShowsWhatLuaEnvGrantsWhole() async throws {
+        let hooks = try HookFixture()
+        try hooks.fixture.file("a.txt")
+        let environment = Self.leakyEnvironment
+        _ = try await hooks.run(Self.readingEnvironment(environment.keys.sorted()),
+                                extra: "lua: { env: [SLACK_HOOK, APP_CONFIG, 'HOIST_GUARD_*'] }\n", environment: environment)
+        let logs = hooks.log.all
+        // Granted by name or by a glob, given as they are: the operator granted them.
+        for name in ["SLACK_HOOK", "APP_CONFIG", "HOIST_GUARD_MAX_FILE", "HOIST_GUARD_BUDGET", "HOME"] {
+            #expect(logs.contains { $0.hasSuffix("] info: \(name)=\(environment[name]!)") }, "\(name) in \(logs)")
+        }
+        for name in ["MYSQL_PWD", "DB_PASS", "PATH", "MY_API_TOKEN", "HOIST_WEBHOOK_URL"] {
+            #expect(logs.contains { $0.hasSuffix("] info: \(name)=nil") }, "\(name) in \(logs)")
+        }
+    }
+
+    @Test func luaSecretsStillGrants() async throws {
+        let hooks = try HookFixture()
+        try hooks.fixture.file("a.txt")
+        _ = try await hooks.run(Self.readingEnvironment(["MY_API_TOKEN", "GOOGLE_OAUTH_ACCESS_TOKEN"]), extra: "lua: { secrets: [MY_API_TOKEN] }\n",
+                                environment: Self.leakyEnvironment)
+        #expect(hooks.log.all.contains { $0.hasSuffix("MY_API_TOKEN=t0k3n") }, "\(hooks.log.all)")
+        #expect(hooks.log.all.contains { $0.hasSuffix("GOOGLE_OAUTH_ACCESS_TOKEN=nil") }, "\(hooks.log.all)")
+    }
+
+    @Test func osGetenvShowsTheManifestsEnvKeysButNotTheEnvFilesUnlessGranted() async throws {
+        let hooks = try HookFixture()
+        try hooks.fixture.file("a.txt")
+        _ = try hooks.fixture.directory.write("job.env", Data("FROM_FILE=file-secret\nDB_URL=postgres://u:pw-file@db/x\nLANG=xx\n".utf8))
+        let env = "envFile: job.env\nenv: { REGION: eu-west, DB_PASSWORD: pw-env, DB_URL: 'postgres://u:pw-env@db/x' }\n"
+        let names = ["REGION", "DB_PASSWORD", "DB_URL", "FROM_FILE", "LANG"]
+        _ = try await hooks.run(Self.readingEnvironment(names), extra: env, environment: ["HOME": "/root", "LANG": "C"])
+        let logs = hooks.log.all
+        #expect(logs.contains { $0.hasSuffix("] info: REGION=eu-west") }, "\(logs)")
+        #expect(logs.contains { $0.hasSuffix("] info: DB_PASSWORD=nil") }, "\(logs)")
+        // An env: key that is not named like a credential, with a URL's password hidden.
+        #expect(logs.contains { $0.hasSuffix("] info: DB_URL=postgres://u:***@db/x") }, "\(logs)")
+        // The env file is where secrets go: none of its keys, the default set's included.
+        #expect(logs.contains { $0.hasSuffix("] info: FROM_FILE=nil") }, "\(logs)")
+        #expect(logs.contains { $0.hasSuffix("] info: LANG=nil") }, "\(logs)")
+        #expect(!logs.joined().contains("pw-") && !logs.joined().contains("file-secret"), "\(logs)")
+
+        let granted = try HookFixture()
+        try granted.fixture.file("a.txt")
+        _ = try granted.fixture.directory.write("job.env", Data("FROM_FILE=file-secret\n".utf8))
+        _ = try await granted.run(Self.readingEnvironment(["FROM_FILE"]), extra: "envFile: job.env\nlua: { env: [FROM_FILE] }\n")
+        #expect(granted.log.all.contains { $0.hasSuffix("] info: FROM_FILE=file-secret") }, "\(granted.log.all)")
+    }
+
+    @Test func luaEnvRefusesGlobsThatGrantWhatNobodyNamed() throws {
+        let fixture = try JobFixture()
+        for (grant, problem) in [("'*'", "that is every variable"), ("'*_URL'", "give a variable's name"), ("'A*B'", "give a variable's name"),
+                                 ("'BAD-NAME'", "give a variable's name"), ("'1ST'", "give a variable's name")] {
+            do {
+                _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nlua: { env: [\(grant)] }\n")
+                Issue.record("lua.env: [\(grant)] was taken")
+            } catch {
+                #expect("\(error)".contains(problem), "\(error)")
+            }
+        }
+        _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nlua: { env: [HOIST_GUARD_*, TZ, _X1] }\n")
     }
 }
 
 extension HostAPIAttackTests {
     @Test func osGetenvHidesPasswordsInsideURLValuedVariables() async throws {
-        // Hidden by name only: these came back whole.
+        // Hidden by name only: these came back whole. Hooks see such variables only as keys of the
+        // manifest's env: (the process's own read as nil unless granted), with URL credentials hidden.
         let hooks = try HookFixture()
         try hooks.fixture.file("a.txt")
-        let environment = ["HOIST_JOURNAL": "postgres://hoist:PASS1@db.internal:5432/hoist?sslmode=require",
-                           "HTTPS_PROXY": "http://proxy-user:PASS2@proxy:3128", "DATABASE_URL": "mysql://root:PASS3@localhost/app",
-                           "MIRRORS": "https://TOKEN4@git.example.com/a.git https://u:PASS5@b.example.com/",
-                           "PG_DSN": "host=db user=hoist password=PASS6", "SERVICE": "https://api.example.com/v1?access_token=TOKEN7&x=1",
-                           "CONTACT": "ops@example.com", "HOME": "/root"]
-        _ = try await hooks.run("""
-            function on_job_start(job)
-              for _, name in ipairs({ "HOIST_JOURNAL", "HTTPS_PROXY", "DATABASE_URL", "MIRRORS", "PG_DSN", "SERVICE", "CONTACT" }) do
-                log.info(name .. "=" .. tostring(os.getenv(name)))
-              end
-            end
-            """, environment: environment)
+        let env = ["HOIST_JOURNAL": "postgres://hoist:PASS1@db.internal:5432/hoist?sslmode=require",
+                   "HTTPS_PROXY": "http://proxy-user:PASS2@proxy:3128", "DATABASE_URL": "mysql://root:PASS3@localhost/app",
+                   "MIRRORS": "https://TOKEN4@git.example.com/a.git https://u:PASS5@b.example.com/",
+                   "PG_DSN": "host=db user=hoist password=PASS6", "SERVICE": "https://api.example.com/v1?access_token=TOKEN7&x=1",
+                   "CONTACT": "ops@example.com", "APP_CONFIG": #"{"db_host": "db", "db_password": "PASS8", "port": 5432, "apiKey":"TOKEN9"}"#]
+        let manifestEnv = "env: { " + env.sorted { $0.key < $1.key }.map { "\($0.key): '\($0.value)'" }.joined(separator: ", ") + " }\n"
+        _ = try await hooks.run(Self.readingEnvironment(env.keys.sorted()), extra: manifestEnv)
         let logs = hooks.log.all
         #expect(!logs.joined().contains("PASS") && !logs.joined().contains("TOKEN"), "\(logs)")
         for shown in ["HOIST_JOURNAL=postgres://hoist:***@db.internal:5432/hoist?sslmode=require", "HTTPS_PROXY=http://proxy-user:***@proxy:3128",
                       "DATABASE_URL=mysql://root:***@localhost/app", "MIRRORS=https://***@git.example.com/a.git https://u:***@b.example.com/",
                       "PG_DSN=host=db user=hoist password=***", "SERVICE=https://api.example.com/v1?access_token=***&x=1",
-                      "CONTACT=ops@example.com"] {
+                      "CONTACT=ops@example.com", #"APP_CONFIG={"db_host": "db", "db_password": "***", "port": 5432, "apiKey":"***"}"#] {
             #expect(logs.contains { $0.hasSuffix(shown) }, "\(shown) in \(logs)")
         }
     }
@@ -417,7 +488,7 @@ extension HostAPIAttackTests {
               log.info("asked about " .. f.relpath)
               if f.relpath == "b.txt" then return false end
             end
-            """, files: ["\(plugins)/guard.lua"], environment: ["HOIST_GUARD_MAX_FILE": "1000"])
+            """, files: ["\(plugins)/guard.lua"], extra: "lua: { env: [HOIST_GUARD_MAX_FILE] }\n", environment: ["HOIST_GUARD_MAX_FILE": "1000"])
         #expect(summary.uploaded == 1 && summary.vetoed == 7, "\(summary)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: hooks.bucket.path).filter { !$0.hasPrefix(".") } == ["a.txt"])
         // A veto is final: the later script is not even asked.

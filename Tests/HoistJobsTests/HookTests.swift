@@ -284,7 +284,7 @@ let recordEverything = """
         let port = try sink.readyPort()
         let hooks = try HookFixture()
         try hooks.fixture.file("a.txt", 10)
-        let summary = try await hooks.run("", files: ["\(plugins)/webhook.lua"],
+        let summary = try await hooks.run("", files: ["\(plugins)/webhook.lua"], extra: "lua: { env: [HOIST_WEBHOOK_URL] }\n",
                                           environment: ["HOOK": "1", "HOIST_WEBHOOK_URL": "http://127.0.0.1:\(port)/hook"])
         #expect(summary.uploaded == 1)
         let body = try #require(try String(contentsOf: received, encoding: .utf8).split(separator: "\n").first)
@@ -300,7 +300,7 @@ let recordEverything = """
         try hooks.fixture.file("huge.bin", 5000)
         for index in 0..<6 { try hooks.fixture.file("small\(index).txt", 400) }
         let resumed = Mutex(false)
-        let summary = try await hooks.run("", files: ["\(plugins)/guard.lua"], extra: "upload: { concurrency: 1 }\n",
+        let summary = try await hooks.run("", files: ["\(plugins)/guard.lua"], extra: "upload: { concurrency: 1 }\nlua: { env: [HOIST_GUARD_*] }\n",
                                           environment: ["HOIST_GUARD_MAX_FILE": "1000", "HOIST_GUARD_BUDGET": "800"]) { runner in
             // The guard pauses the job after 800 bytes; a person resumes it.
             let deadline = Date().addingTimeInterval(10)

@@ -23,15 +23,11 @@ extension HookBus {
         }
         runtime.setGlobal("log", .table(["debug": logger(.debug), "info": logger(.info), "warn": logger(.warn), "error": logger(.error)]))
         runtime.setGlobal("print", logger(.info))
-        // The job's environment: the same one its manifest's ${VAR} read, less its credentials.
-        let environment = job.environment
-        let secrets = Set(settings.secrets)
+        // The job's environment as far as the manifest grants it (`HookEnvironment`).
+        let environment = HookEnvironment(job: job)
         runtime.setField("os", "getenv", .function(LuaFunction { arguments in
-            // No variable has a name of a kilobyte (and checking a huge one would take long).
-            guard let name = arguments.first?.string, name.utf8.count <= 1024, !Self.isSecret(name) || secrets.contains(name)
-            else { return [.nil] }
-            guard let value = environment[name] else { return [.nil] }
-            return [.string(secrets.contains(name) ? value : Self.redactingCredentials(value))]
+            guard let name = arguments.first?.string, let value = environment.value(name) else { return [.nil] }
+            return [.string(value)]
         }))
 
         runtime.setGlobal("json", .table([
@@ -128,8 +124,9 @@ extension HookBus {
     /// `http.post` refuses a response body longer than this.
     static let maxResponseBytes = 1 << 20
 
-    /// Whether an environment variable holds credentials, hidden from `os.getenv` unless the job
-    /// names it in `lua.secrets`: Google's and other clouds' variables, and any name that says
+    /// Whether an environment variable is named like credentials: a key of the manifest's `env:`
+    /// so named is hidden from `os.getenv` unless `lua.env` grants it, and so is a URL's query
+    /// parameter or a connection string's word (`redactingCredentials`). Google's and other clouds' variables, and any name that says
     /// token, secret, password, credential, private or key.
     static func isSecret(_ name: String) -> Bool {
         let upper = name.uppercased()
@@ -145,8 +142,10 @@ extension HookBus {
     /// name is often a token), and the value of query parameters named like credentials
     /// (`?sslpassword=***`, and `password=***` as a word of a keyword connection string). A
     /// scheme-less `user:password@host` loses its password too; an e-mail address (no `:` before
-    /// its `@`) stays as it is.
+    /// its `@`) stays as it is. A JSON member named like a credential loses its value
+    /// (`{"db_password": "***"}`).
     static func redactingCredentials(_ value: String) -> String {
+        let value = redactingJSONCredentials(value)
         guard value.contains("@") || value.contains("=") else { return value }
         var result = ""
         var token = ""
@@ -160,6 +159,15 @@ extension HookBus {
             }
         }
         return result + redactingURLCredentials(token)
+    }
+
+    /// `text` with the value of each JSON member named like a credential hidden: a config held
+    /// in a variable (`{"db_host": "db", "db_password": "***"}`).
+    private static func redactingJSONCredentials(_ text: String) -> String {
+        guard text.contains("\"") else { return text }
+        return text.replacing(/("((?:[^"\\]|\\.)*)"\s*:\s*)("(?:[^"\\]|\\.)*"|[^,}\]\s]+)/) { match in
+            isSecret(String(match.2)) ? String(match.1) + "\"***\"" : String(match.0)
+        }
     }
 
     /// One URL-like word with its credentials hidden (see `redactingCredentials`).

@@ -8,9 +8,13 @@ import HoistLua
 /// --
 /// -- setting url (string): where to POST (default: $HOIST_WEBHOOK_URL).
 /// -- setting events (list): when to post: "success", "failure" (default: both).
+/// -- reads env: HOIST_WEBHOOK_URL (default of setting url)
 /// ```
 /// Each `-- setting NAME (TYPE[, required]): help` line declares what `with:` may give it
 /// (`string`, `number`, `boolean` or `list`); the script reads them from its global `settings`.
+/// Each `-- reads env: NAME[ (default of setting SETTING)]` line declares a variable it reads
+/// with `os.getenv`: a declaration grants nothing (only the manifest's `lua.env` does), and
+/// `hoist validate` warns of one the job does not let it see (`Job.warnings`).
 public struct PluginInfo: Sendable, Equatable {
     public struct Setting: Sendable, Equatable {
         public let name: String
@@ -19,17 +23,26 @@ public struct PluginInfo: Sendable, Equatable {
         public let help: String
     }
 
+    /// A variable the plugin reads, and the setting that, given, stands for it.
+    public struct EnvironmentRead: Sendable, Equatable {
+        public let name: String
+        public let setting: String?
+    }
+
     public let name: String
     public let path: String
     /// The first line of the header, after `NAME.lua: `.
     public let summary: String
     public let settings: [Setting]
+    /// The variables its header says it reads (`-- reads env:` lines).
+    public let reads: [EnvironmentRead]
 
     public init(name: String, path: String, source: String) {
         self.name = name
         self.path = path
         var summary = ""
         var settings: [Setting] = []
+        var reads: [EnvironmentRead] = []
         for line in source.split(separator: "\n", omittingEmptySubsequences: false) {
             guard line.hasPrefix("--") else { break }
             let text = line.dropFirst(2).trimmingCharacters(in: .whitespaces)
@@ -37,9 +50,13 @@ public struct PluginInfo: Sendable, Equatable {
             if let match = text.wholeMatch(of: /setting ([A-Za-z_][A-Za-z0-9_]*) \((string|number|boolean|list)(, required)?\): (.*)/) {
                 settings.append(Setting(name: String(match.1), type: String(match.2), required: match.3 != nil, help: String(match.4)))
             }
+            if let match = text.wholeMatch(of: /reads env: ([A-Za-z_][A-Za-z0-9_]*)(?: \(default of setting ([A-Za-z_][A-Za-z0-9_]*)\))?/) {
+                reads.append(EnvironmentRead(name: String(match.1), setting: match.2.map(String.init)))
+            }
         }
         self.summary = summary
         self.settings = settings
+        self.reads = reads
     }
 
     /// Checks `with:` values against the settings and turns them into the script's `settings`.

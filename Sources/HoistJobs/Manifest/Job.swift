@@ -13,6 +13,8 @@ public struct Job: Sendable {
     public let environment: [String: String]
     /// The manifest's `envFile:`, absolute, when it names one.
     public let envFile: String?
+    /// The variables the `envFile:` sets: hooks see none of them unless `lua.env` grants it.
+    public let envFileNames: Set<String>
     /// The static shard this process plans and uploads (`--shard K/N`), or nil for every file.
     public var shard: Shard?
     /// The manifest's text, to locate problems found after reading it (a missing root).
@@ -43,6 +45,7 @@ public struct Job: Sendable {
         decoder.ignoredTopLevelPrefix = "x-"
         var jobEnvironment = environment
         var envFile: String?
+        var envFileNames = Set<String>()
         let raw = try decoder.composeUninterpolated(text, file: file)
         if let node = raw?["envFile"], node.scalar != nil {
             let folder = URL(fileURLWithPath: file).standardizedFileURL.deletingLastPathComponent()
@@ -55,7 +58,10 @@ public struct Job: Sendable {
                     + "(\((error as NSError).localizedDescription)): give a file of KEY=VALUE lines, relative to the manifest's folder",
                     sourceLine: lines.indices.contains(node.mark.line - 1) ? String(lines[node.mark.line - 1]) : nil)
             }
-            for (key, value) in try Self.parseEnvFile(contents, file: path) { jobEnvironment[key] = value }
+            for (key, value) in try Self.parseEnvFile(contents, file: path) {
+                jobEnvironment[key] = value
+                envFileNames.insert(key)
+            }
             envFile = path
             decoder.environment = jobEnvironment
         }
@@ -72,6 +78,7 @@ public struct Job: Sendable {
         directory = URL(fileURLWithPath: file).standardizedFileURL.deletingLastPathComponent()
         self.environment = jobEnvironment
         self.envFile = envFile
+        self.envFileNames = envFileNames
         try checkTemplateVariables()
     }
 
@@ -83,6 +90,7 @@ public struct Job: Sendable {
         self.directory = directory.standardizedFileURL
         self.environment = environment
         envFile = nil
+        envFileNames = []
         text = ""
     }
 

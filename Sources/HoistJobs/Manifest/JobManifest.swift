@@ -498,8 +498,11 @@ public struct LuaSettings: Decodable, Sendable {
     public var queueLimit: Int = 1000
     /// Wall-clock time one hook call may take, whatever it does (default 10s).
     public var timeLimit = TimeSpan(seconds: 10)
-    /// Environment variables that hold credentials, which `os.getenv` hides from hooks unless
-    /// named here (see `HookBus.isSecret`).
+    /// The environment variables `os.getenv` shows hooks beyond the default set (see
+    /// `HookEnvironment`): names, or a name's start and `*` (`HOIST_GUARD_*`). Their values are
+    /// given whole.
+    public var env: [String] = []
+    /// Deprecated: variables granted as `env` grants them (a warning says so; see `Job.warnings`).
     public var secrets: [String] = []
     /// The one folder `hoist.append_file` writes below (relative to the manifest's folder, or
     /// absolute); it must hold nothing Hoist reads. nil: hooks write no files.
@@ -507,7 +510,7 @@ public struct LuaSettings: Decodable, Sendable {
 
     public init() {}
 
-    enum CodingKeys: String, CodingKey, CaseIterable { case allow, instructionLimit, memoryLimit, progressInterval, queueLimit, timeLimit, secrets, output }
+    enum CodingKeys: String, CodingKey, CaseIterable { case allow, instructionLimit, memoryLimit, progressInterval, queueLimit, timeLimit, env, secrets, output }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -534,10 +537,36 @@ public struct LuaSettings: Decodable, Sendable {
         guard (0.01...3600).contains(timeLimit.seconds) else {
             throw DecodingError.dataCorruptedError(forKey: .timeLimit, in: c, debugDescription: "timeLimit must be between 10ms and 1h")
         }
+        env = try c.decodeIfPresent([String].self, forKey: .env) ?? []
+        for grant in env {
+            if let problem = Self.grantProblem(grant) {
+                throw DecodingError.dataCorruptedError(forKey: .env, in: c, debugDescription: problem)
+            }
+        }
         secrets = try c.decodeIfPresent([String].self, forKey: .secrets) ?? []
         output = try c.decodeIfPresent(String.self, forKey: .output)
         if output?.isEmpty == true {
             throw DecodingError.dataCorruptedError(forKey: .output, in: c, debugDescription: "output names a folder for what hooks write, such as logs/")
         }
+    }
+
+    /// Why `grant` cannot be an entry of `lua.env`: a name (letters, digits and `_`, not starting
+    /// with a digit), or the start of one and a final `*`. A glob that starts with `*` (`*`,
+    /// `*_URL`) would grant variables nobody named, credentials among them, and is refused.
+    static func grantProblem(_ grant: String) -> String? {
+        let name = grant.hasSuffix("*") ? grant.dropLast() : Substring(grant)
+        if name.isEmpty {
+            return "lua.env cannot grant '\(grant)': that is every variable, credentials included; name each one, or the start of their names (HOIST_GUARD_*)"
+        }
+        guard !name.first!.isNumber, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else {
+            return "lua.env cannot grant '\(grant.prefix(80))': give a variable's name (letters, digits and '_', not starting with a digit), "
+                + "or the start of one and a final * (HOIST_GUARD_*)"
+        }
+        return nil
+    }
+
+    /// Whether `lua.env` (or the deprecated `lua.secrets`) grants hooks the variable `name`.
+    public func grants(_ name: String) -> Bool {
+        secrets.contains(name) || env.contains { $0.hasSuffix("*") ? name.hasPrefix($0.dropLast()) : name == $0 }
     }
 }

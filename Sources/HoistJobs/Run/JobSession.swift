@@ -149,7 +149,7 @@ public final class JobSession: Sendable {
         do {
             for note in try job.checkRoots() where !options.quiet { options.log(.note(note)) }
             storage = try job.makeStorage(caBundle: options.caBundle)
-            for warning in job.manifest.storage.options.warnings { options.log(.warning(warning)) }
+            for warning in job.warnings() { options.log(.warning(warning)) }
             try await storage.backend.checkAccess()
             if !job.manifest.hooks.isEmpty {
                 let alsoReads = [options.caBundle, options.journalOverride].compactMap { $0 }.filter { !PostgresLocation.isPostgres($0) }
