@@ -204,7 +204,10 @@ import Testing
     /// to its `http.post`): `hoist validate` and `hoist run` show it on one line.
     @Test func aHooksErrorIsOneLineInValidateAndRun() throws {
         let fixture = try JobFixture()
-        let escapedLua = Self.hostile.unicodeScalars.map { $0.isASCII && $0.value >= 0x20 && $0 != "\\" && $0 != "\""
+        // A top-level error's message shows up to its second line break (what follows is read
+        // as the traceback, not shown): the forged line comes after the first, the override after it.
+        let text = "disk full\u{1B}[2J\u{07}\r\n" + Self.forged[0] + " \u{202E}exe.txt\u{2066}\u{85}\u{7F}" + String(repeating: "x", count: 3000)
+        let escapedLua = text.unicodeScalars.map { $0.isASCII && $0.value >= 0x20 && $0 != "\\" && $0 != "\""
             ? String($0) : "\\u{\(String($0.value, radix: 16))}" }.joined()
         try fixture.directory.write("hook.lua", Data("error(\"\(escapedLua)\", 0)\n".utf8))
         let manifest = try job(fixture, storage: "{ url: 'file:bucket' }", extra: "hooks: [hook.lua]\n")
