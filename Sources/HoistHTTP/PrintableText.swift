@@ -17,8 +17,8 @@ public let outsideTextLimit = 500
 /// returns that would forge a line of Hoist's own, escape sequences that retitle or recolour the
 /// terminal) and the characters that reorder or break what follows them (bidirectional
 /// overrides and isolates, which make `evil\u{202E}txt.exe` show as `evilexe.txt`; Unicode's
-/// line and paragraph separators) shown escaped, as `\u{1B}`; with `limit`, its first `limit`
-/// characters (escapes counted as written) and `…`.
+/// line and paragraph separators) shown escaped, as `\u{1B}`; a tab stays. With `limit`, at
+/// most that many Unicode scalars of the result (an escape is never cut), then `…`.
 ///
 /// The rule (ARCHITECTURE.md, "Text from outside is one line"): whatever a server, a database,
 /// a journal row or a hook says goes through it, bounded (`limit: outsideTextLimit`), where it
@@ -34,17 +34,16 @@ public func printable(_ text: String, keepingNewlines: Bool = false, limit: Int?
         default: return reordersOrControlsTerminal(scalar)
         }
     }
-    var result = text
-    if text.unicodeScalars.contains(where: hidden) {
-        result = ""
-        for scalar in text.unicodeScalars {
-            if hidden(scalar) {
-                result += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
-            } else {
-                result.unicodeScalars.append(scalar)
-            }
-        }
+    let limit = limit ?? .max
+    // Most text has nothing to escape and is short enough: as it is, no new string.
+    if !text.unicodeScalars.contains(where: hidden), limit == .max || text.unicodeScalars.count <= limit { return text }
+    var result = String.UnicodeScalarView()
+    var count = 0
+    for scalar in text.unicodeScalars {
+        let piece = hidden(scalar) ? Array(("\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}").unicodeScalars) : [scalar]
+        count += piece.count
+        guard count <= limit else { return String(result) + "…" }
+        result.append(contentsOf: piece)
     }
-    if let limit, result.count > limit { return result.prefix(limit) + "…" }
-    return result
+    return String(result)
 }
