@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HoistHTTP
 import HoistJobs
 import HoistStorage
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HoistHTTP
 import HoistJobs
 
 extension Hoist {
@@ -68,10 +69,11 @@ extension Hoist {
         func run() throws {
             let job = try loadJob(self.job)
             // What the journal says (file names, a server's messages) is shown, never obeyed by
-            // the terminal: escapes, forged lines and reordering characters come out escaped.
+            // the terminal: escapes, forged lines and reordering characters come out escaped,
+            // and a stored message is cut at `outsideTextLimit` characters.
             let path = job.journalPath(override: journalOptions.journal)
             do { try job.checkJournalOwner(override: journalOptions.journal, claim: false) } catch {
-                FileHandle.standardError.write(Data("hoist: \(error)\n".utf8))
+                FileHandle.standardError.write(Data((printable("hoist: \(error)") + "\n").utf8))
                 throw ExitCode(2)
             }
             guard Journal.exists(path) else {
@@ -80,7 +82,7 @@ extension Hoist {
             }
             let journal: any JournalStore
             do { journal = try Journal.open(path, job: job.manifest.name) } catch {
-                FileHandle.standardError.write(Data("hoist: \(error)\n".utf8))
+                FileHandle.standardError.write(Data((printable("hoist: \(error)") + "\n").utf8))
                 throw ExitCode(2)
             }
             show("\(job.manifest.name): journal \(journal.location)")
@@ -98,13 +100,13 @@ extension Hoist {
                 show("  \(started)  \(run.status.rawValue.padding(toLength: 11, withPad: " ", startingAt: 0)) \(run.uploaded) uploaded, "
                       + "\(run.skipped) skipped, \(run.failed) failed, " + (run.cancelled > 0 ? "\(run.cancelled) cancelled, " : "")
                       + "\(ByteFormatter.string(run.bytes)), \(seconds)"
-                      + (run.error.map { ": \($0)" } ?? ""))
+                      + (run.error.map { ": " + printable($0, limit: outsideTextLimit) } ?? ""))
             }
             for file in (try? journal.files(state: .uploading, limit: 20)) ?? [] {
                 show("pending: \(file.source) -> \(file.destination) (\(file.confirmedOffset) of \(file.size) bytes confirmed)")
             }
             for file in (try? journal.files(state: .failed, limit: 20)) ?? [] {
-                show("failed:  \(file.source) -> \(file.destination): \(file.error ?? "")")
+                show("failed:  \(file.source) -> \(file.destination): " + printable(file.error ?? "", limit: outsideTextLimit))
             }
         }
     }

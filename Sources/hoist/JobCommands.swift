@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HoistHTTP
 import HoistJobs
 import HoistStorage
 import HoistYAML
@@ -139,7 +140,7 @@ extension Hoist {
                 throw ExitCode(2)
             }
             let summary = await output.run(session.makeRunner(observers: observers + output.observers))
-            if let problem = session.finish(summary) { FileHandle.standardError.write(Data("hoist: \(problem)\n".utf8)) }
+            if let problem = session.finish(summary) { FileHandle.standardError.write(Data((printable("hoist: \(problem)") + "\n").utf8)) }
             try output.end(summary)
         }
 
@@ -254,13 +255,13 @@ extension Hoist {
             }
             let journalPath = job.journalPath(override: journalOptions.journal)
             do { try job.checkJournalOwner(override: journalOptions.journal, claim: false) } catch {
-                FileHandle.standardError.write(Data("hoist: \(error)\n".utf8))
+                FileHandle.standardError.write(Data((printable("hoist: \(error)") + "\n").utf8))
                 throw ExitCode(2)
             }
             var journal: (any JournalStore)?
             if Journal.exists(journalPath) {
                 do { journal = try Journal.open(journalPath, job: job.manifest.name) } catch {
-                    FileHandle.standardError.write(Data("hoist: \(error)\n".utf8))
+                    FileHandle.standardError.write(Data((printable("hoist: \(error)") + "\n").utf8))
                     throw ExitCode(2)
                 }
             }
@@ -271,7 +272,7 @@ extension Hoist {
                         FileHandle.standardError.write(Data("hoist: [\(line.script)] \(line.level.rawValue): \(line.message)\n".utf8))
                     }
                 } catch {
-                    FileHandle.standardError.write(Data("hoist: \(describe(error))\n".utf8))
+                    FileHandle.standardError.write(Data((printable("hoist: \(describe(error))") + "\n").utf8))
                     throw ExitCode(2)
                 }
             }
@@ -328,7 +329,7 @@ func printPlan(_ job: Job, journal: (any JournalStore)?, force: Bool = false, ho
     }
     output.flush()
     if let error = iterator.error {
-        FileHandle.standardError.write(Data("hoist: \(error.message)\n".utf8))
+        FileHandle.standardError.write(Data((printable("hoist: \(error.message)") + "\n").utf8))
         throw ExitCode(2)
     }
     for problem in iterator.problems { FileHandle.standardError.write(Data((printable("hoist: warning: \(problem)") + "\n").utf8)) }

@@ -1,4 +1,5 @@
 import Foundation
+import HoistHTTP
 import HoistStorage
 import HoistJobs
 import ArgumentParser

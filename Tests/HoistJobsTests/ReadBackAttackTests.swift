@@ -1,4 +1,5 @@
 import Foundation
+import HoistHTTP
 @testable import HoistJobs
 import HoistTestSupport
 import HoistYAML

@@ -9,8 +9,9 @@ import Testing
 /// that answers each with a hostile answer from the corpus Tests/fuzz/corpus/http-answers.txt
 /// (Tests/servers/hostilehttp.py): bad status lines, floods of headers, Locations to other
 /// schemes and hosts, endless and dripping bodies, resets, wrong lengths, chunked garbage, JSON
-/// that lies. Whatever the answers, every operation ends within a bound, with a value or a
-/// typed `StorageFailure`; no file is written through a `file://` Location; nothing reaches
+/// that lies, error messages that would forge Hoist's lines. Whatever the answers, every
+/// operation ends within a bound, with a value or a typed `StorageFailure` whose message is one
+/// bounded line; no file is written through a `file://` Location; nothing reaches
 /// another host or port (the server's traps); the token goes nowhere else.
 ///
 /// The normal suite serves every corpus answer once, in order, then a seeded random run;
@@ -68,7 +69,19 @@ import Testing
         if case .failure(let error) = result, !(error is StorageFailure) {
             return "\(operation) threw \(type(of: error)): \(error)"
         }
+        if case .failure(let error as StorageFailure) = result, let problem = Self.notOneLine(error.message) {
+            return "\(operation)'s message is not one line (\(problem)): \(error.message.debugDescription.prefix(300))"
+        }
         return seconds > Self.bound ? "\(operation) took \(seconds) s" : nil
+    }
+
+    /// Why a failure's message is not one bounded line that a terminal shows as it is (a
+    /// server's text in it escaped and cut: `printable`), or nil.
+    static func notOneLine(_ message: String) -> String? {
+        if let scalar = message.unicodeScalars.first(where: { ($0.value < 0x20 && $0 != "\t") || reordersOrControlsTerminal($0) }) {
+            return "U+\(String(scalar.value, radix: 16, uppercase: true))"
+        }
+        return message.count > 1000 ? "\(message.count) characters" : nil
     }
 
     /// Runs `count` operations (cycling through them) against `server`; each failure names the

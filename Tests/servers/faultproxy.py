@@ -5,7 +5,9 @@ Each connection carries one request: the proxy forwards it upstream (Connection:
 relays the answer, rewrites upload-session Location headers to point back at itself, and
 closes. Faults, each for a limited number of matching requests:
 
-  --fail STATUS:COUNT[:METHOD]   answer STATUS instead of forwarding (with --retry-after SECONDS)
+  --fail STATUS:COUNT[:METHOD]   answer STATUS instead of forwarding (with --retry-after SECONDS);
+                                 its body is GCS's JSON error, or S3's XML one with --fail-xml, and
+                                 says --fail-message TEXT (default "injected")
   --cut-after BYTES:COUNT[:METHOD]  forward BYTES of the body, then drop both connections
   --corrupt-at BYTES[:METHOD[:COUNT]]  flip one bit of the body byte at that offset (once, or COUNT times)
   --stall SECONDS:COUNT[:METHOD] wait before forwarding
@@ -124,7 +126,10 @@ class Proxy:
             if rule.take(method):
                 await reader.readexactly(length)
                 extra = [("Retry-After", self.args.retry_after)] if self.args.retry_after else []
-                return await self.answer(writer, int(rule.value), {"error": {"code": int(rule.value), "message": "injected"}}, extra)
+                message = self.args.fail_message
+                if self.args.fail_xml:
+                    return await self.answer_xml(writer, int(rule.value), message)
+                return await self.answer(writer, int(rule.value), {"error": {"code": int(rule.value), "message": message}}, extra)
         for rule in self.resets:
             if rule.take(method):
                 await reader.readexactly(length)
@@ -200,11 +205,18 @@ class Proxy:
         writer.write(b"\r\n".join(out) + b"\r\n\r\n" + body)
         await writer.drain()
 
-    async def answer(self, writer, status, payload, extra=()):
+    async def answer_xml(self, writer, status, message):
+        """An injected S3 error: `<Error>` with the code InvalidRequest and `message`, escaped as XML."""
+        text = message.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\r", "&#13;")
+        body = (f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>InvalidRequest</Code><Message>{text}</Message>"
+                "<RequestId>1</RequestId></Error>").encode()
+        return await self.answer(writer, status, None, body=body, content_type="application/xml")
+
+    async def answer(self, writer, status, payload, extra=(), body=None, content_type="application/json"):
         """Writes an injected answer; True when the connection stays open (--keep-alive)."""
-        body = json.dumps(payload).encode()
+        body = body if body is not None else json.dumps(payload).encode()
         keep = bool(self.args.keep_alive)
-        lines = [f"HTTP/1.1 {status} Injected", "Content-Type: application/json", f"Content-Length: {len(body)}",
+        lines = [f"HTTP/1.1 {status} Injected", f"Content-Type: {content_type}", f"Content-Length: {len(body)}",
                  "Connection: " + ("keep-alive" if keep else "close")] + [f"{k}: {v}" for k, v in extra]
         writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
         await writer.drain()
@@ -217,6 +229,8 @@ async def main():
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--fail", action="append", default=[])
     parser.add_argument("--retry-after", default=None)
+    parser.add_argument("--fail-message", default="injected")
+    parser.add_argument("--fail-xml", action="store_true")
     parser.add_argument("--cut-after", action="append", default=[])
     parser.add_argument("--corrupt-at", action="append", default=[])
     parser.add_argument("--stall", action="append", default=[])

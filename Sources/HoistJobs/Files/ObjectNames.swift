@@ -49,48 +49,9 @@ public func objectNameProblem(_ name: String) -> String? {
     return nil
 }
 
-/// DEL, the C1 controls, and the characters that reorder or break the text after them
-/// (bidirectional marks, overrides and isolates; Unicode's line and paragraph separators): what
-/// a terminal obeys beyond the C0 controls. `printable` escapes them, and so do JSON lines
-/// (which escape C0 themselves).
-public func reordersOrControlsTerminal(_ scalar: Unicode.Scalar) -> Bool {
-    switch scalar.value {
-    case 0x7f...0x9f, 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069, 0x2028, 0x2029: return true
-    default: return false
-    }
-}
-
 /// Why `value` cannot be sent as an HTTP header value or metadata (a control character, which
 /// could start a header of its own), or nil when it can.
 public func headerValueProblem(_ value: String) -> String? {
     guard let control = value.unicodeScalars.first(where: ObjectResource.isHeaderControlCharacter) else { return nil }
     return "contains the control character U+\(String(format: "%04X", control.value)): header values cannot hold control characters"
-}
-
-/// `text` as one line of visible text for a terminal: control characters (newlines that would
-/// forge a line of Hoist's own, escape sequences that retitle or recolour the terminal) and the
-/// characters that reorder or break what follows them (bidirectional overrides and isolates,
-/// which make `evil\u{202E}txt.exe` show as `evilexe.txt`; Unicode's line and paragraph
-/// separators) shown escaped, as `\u{1B}`. File names, hook messages and what a journal or a
-/// server said go through it before they are printed. With `keepingNewlines`, a message of
-/// several lines (a manifest's located error) keeps them.
-public func printable(_ text: String, keepingNewlines: Bool = false) -> String {
-    func hidden(_ scalar: Unicode.Scalar) -> Bool {
-        switch scalar.value {
-        case 0x0A: return !keepingNewlines
-        case 0x09: return false
-        case 0..<0x20: return true
-        default: return reordersOrControlsTerminal(scalar)
-        }
-    }
-    guard text.unicodeScalars.contains(where: hidden) else { return text }
-    var result = ""
-    for scalar in text.unicodeScalars {
-        if hidden(scalar) {
-            result += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
-        } else {
-            result.unicodeScalars.append(scalar)
-        }
-    }
-    return result
 }

@@ -6,8 +6,9 @@ import HoistStorage
 import Synchronization
 
 /// A hook's words for the operator: `log.info("...")` and runtime errors.
-/// The message is one line of visible text: control characters a hook writes (newlines that
-/// would forge Hoist's own lines, terminal escape sequences) are shown escaped, as `\u{1B}`.
+/// The message is one line of visible text, bounded (`printable`): control characters a hook
+/// writes (newlines that would forge Hoist's own lines, terminal escape sequences) are shown
+/// escaped, as `\u{1B}`.
 public struct HookLogLine: Sendable {
     public enum Level: String, Sendable { case debug, info, warn, error }
     public let level: Level
@@ -16,16 +17,17 @@ public struct HookLogLine: Sendable {
 
     public init(level: Level, script: String, message: String) {
         self.level = level
-        self.script = Self.visible(script)
-        self.message = Self.visible(message)
+        self.script = printable(script)
+        self.message = printable(message, limit: outsideTextLimit)
     }
-
-    static func visible(_ text: String) -> String { printable(text) }
 }
 
 /// A hook that cannot be used: a file that cannot be read, or a syntax error (`FILE:LINE: message`).
+/// Its text is the hook's (a Lua error's message), so one line, bounded (`printable`).
 public struct HookError: Error, CustomStringConvertible, Sendable {
     public let description: String
+
+    public init(description: String) { self.description = printable(description, limit: outsideTextLimit) }
 }
 
 /// Delivers a job's events to its Lua hooks, in order, on one serial executor, so hook code

@@ -1,4 +1,5 @@
 import Foundation
+import HoistHTTP
 import HoistStorage
 import Logging
 import NIOCore
@@ -608,7 +609,7 @@ extension JournalError {
                 + "check the password in the journal URL or PGPASSWORD.")
         case (.server, "28000"?):
             self.init(message: "PostgreSQL at \(at) does not let user \(target.user) in (journal \(target.location)): "
-                + (error.serverInfo?[.message] ?? "") + ". Check the user and the server's pg_hba.conf.")
+                + Self.said(error) + ". Check the user and the server's pg_hba.conf.")
         case (.server, "3D000"?):
             self.init(message: "PostgreSQL at \(at) has no database \(target.database) (journal \(target.location)): "
                 + "create it (createdb \(target.database)) or name another in the journal URL.")
@@ -619,7 +620,7 @@ extension JournalError {
             self.init(message: "PostgreSQL at \(at) does not offer TLS, and the journal URL asks for sslmode=\(target.sslMode.rawValue): "
                 + "enable ssl on the server, or use sslmode=disable on a trusted network.")
         case (.server, _):
-            self.init(message: "PostgreSQL at \(at) refused the connection (journal \(target.location)): \(error.serverInfo?[.message] ?? "no reason given").")
+            self.init(message: "PostgreSQL at \(at) refused the connection (journal \(target.location)): \(error.serverInfo?[.message] == nil ? "no reason given" : Self.said(error)).")
         case (.failedToAddSSLHandler, _):
             self.init(message: "cannot set up TLS to PostgreSQL at \(at) (journal \(target.location)): check sslrootcert= in the journal URL.")
         default:
@@ -645,9 +646,9 @@ extension JournalError {
             self.init(message: "cannot \(doing) the journal \(target.location): \(Self.plain(error)).")
             return
         }
-        if let message = error.serverInfo?[.message] {
-            let state = error.serverInfo?[.sqlState].map { " (SQLSTATE \($0))" } ?? ""
-            self.init(message: "cannot \(doing) the journal \(target.location): \(message)\(state).")
+        if error.serverInfo?[.message] != nil {
+            let state = error.serverInfo?[.sqlState].map { " (SQLSTATE \(printable($0, limit: 5)))" } ?? ""
+            self.init(message: "cannot \(doing) the journal \(target.location): \(Self.said(error))\(state).")
         } else {
             let reason = error.underlying.map(Self.plain) ?? "\(error.code)"
             self.init(message: "cannot \(doing) the journal \(target.location): the connection to PostgreSQL failed (\(reason)). "
@@ -655,13 +656,18 @@ extension JournalError {
         }
     }
 
-    /// An error's text without a type's dump.
+    /// What the server said (its error's message): one line, bounded.
+    static func said(_ error: PSQLError) -> String {
+        printable(error.serverInfo?[.message] ?? "", limit: outsideTextLimit)
+    }
+
+    /// An error's text without a type's dump, one line.
     static func plain(_ error: any Error) -> String {
         let text = "\(error)"
         if text.contains("refused") { return "connection refused" }
         if text.lowercased().contains("timed out") || text.contains("connectTimeout") { return "connection timed out" }
         if let error = error as? IOError { return error.description }
-        return text.count > 200 ? String(text.prefix(200)) + "…" : text
+        return printable(text, limit: 200)
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import HoistHTTP
 import HoistStorage
 
 /// One object a file set's `mirror` deletes (or, in a plan, would).

@@ -1,4 +1,5 @@
 import Foundation
+import HoistHTTP
 import HoistStorage
 
 /// The one way a run removes anything: a file `move` removes, a folder `removeEmptyFolders`

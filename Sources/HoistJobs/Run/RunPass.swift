@@ -1,4 +1,5 @@
 import Foundation
+import HoistHTTP
 
 /// One pass of a `JobRunner` over its work: a short loop over its parts. Files come from the
 /// work source (the walk's planner, and a shared run's claims), pass the admission step

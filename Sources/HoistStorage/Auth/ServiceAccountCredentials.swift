@@ -85,7 +85,7 @@ public final class ServiceAccountCredentials: AccessTokenProvider {
         }
         let answer = try? JSONDecoder().decode(Answer.self, from: response.body)
         guard response.status == 200, let token = answer?.access_token else {
-            let reason = answer?.error.map { ": \($0)" } ?? ""
+            let reason = answer?.error.map { ": \(printable($0, limit: outsideTextLimit))" } ?? ""
             throw StorageFailure(
                 .unauthenticated, "The token endpoint \(tokenURI) refused the service account \(email) (HTTP \(response.status)\(reason)).",
                 retryable: response.status >= 500 || response.status == 429, httpStatus: response.status)

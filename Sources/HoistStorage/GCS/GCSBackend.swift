@@ -374,7 +374,7 @@ public final class GCSBackend: StorageBackend {
         do {
             return try ObjectResource(json: response.body)
         } catch {
-            throw StorageFailure(.unknown, "Invalid data returned from the server: \(response.bodyText.prefix(500))",
+            throw StorageFailure(.unknown, "Invalid data returned from the server: \(printable(response.bodyText, limit: outsideTextLimit))",
                                  httpStatus: response.status, responseBody: response.bodyText)
         }
     }
@@ -387,7 +387,9 @@ public final class GCSBackend: StorageBackend {
             struct Detail: Decodable { let message: String? }
             let error: Detail?
         }
+        // The server's words: one line, bounded (a message Hoist prints must not forge its lines).
         let serverMessage = (try? JSONDecoder().decode(GCSError.self, from: response.body))?.error?.message
+            .map { printable($0, limit: outsideTextLimit) }
         let status = response.status
         let code: StorageErrorCode
         let message: String

@@ -137,7 +137,7 @@ final class GCSResumableSession: UploadSession {
         let range = response.header("Range")
         state.withLock { $0.oneOrNothing = range == "bytes=0-0" }
         guard let held = Self.confirmedBytes(range), held <= size ?? .max else {
-            throw StorageFailure(.unknown, "Cloud Storage answered a session's status with Range \(range.map { "\"\(printableExcerpt($0))\"" } ?? "")"
+            throw StorageFailure(.unknown, "Cloud Storage answered a session's status with Range \(range.map { "\"\(printable($0, limit: 60))\"" } ?? "")"
                                     + (size.map { " for a file of \($0) bytes" } ?? "") + ".",
                                  httpStatus: response.status, details: ["bucket": backend.bucket, "object": state.withLock { $0.path } ?? ""])
         }

@@ -125,14 +125,14 @@ enum S3Values {
         guard (3...63).contains(bucket.count), bucket.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-._".contains($0)) }),
               bucket.first!.isLetter || bucket.first!.isNumber
         else {
-            throw StorageFailure(.invalidArgument, "'\(printableExcerpt(bucket))' is not an S3 bucket name: 3 to 63 letters, digits, "
+            throw StorageFailure(.invalidArgument, "'\(printable(bucket, limit: 60))' is not an S3 bucket name: 3 to 63 letters, digits, "
                                     + "dots and hyphens, starting with a letter or digit (s3://BUCKET[/PREFIX]).")
         }
     }
 
     static func checkRegion(_ region: String) throws {
         guard (1...32).contains(region.count), region.allSatisfy({ $0.isASCII && ($0.isLowercase || $0.isNumber || $0 == "-") }) else {
-            throw StorageFailure(.invalidArgument, "'\(printableExcerpt(region))' is not an AWS region (like us-east-1): check AWS_REGION, "
+            throw StorageFailure(.invalidArgument, "'\(printable(region, limit: 60))' is not an AWS region (like us-east-1): check AWS_REGION, "
                                     + "AWS_DEFAULT_REGION, the profile's region or storage.region.")
         }
     }
@@ -141,7 +141,7 @@ enum S3Values {
         guard let origin = HTTPOrigin(endpoint), !endpoint.contains("@"), !endpoint.contains("?"), !endpoint.contains("#"),
               endpoint.allSatisfy({ $0.isASCII && !$0.isWhitespace && $0 != "\\" })
         else {
-            throw StorageFailure(.invalidArgument, "'\(printableExcerpt(endpoint))' is not an S3 endpoint: give an http(s) URL without "
+            throw StorageFailure(.invalidArgument, "'\(printable(endpoint, limit: 60))' is not an S3 endpoint: give an http(s) URL without "
                                     + "user, query or fragment (AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_S3 or storage.endpoint).")
         }
         _ = origin

@@ -15,7 +15,7 @@ enum S3Errors {
         init(_ response: HTTPResponse) {
             let xml = try? S3XML(response.body)
             code = xml?.first("Error/Code").flatMap { S3Errors.token($0, max: 64) }
-            message = xml?.first("Error/Message").map { printableExcerpt(String($0.prefix(200))) }
+            message = xml?.first("Error/Message").map { printable($0, limit: outsideTextLimit) }
             let named = response.header("x-amz-bucket-region") ?? xml?.first("Error/Region")
             region = named.flatMap { (try? S3Values.checkRegion($0)) != nil ? $0 : nil }
         }

@@ -19,7 +19,7 @@ enum S3Headers {
         for (key, value) in (resource.metadata ?? [:]).sorted(by: { $0.key < $1.key }) {
             guard (1...128).contains(key.count), key.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) })
             else {
-                throw StorageFailure(.invalidArgument, "Custom metadata key '\(printableExcerpt(key))' cannot be an S3 "
+                throw StorageFailure(.invalidArgument, "Custom metadata key '\(printable(key, limit: 60))' cannot be an S3 "
                                         + "metadata header: use letters, digits, '-', '_' and '.'.")
             }
             headers.append(("x-amz-meta-\(key.lowercased())", encodeValue(value)))

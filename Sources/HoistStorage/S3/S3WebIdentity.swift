@@ -28,11 +28,11 @@ public struct S3WebIdentity: Sendable, Equatable {
         let validRole = role.count <= 2048 && role.hasPrefix("arn:aws") && role.contains(":role/")
             && role.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || ":/+=,.@_-".contains($0)) }
         guard validRole else {
-            throw StorageFailure(.invalidArgument, "AWS_ROLE_ARN '\(printableExcerpt(role))' is not a role's ARN (arn:aws:iam::ACCOUNT:role/NAME).")
+            throw StorageFailure(.invalidArgument, "AWS_ROLE_ARN '\(printable(role, limit: 60))' is not a role's ARN (arn:aws:iam::ACCOUNT:role/NAME).")
         }
         let session = env("AWS_ROLE_SESSION_NAME") ?? "hoist-\(RandomID.lowercased().prefix(12))"
         guard (2...64).contains(session.count), session.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "=,.@_-".contains($0)) }) else {
-            throw StorageFailure(.invalidArgument, "AWS_ROLE_SESSION_NAME '\(printableExcerpt(session))' is not a session name (2 to 64 of letters, digits and =,.@_-).")
+            throw StorageFailure(.invalidArgument, "AWS_ROLE_SESSION_NAME '\(printable(session, limit: 60))' is not a session name (2 to 64 of letters, digits and =,.@_-).")
         }
         let sts = env("AWS_ENDPOINT_URL_STS") ?? env("AWS_ENDPOINT_URL") ?? "https://sts.\(region).amazonaws.com"
         try S3Values.checkEndpoint(sts)
