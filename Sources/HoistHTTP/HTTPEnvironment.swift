@@ -13,14 +13,18 @@ public enum HTTPEnvironment {
 
     /// What OpenSSL reads at start when these are set: its configuration, and the folders it loads
     /// providers and engines from.
-    public static let openSSLVariables = ["OPENSSL_CONF", "OPENSSL_MODULES", "OPENSSL_ENGINES"]
+    public static let openSSLVariables = ["OPENSSL_CONF", "OPENSSL_CONF_INCLUDE", "OPENSSL_MODULES", "OPENSSL_ENGINES"]
+
+    /// What the libraries libcurl links read when these are set: SASL's plugin folders, Kerberos'
+    /// configuration, LDAP's (libcurl's build here links both).
+    public static let linkedLibraryVariables = ["SASL_PATH", "SASL_CONF_PATH", "KRB5_CONFIG", "KRB5CCNAME", "LDAPCONF", "LDAPRC"]
 
     /// Each file or folder the environment names for the HTTP engine: the variable and its path
-    /// (absolute, as given). Each may be read whole (a folder of certificates, of modules).
+    /// (absolute, as given; each part of a `:`-separated list, as OpenSSL takes `SSL_CERT_DIR`).
+    /// Each may be read whole (a folder of certificates, of modules).
     public static func reads(in environment: [String: String]) -> [(variable: String, path: String)] {
-        (caBundleVariables + openSSLVariables).compactMap { name in
-            guard let path = environment[name], !path.isEmpty else { return nil }
-            return (name, URL(fileURLWithPath: path).path)
+        (caBundleVariables + openSSLVariables + linkedLibraryVariables).flatMap { name in
+            (environment[name] ?? "").split(separator: ":").map { (name, URL(fileURLWithPath: String($0)).path) }
         }
     }
 }

@@ -60,7 +60,10 @@ public struct YAMLError: Error, CustomStringConvertible, Sendable, Equatable {
     public init(file: String, mark: YAMLMark, message: String, sourceLine: String? = nil) {
         self.file = file
         self.mark = mark
-        self.message = message
+        // One line whatever it quotes (a job name, a path, a value from the manifest): a newline
+        // in a value would print a line of its own (the terminal's other controls are escaped
+        // where it is printed).
+        self.message = message.replacingOccurrences(of: "\n", with: "\\u{A}").replacingOccurrences(of: "\r", with: "\\u{D}")
         self.sourceLine = sourceLine
     }
 

@@ -127,7 +127,8 @@ extension Hoist {
                 let root = URL(fileURLWithPath: source, relativeTo: here).standardizedFileURL.path
                 var info = stat()
                 guard stat(root, &info) == 0 else {
-                    FileHandle.standardError.write(Data("hoist: \(source): \(String(cString: strerror(errno))). Nothing was uploaded.\n".utf8))
+                    let reason = String(cString: strerror(errno))
+                    printError("hoist: \(printable(source)): \(reason). Nothing was uploaded.")
                     throw ExitCode(2)
                 }
                 let name = (root as NSString).lastPathComponent

@@ -37,7 +37,7 @@ struct Hoist: AsyncParsableCommand {
                     .replacingOccurrences(of: "Usage: \(type._commandName) ", with: "Usage: hoist \(type._commandName) ")
                     .replacingOccurrences(of: "See '\(type._commandName) --help'", with: "See 'hoist \(type._commandName) --help'")
             } ?? fullMessage(for: error)
-            FileHandle.standardError.write(Data((message + "\n").utf8))
+            printError(message)
             Foundation.exit(2)
         }
     }

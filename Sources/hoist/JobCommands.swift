@@ -118,7 +118,7 @@ extension Hoist {
                     observers.append(log)
                 }
             } catch {
-                FileHandle.standardError.write(Data("hoist: \(error)\n".utf8))
+                printError("hoist: \(error)")
                 throw ExitCode(2)
             }
             let output = RunOutput(outputOptions)
@@ -248,9 +248,9 @@ extension Hoist {
             var job = try loadJob(self.job)
             job.shard = try shardOptions.resolve()
             do {
-                for note in try job.checkRoots() { FileHandle.standardError.write(Data("hoist: note: \(note)\n".utf8)) }
+                for note in try job.checkRoots() { printError("hoist: note: \(note)") }
             } catch let error as YAMLError {
-                FileHandle.standardError.write(Data((error.description + "\n").utf8))
+                printError(error.description)
                 throw ExitCode(2)
             }
             let journalPath = job.journalPath(override: journalOptions.journal)
@@ -365,7 +365,7 @@ private func plannedDeletes(_ job: Job, journal: (any JournalStore)?, planned: @
     }
     output.flush()
     if let refusal = found.refusal(maxDelete: job.manifest.upload.maxDelete) {
-        FileHandle.standardError.write(Data(("hoist: \(refusal): a run would delete nothing and exit 1\n").utf8))
+        printError("hoist: \(refusal): a run would delete nothing and exit 1")
     }
     return found.deletions.count
 }

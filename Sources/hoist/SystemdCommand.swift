@@ -36,7 +36,7 @@ extension Hoist {
             let binary = scheduledBinary(for: "systemd")
             let job = try loadJob(self.job)
             guard let schedule = job.manifest.schedule else {
-                FileHandle.standardError.write(Data("hoist: \(self.job): no schedule; add one, such as schedule: \"0 3 * * *\"\n".utf8))
+                printError("hoist: \(printable(self.job)): no schedule; add one, such as schedule: \"0 3 * * *\"")
                 throw ExitCode(2)
             }
             let environment = ProcessInfo.processInfo.environment

@@ -25,7 +25,8 @@ import Testing
         ("HOIST_PLUGIN_PATH", nil), ("XDG_STATE_HOME", nil), ("XDG_CONFIG_HOME", nil), ("XDG_DATA_HOME", nil), ("XDG_CACHE_HOME", nil),
         ("PGPASSFILE", "\n"), ("PGSERVICEFILE", "\n"), ("PGSSLROOTCERT", "ca"), ("PGSYSCONFDIR", nil),
         ("NETRC", "\n"), ("CURL_HOME", nil), ("SSLKEYLOGFILE", nil), ("HOSTALIASES", "\n"),
-        ("LOCPATH", nil), ("TZDIR", nil), ("GCONV_PATH", nil), ("NLSPATH", "\n"),
+        ("LOCPATH", nil), ("TZDIR", nil), ("GCONV_PATH", nil), ("NLSPATH", "\n"), ("ICU_DATA", nil),
+        ("SASL_PATH", nil), ("SASL_CONF_PATH", nil), ("KRB5_CONFIG", "\n"), ("LDAPCONF", "\n"), ("OPENSSL_CONF_INCLUDE", nil),
     ]
 
     /// A home folder with every file the usual tools keep there.

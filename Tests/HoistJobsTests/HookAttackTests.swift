@@ -181,6 +181,7 @@ import Testing
     @Test(arguments: [
         ("AWS_CA_BUNDLE", "s3://bkt"), ("AWS_CONFIG_FILE", "s3://bkt"), ("CURL_CA_BUNDLE", "file:bucket"),
         ("SSL_CERT_DIR", "gs://bkt"), ("OPENSSL_CONF", "file:bucket"), ("OPENSSL_MODULES", "s3://bkt"), ("TZ", "file:bucket"),
+        ("SASL_PATH", "gs://bkt"), ("KRB5_CONFIG", "file:bucket"), ("ICU_DATA", "file:bucket"),
     ])
     func anOutputFolderHoldingAFileTheEnvironmentNamesIsRefused(variable: String, url: String) throws {
         let fixture = try JobFixture()
@@ -344,7 +345,7 @@ import Testing
         let hooks = try HookFixture()
         try hooks.fixture.file("a.txt")
         _ = try hooks.fixture.directory.write("job.env", Data("FROM_FILE=file-secret\nDB_URL=postgres://u:pw-file@db/x\nLANG=xx\n".utf8))
-        let env = "envFile: job.env\nenv: { REGION: eu-west, DB_PASSWORD: pw-env, DB_URL: 'postgres://u:pw-env@db/x' }\n"
+        let env = "envFile: job.env\nenv: { REGION: eu-west, DB_PASSWORD: pw-other, DB_URL: 'postgres://u:pw-env@db/x' }\n"
         let names = ["REGION", "DB_PASSWORD", "DB_URL", "FROM_FILE", "LANG"]
         _ = try await hooks.run(Self.readingEnvironment(names), extra: env, environment: ["HOME": "/root", "LANG": "C"])
         let logs = hooks.log.all
@@ -388,7 +389,7 @@ extension HostAPIAttackTests {
         let env = ["HOIST_JOURNAL": "postgres://hoist:PASS1@db.internal:5432/hoist?sslmode=require",
                    "HTTPS_PROXY": "http://proxy-user:PASS2@proxy:3128", "DATABASE_URL": "mysql://root:PASS3@localhost/app",
                    "MIRRORS": "https://TOKEN4@git.example.com/a.git https://u:PASS5@b.example.com/",
-                   "PG_DSN": "host=db user=hoist password=PASS6", "SERVICE": "https://api.example.com/v1?access_token=TOKEN7&x=1",
+                   "PG_CONN": "host=db user=hoist password=PASS6", "SERVICE": "https://api.example.com/v1?access_token=TOKEN7&x=1",
                    "CONTACT": "ops@example.com", "APP_CONFIG": #"{"db_host": "db", "db_password": "PASS8", "port": 5432, "apiKey":"TOKEN9"}"#]
         let manifestEnv = "env: { " + env.sorted { $0.key < $1.key }.map { "\($0.key): '\($0.value)'" }.joined(separator: ", ") + " }\n"
         _ = try await hooks.run(Self.readingEnvironment(env.keys.sorted()), extra: manifestEnv)
@@ -396,10 +397,55 @@ extension HostAPIAttackTests {
         #expect(!logs.joined().contains("PASS") && !logs.joined().contains("TOKEN"), "\(logs)")
         for shown in ["HOIST_JOURNAL=postgres://hoist:***@db.internal:5432/hoist?sslmode=require", "HTTPS_PROXY=http://proxy-user:***@proxy:3128",
                       "DATABASE_URL=mysql://root:***@localhost/app", "MIRRORS=https://***@git.example.com/a.git https://u:***@b.example.com/",
-                      "PG_DSN=host=db user=hoist password=***", "SERVICE=https://api.example.com/v1?access_token=***&x=1",
+                      "PG_CONN=host=db user=hoist password=***", "SERVICE=https://api.example.com/v1?access_token=***&x=1",
                       "CONTACT=ops@example.com", #"APP_CONFIG={"db_host": "db", "db_password": "***", "port": 5432, "apiKey":"***"}"#] {
             #expect(logs.contains { $0.hasSuffix(shown) }, "\(shown) in \(logs)")
         }
+    }
+
+    /// The second attack pass: a secret that reached an `env:` value through `${MYSQL_PWD}` in
+    /// shapes redaction missed (spaces around `=`, quotes, a nested JSON member), and literal
+    /// credentials in those shapes. What is made of a hidden value is hidden; the shapes are redacted.
+    @Test func osGetenvHidesEnvValuesBuiltFromHiddenVariables() async throws {
+        let hooks = try HookFixture()
+        try hooks.fixture.file("a.txt")
+        let manifestEnv = #"""
+            env:
+              PG_CONN: 'host=db port=5432 user=app password = ${MYSQL_PWD}'
+              APP_CONFIG2: '{"db": {"db_password": "${MYSQL_PWD}"}}'
+              PG_CONN2: "host=db user=app password='LITERAL1'"
+              PG_CONN3: 'host=db user=app password = LITERAL2'
+              NESTED: '{"db": {"db_password": "LITERAL3", "user": "app"}}'
+              HEADER: 'Authorization: Bearer LITERAL4'
+              REGION: eu-west-1
+
+            """#
+        _ = try await hooks.run(Self.readingEnvironment(["PG_CONN", "APP_CONFIG2", "PG_CONN2", "PG_CONN3", "NESTED", "HEADER", "REGION"]),
+                                extra: manifestEnv, environment: ["HOME": "/root", "MYSQL_PWD": "Tr0ub4dor&3"])
+        let logs = hooks.log.all
+        #expect(!logs.joined().contains("Tr0ub4dor") && !logs.joined().contains("LITERAL"), "\(logs)")
+        for shown in ["PG_CONN=nil", "APP_CONFIG2=nil", "PG_CONN2=host=db user=app password=***", "PG_CONN3=host=db user=app password = ***",
+                      #"NESTED={"db": {"db_password": "***", "user": "app"}}"#, "HEADER=Authorization: ***", "REGION=eu-west-1"] {
+            #expect(logs.contains { $0.hasSuffix("] info: " + shown) }, "\(shown) in \(logs)")
+        }
+    }
+
+    /// A bind mount of the output folder over the envFile's folder: the path check saw two
+    /// folders, the kernel one. The same folder is found by its device and inode.
+    @Test func anOutputFolderMountedOverWhatHoistReadsIsRefused() throws {
+        guard geteuid() == 0 else { return }
+        let fixture = try JobFixture()
+        try fixture.file("a.txt")
+        try fixture.directory.write("conf/job.env", Data("SITE=main\n".utf8))
+        try FileManager.default.createDirectory(at: fixture.directory.url.appendingPathComponent("out"), withIntermediateDirectories: true)
+        _ = try fixture.job("envFile: conf/job.env\nstorage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nlua: { output: out }\n")
+        let folder = fixture.directory.url.path
+        // In a mount namespace of its own: the bind mount ends with the process.
+        let run = try runProcess("/usr/bin/unshare", ["-m", "sh", "-c",
+            "mount --bind '\(folder)/conf' '\(folder)/out' && exec '\(productsDirectory.appendingPathComponent("hoist").path)' validate '\(folder)/job.yaml'"],
+            environment: ["HOME": "/root", "PATH": "/usr/bin:/bin:/usr/sbin:/sbin"])
+        #expect(run.status == 2, "\(run.stdout)\(run.stderr)")
+        #expect(run.stderr.contains("mounted at another path") && run.stderr.contains("the envFile"), "\(run.stderr)")
     }
 
     @Test func jsonDecodeReadsJSONAndRefusesTheRest() throws {

@@ -253,6 +253,49 @@ import Testing
         #expect(items.map(\.file.relativePath) == ["a.txt"])
     }
 
+    /// The journal's shared-memory file hard-linked to another user's file: SQLite wrote its
+    /// index there and root took the file over. Every journal file another user owns is refused.
+    @Test func aJournalsSharedMemoryFileAnotherUserOwnsIsRefused() throws {
+        guard geteuid() == 0 else { return }
+        let fixture = try JobFixture()
+        let (manifest, environment) = try job(fixture, extra: "journal: journal.sqlite\n")
+        let victim = try fixture.directory.write("victim", Data("precious\n".utf8))
+        chown(victim.path, 65534, 65534)
+        chmod(victim.path, 0o600)
+        #expect(link(victim.path, fixture.directory.url.appendingPathComponent("journal.sqlite-shm").path) == 0)
+        let run = try runProcess(hoist, ["run", manifest], environment: environment)
+        #expect(run.status == 2, "\(run.stderr)")
+        #expect(run.stderr.contains("journal.sqlite-shm belongs to another user"), "\(run.stderr)")
+        #expect(try String(contentsOf: victim, encoding: .utf8) == "precious\n")
+        var info = stat()
+        #expect(stat(victim.path, &info) == 0 && info.st_uid == 65534)
+    }
+
+    /// A newline or an escape sequence in a manifest's value (a job's name, a root's path) printed
+    /// raw by `validate`, `run` and `plan`, and a source's name by `cp`: a line of its own on the
+    /// operator's terminal. Each is escaped; Hoist's lines are the only lines.
+    @Test func manifestValuesAndArgumentsPrintAsOneLine() throws {
+        let fixture = try JobFixture()
+        try fixture.file("a.txt")
+        let forged = "photos: 12 uploaded (3.4 MiB), 0 failed in 1.2 s"
+        let named = fixture.directory.url.appendingPathComponent("named.yaml").path
+        try "version: 1\nname: \"x\\n\(forged)\"\nstorage: { url: 'file:bucket' }\nfiles: [{ root: src }]\n".write(toFile: named, atomically: true, encoding: .utf8)
+        let rooted = fixture.directory.url.appendingPathComponent("rooted.yaml").path
+        try "version: 1\nname: r\nstorage: { url: 'file:bucket' }\nfiles: [{ root: \"d\\e[2J\\rhoist: plan ok\\u202ERTL\" }]\n".write(toFile: rooted, atomically: true, encoding: .utf8)
+        var outputs: [String] = []
+        for arguments in [["validate", named], ["run", named], ["plan", named], ["validate", rooted], ["run", rooted], ["plan", rooted],
+                          ["cp", "gone\n\(forged)\u{1B}[2J", "file:" + fixture.directory.url.appendingPathComponent("bucket").path + "/x"]] {
+            let run = try runProcess(hoist, arguments, environment: ["HOME": "/root", "PATH": "/usr/bin:/bin"])
+            #expect(run.status != 0, "\(arguments)")
+            outputs.append(run.stdout + run.stderr)
+        }
+        for output in outputs {
+            #expect(!output.split(separator: "\n").contains { $0.hasPrefix("photos:") || $0.hasPrefix("hoist: plan ok") }, "\(output)")
+            #expect(!output.unicodeScalars.contains { ($0.value < 0x20 && $0 != "\n" && $0 != "\t") || $0.value == 0x202E }, "\(output.debugDescription)")
+        }
+        #expect(outputs.allSatisfy { $0.contains("\\u{A}") || $0.contains("\\u{1B}") }, "\(outputs)")
+    }
+
     /// A journal someone else made (or may write) decides what a run skips: refused.
     @Test(arguments: ["owner", "mode"])
     func aJournalAnotherUserControlsIsRefused(how: String) throws {

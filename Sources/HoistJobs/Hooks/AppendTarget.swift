@@ -39,6 +39,15 @@ struct AppendTarget: Sendable {
                 throw job.locatedError("the hook output folder \(output) is inside \(what) (\(path)): hooks could change what the next run reads. "
                     + "Give hooks a folder of their own, outside it", at: ["lua", "output"])
             }
+            // The same folder under another name (a bind mount): compared by device and inode.
+            if let folder = Self.identity(output), Self.ancestors(of: path).contains(where: { Self.identity($0) == folder }) {
+                throw job.locatedError("the hook output folder \(output) is the folder that holds \(what) (\(path)), mounted at another path: "
+                    + "hooks could change what the next run reads. Give hooks a folder of their own", at: ["lua", "output"])
+            }
+            if isTree, let tree = Self.identity(path), Self.ancestors(of: output).contains(where: { Self.identity($0) == tree }) {
+                throw job.locatedError("the hook output folder \(output) is inside \(what) (\(path)), mounted at another path: "
+                    + "hooks could change what the next run reads. Give hooks a folder of their own, outside it", at: ["lua", "output"])
+            }
         }
         folder = Self.real(declaredPath.deletingLastPathComponent().path) + "/" + declaredPath.lastPathComponent
     }
@@ -63,6 +72,24 @@ struct AppendTarget: Sendable {
             return "a folder every user and tool shares (\(output))"
         }
         return nil
+    }
+
+    /// A file's or folder's device and inode (following links), or nil when there is none.
+    static func identity(_ path: String) -> [UInt64]? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return [UInt64(info.st_dev), UInt64(info.st_ino)]
+    }
+
+    /// `path` and every folder above it, up to `/`.
+    static func ancestors(of path: String) -> [String] {
+        var paths = [path]
+        var current = path
+        while current != "/", !current.isEmpty {
+            current = (current as NSString).deletingLastPathComponent
+            paths.append(current.isEmpty ? "/" : current)
+        }
+        return paths
     }
 
     /// The path with every symbolic link resolved, as far as it exists (the rest as written).

@@ -131,9 +131,9 @@ extension HookBus {
     static func isSecret(_ name: String) -> Bool {
         let upper = name.uppercased()
         if ["GOOGLE_", "GCLOUD", "CLOUDSDK_", "AWS_", "AZURE_", "GITHUB_", "GH_"].contains(where: upper.hasPrefix) { return true }
-        if ["TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "PRIVATE", "APIKEY", "API_KEY", "ACCESS_KEY", "AUTH"]
+        if ["TOKEN", "SECRET", "PASS", "CREDENTIAL", "PRIVATE", "APIKEY", "API_KEY", "ACCESS_KEY", "AUTH", "WEBHOOK", "DSN", "COOKIE"]
             .contains(where: upper.contains) { return true }
-        return upper.hasSuffix("_KEY") || upper == "KEY"
+        return upper.hasSuffix("_KEY") || upper == "KEY" || upper.hasSuffix("_PWD")
     }
 
     /// `value` with the credentials of every URL in it hidden, whatever the variable's name
@@ -145,7 +145,7 @@ extension HookBus {
     /// its `@`) stays as it is. A JSON member named like a credential loses its value
     /// (`{"db_password": "***"}`).
     static func redactingCredentials(_ value: String) -> String {
-        let value = redactingJSONCredentials(value)
+        let value = redactingKeywordCredentials(redactingJSONCredentials(value))
         guard value.contains("@") || value.contains("=") else { return value }
         var result = ""
         var token = ""
@@ -165,8 +165,18 @@ extension HookBus {
     /// in a variable (`{"db_host": "db", "db_password": "***"}`).
     private static func redactingJSONCredentials(_ text: String) -> String {
         guard text.contains("\"") else { return text }
-        return text.replacing(/("((?:[^"\\]|\\.)*)"\s*:\s*)("(?:[^"\\]|\\.)*"|[^,}\]\s]+)/) { match in
+        return text.replacing(/("((?:[^"\\]|\\.)*)"\s*:\s*)("(?:[^"\\]|\\.)*"|[^,{}\[\]\s]+)/) { match in
             isSecret(String(match.2)) ? String(match.1) + "\"***\"" : String(match.0)
+        }
+    }
+
+    /// `text` with the value of each `name=value` or `name: value` whose name is a credential's
+    /// hidden, spaces around the sign and quotes allowed (libpq's `password = 'x'`, a header's
+    /// `Authorization: Bearer x`).
+    private static func redactingKeywordCredentials(_ text: String) -> String {
+        guard text.contains("=") || text.contains(":") else { return text }
+        return text.replacing(/([A-Za-z_][A-Za-z0-9_.\-]*)(\s*[=:]\s*)((?:(?i:bearer|basic|token|digest)\s+)?(?:'[^']*'|"[^"]*"|[^\s,;&'"]+))/) { match in
+            isSecret(String(match.1)) && !match.3.hasPrefix("//") ? String(match.1) + String(match.2) + "***" : String(match.0)
         }
     }
 

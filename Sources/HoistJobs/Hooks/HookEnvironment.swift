@@ -6,7 +6,8 @@ import Foundation
 ///   named them;
 /// - the default set, which holds no secrets: `HOME`, `USER`, `HOSTNAME`, `LANG`, `TZ`, `LC_*`;
 /// - the keys of the manifest's `env:` that are not named like credentials (`HookBus.isSecret`),
-///   with the credentials of any URL in their value hidden (`HookBus.redactingCredentials`).
+///   with the credentials of any URL in their value hidden (`HookBus.redactingCredentials`),
+///   and none at all when the value holds a hidden variable's value (`holdsAHiddenValue`).
 ///
 /// Every other variable reads as nil: the process's own (`MYSQL_PWD`, a webhook URL with its
 /// secret path, a JSON config), and every key of the `envFile:`, the place for secrets, unless
@@ -45,8 +46,17 @@ struct HookEnvironment: Sendable {
         guard name.utf8.count <= 1024, let value = environment[name] else { return nil }
         switch visibility(of: name) {
         case .whole: return value
-        case .redacted: return HookBus.redactingCredentials(value)
+        case .redacted: return holdsAHiddenValue(value) ? nil : HookBus.redactingCredentials(value)
         case .hidden: return nil
+        }
+    }
+
+    /// Whether `value` holds the value of a variable hooks may not read (an `env:` key built
+    /// with `${MYSQL_PWD}`, in whatever shape: `password = '...'`, a nested JSON member): what
+    /// is made of a hidden value is hidden too. Values under 6 characters are too common to tell.
+    private func holdsAHiddenValue(_ value: String) -> Bool {
+        environment.contains { name, hidden in
+            hidden.utf8.count >= 6 && value.contains(hidden) && visibility(of: name) == .hidden
         }
     }
 }

@@ -26,7 +26,7 @@ public final class SQLiteJournal: JournalStore {
                 + "Create it with write access for this user, or name another journal (the manifest's journal:).")
         }
         try PrivateFiles.refuseNonRegular([path, path + "-wal", path + "-shm", path + "-journal"])
-        try PrivateFiles.refuseForeign([path, path + "-wal", path + "-journal"])
+        try PrivateFiles.refuseForeign([path, path + "-wal", path + "-shm", path + "-journal"])
         PrivateFiles.createPrivately(path)
         do {
             var configuration = Configuration()
