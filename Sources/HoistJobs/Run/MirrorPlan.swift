@@ -174,8 +174,7 @@ public struct MirrorPlan {
         try journal.forEachDoneRow(below: root) { row in
             guard candidates.contains(row.destination) else { return }
             objects += 1
-            let relative = String(row.source.dropFirst(root.count + 1))
-            if let shard = job.shard, !shard.contains(relative) { return }
+            if let shard = job.shard, !shard.contains(String(decoding: row.source.utf8.dropFirst(root.utf8.count + 1), as: UTF8.self)) { return }
             guard !planned(row.destination), isGone(row.source),
                   let generation = try journal.record(source: row.source, destination: row.destination)?.generation else { return }
             deletions.append(Deletion(object: row.destination, generation: generation, source: row.source, fileSetIndex: index))
