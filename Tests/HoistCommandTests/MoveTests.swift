@@ -74,18 +74,21 @@ import Testing
         let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
         let process = Process()
         process.executableURL = URL(fileURLWithPath: hoist)
-        process.arguments = ["run", manifest]
+        process.arguments = ["run", "--json", manifest]
         let output = Pipe()
         process.standardOutput = output
-        process.standardError = output
+        process.standardError = FileHandle.nullDevice
         try process.run()
-        usleep(700_000)
+        // Appended to once its upload is under way (not after a fixed wait: a loaded machine may
+        // not have opened the file yet).
+        var said = readUntilUploadUnderway(output.fileHandleForReading, size: size)
+        #expect(process.isRunning, "the upload was under way when the file grew: \(said)")
         let handle = try FileHandle(forWritingTo: file)
         try handle.seekToEnd()
         try handle.write(contentsOf: Data("one more line\n".utf8))
         try handle.close()
+        said += String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
-        let said = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(process.terminationStatus == 1, "\(said)")
         // Kept whole, appended line included; the other file moved.
         #expect(try Data(contentsOf: file) == patternData(size) + Data("one more line\n".utf8))

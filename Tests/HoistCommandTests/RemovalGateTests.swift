@@ -92,16 +92,7 @@ import Testing
         process.standardError = FileHandle.nullDevice
         try process.run()
         // Rewritten once the upload is under way: a `progress` event with some bytes sent.
-        var seen = ""
-        while !seen.split(separator: "\n").contains(where: { line in
-            guard let event = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return false }
-            let completed = event["completed"] as? Int ?? 0
-            return event["event"] as? String == "progress" && completed > 0 && completed < size
-        }) {
-            let data = output.fileHandleForReading.availableData
-            if data.isEmpty { break }   // the run ended first
-            seen += String(decoding: data, as: UTF8.self)
-        }
+        let seen = readUntilUploadUnderway(output.fileHandleForReading, size: size)
         #expect(process.isRunning, "the upload was under way when the file was rewritten: \(seen)")
         let rewritten = Data(repeating: 0x5A, count: size)
         let handle = try FileHandle(forWritingTo: job.fixture.directory.url.appendingPathComponent("src/data.bin"))

@@ -138,3 +138,20 @@ public final class StartedProcess: @unchecked Sendable {
         return (ended, status, output)
     }
 }
+
+/// Reads a `hoist run --json` process's output until a `progress` event shows an upload of
+/// `size` bytes under way (some bytes sent, not all), or the output ends; returns what it read.
+/// What a test changes "during an upload" is changed then, not after a fixed sleep.
+public func readUntilUploadUnderway(_ output: FileHandle, size: Int) -> String {
+    var seen = ""
+    while !seen.split(separator: "\n").contains(where: { line in
+        guard let event = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return false }
+        let completed = event["completed"] as? Int ?? 0
+        return event["event"] as? String == "progress" && completed > 0 && completed < size
+    }) {
+        let data = output.availableData
+        if data.isEmpty { break }   // the run ended first
+        seen += String(decoding: data, as: UTF8.self)
+    }
+    return seen
+}
