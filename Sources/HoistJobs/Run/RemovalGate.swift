@@ -130,7 +130,7 @@ enum RemovalGate {
     /// Ends the unfinished uploads over `age` old that the job's journal records as its own
     /// (never another application's upload under the same prefix): the keys ended, or nil.
     static func abortStaleUploads(olderThan age: TimeInterval, runner: JobRunner) async -> [String]? {
-        guard let ours = try? runner.journal?.unfinishedSessions(), !ours.isEmpty else { return nil }
+        guard runner.storage.backend.capabilities.leavesStaleUploads, let ours = try? runner.journal?.unfinishedSessions(), !ours.isEmpty else { return nil }
         return try? await runner.storage.backend.endStaleUploads(olderThan: age, startedBy: ours)
     }
 

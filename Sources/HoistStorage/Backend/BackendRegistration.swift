@@ -222,12 +222,17 @@ public struct BackendCapabilities: Sendable {
     /// The CA bundle its requests trust (nil: the system store, or no network): other requests
     /// of the same job (a hook's notifications) trust the same.
     public var caBundle: String?
+    /// A killed upload leaves something the server keeps (and bills) until it is ended (S3's
+    /// multipart uploads), which `endStaleUploads` ends: a run asks its journal which are its own
+    /// only then (a question that reads every row).
+    public var leavesStaleUploads: Bool
 
     public init(preferredExecutor: (any TaskExecutor)? = nil, checksums: Set<Checksum> = [], resumesAcrossProcesses: Bool = false,
-                caBundle: String? = nil) {
+                caBundle: String? = nil, leavesStaleUploads: Bool = false) {
         self.preferredExecutor = preferredExecutor
         self.checksums = checksums
         self.resumesAcrossProcesses = resumesAcrossProcesses
         self.caBundle = caBundle
+        self.leavesStaleUploads = leavesStaleUploads
     }
 }

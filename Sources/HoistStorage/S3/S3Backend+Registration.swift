@@ -78,7 +78,7 @@ extension S3Backend {
     /// multipart upload's id lets another process list its parts and send the rest.
     static var capabilities: BackendCapabilities {
         BackendCapabilities(preferredExecutor: HTTPTransports.standard.preferredExecutor, checksums: [.md5, .crc32c],
-                            resumesAcrossProcesses: true)
+                            resumesAcrossProcesses: true, leavesStaleUploads: true)
     }
 
     public var capabilities: BackendCapabilities {
