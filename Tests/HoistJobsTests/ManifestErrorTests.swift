@@ -51,6 +51,19 @@ import Testing
         }
     }
 
+    /// A mirror under a storage URL's own prefix (`s3://bucket/m1` with `{relpath}`, the layout
+    /// jobs/s3-backup.yaml uses) is confined by it: allowed. Without one it deletes across the
+    /// whole bucket and is refused, as before.
+    @Test func aMirrorConfinedByTheURLsPrefixIsAllowed() {
+        let set = "files:\n  - root: site\n    destination: '{relpath}'\n    mirror: true\n"
+        #expect(mistakes("version: 1\nname: s\nstorage: { url: 's3://bucket/m1' }\n" + set, file: "m.yaml") == [])
+        #expect(mistakes("version: 1\nname: s\nstorage: { url: 's3://bucket/m1/' }\n" + set, file: "m.yaml") == [])
+        for url in ["s3://bucket", "s3://bucket/", "gs://bucket", "file:bucket"] {
+            let found = mistakes("version: 1\nname: s\nstorage: { url: '\(url)' }\n" + set, file: "m.yaml")
+            #expect(found == ["m.yaml:7:13: mirror on destination '{relpath}' would delete across the whole bucket: give the destination a fixed prefix (site/{relpath}), or set mirrorWholeBucket: true"], "\(url): \(found)")
+        }
+    }
+
     @Test func everyDuplicateKeyIsReportedInFileOrder() {
         let text = """
             version: 1

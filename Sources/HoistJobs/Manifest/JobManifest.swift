@@ -57,6 +57,7 @@ public struct JobManifest: Decodable, Sendable {
         if files.isEmpty {
             try decoder.report(.dataCorruptedError(forKey: .files, in: c, debugDescription: "files is empty: list at least one file set"))
         }
+        try Self.refuseMirrorsAcrossTheWholeBucket(storage: storage, files: files, c, decoder)
         upload = try c.decodeIfPresent(UploadSettings.self, forKey: .upload) ?? UploadSettings()
         hooks = try c.decodeIfPresent([HookSource].self, forKey: .hooks) ?? []
         lua = try c.decodeIfPresent(LuaSettings.self, forKey: .lua) ?? LuaSettings()
@@ -227,6 +228,26 @@ public struct FileSet: Decodable, Sendable {
     }
 }
 
+extension JobManifest {
+    /// A mirror whose destination has no fixed prefix deletes across the whole bucket: refused at
+    /// its `mirror` key unless `mirrorWholeBucket` says so, or the storage URL's own prefix
+    /// confines it (`s3://bucket/site` with `{relpath}`).
+    private static func refuseMirrorsAcrossTheWholeBucket(storage: StorageSettings, files: [FileSet], _ c: KeyedDecodingContainer<CodingKeys>,
+                                                          _ decoder: any Decoder) throws {
+        let location = storage.location
+        if !location.path.isEmpty, BackendRegistry.registration(for: location.scheme)?.urlForm == .bucketAndPrefix { return }
+        guard files.contains(where: { $0.mirror != .off && $0.destination.literalPrefix.isEmpty && !$0.mirrorWholeBucket }),
+              var list = try? c.nestedUnkeyedContainer(forKey: .files) else { return }
+        for set in files {
+            guard let element = try? list.nestedContainer(keyedBy: FileSet.CodingKeys.self) else { return }
+            if set.mirror != .off, set.destination.literalPrefix.isEmpty, !set.mirrorWholeBucket {
+                try decoder.report(.dataCorruptedError(forKey: .mirror, in: element,
+                    debugDescription: "mirror on destination '\(set.destination.text)' would delete across the whole bucket: give the destination a fixed prefix (site/{relpath}), or set mirrorWholeBucket: true"))
+            }
+        }
+    }
+}
+
 extension FileSet {
     /// `mirror`, `mirrorWholeBucket`, `move`, `removeEmptyFolders`, and what they refuse.
     private mutating func decodeMirrorAndMove(_ c: KeyedDecodingContainer<CodingKeys>, _ decoder: any Decoder) throws {
@@ -234,10 +255,6 @@ extension FileSet {
         mirrorWholeBucket = try c.decodeIfPresent(Bool.self, forKey: .mirrorWholeBucket) ?? false
         move = try c.decodeIfPresent(Bool.self, forKey: .move) ?? false
         removeEmptyFolders = try c.decodeIfPresent(Bool.self, forKey: .removeEmptyFolders) ?? false
-        if mirror != .off, destination.literalPrefix.isEmpty, !mirrorWholeBucket {
-            try decoder.report(.dataCorruptedError(forKey: .mirror, in: c,
-                debugDescription: "mirror on destination '\(destination.text)' would delete across the whole bucket: give the destination a fixed prefix (site/{relpath}), or set mirrorWholeBucket: true"))
-        }
         if mirror != .off, move {
             try decoder.report(.dataCorruptedError(forKey: .move, in: c,
                 debugDescription: "move and mirror together would delete every object whose file was moved: choose one"))
