@@ -184,6 +184,13 @@ extension Hoist {
                     continue
                 }
                 var valid = true
+                // Loading the hooks and checking the roots both refuse a hook output folder inside
+                // a root: one mistake, said once.
+                var said: Set<String> = []
+                func refuse(_ text: String) {
+                    if said.insert(text).inserted { printError(text) }
+                    valid = false
+                }
                 for warning in job.warnings() { printError("\(path): warning: \(warning)") }
                 do {
                     try HookSources.check(job)
@@ -193,15 +200,13 @@ extension Hoist {
                         _ = try HookBus(job: job, storage: storage) { _ in }
                     }
                 } catch {
-                    printError("\(error)")
-                    valid = false
+                    refuse("\(error)")
                 }
                 if !syntaxOnly {
                     do {
                         for note in try job.checkRoots() { printError("\(path): note: \(note)") }
                     } catch {
-                        printError(describe(error))
-                        valid = false
+                        refuse(describe(error))
                     }
                 }
                 if valid {
