@@ -296,6 +296,29 @@ let recordEverything = """
                 "\(validated.stderr)")
     }
 
+    /// A run's time covers its hooks: a summary said `in 0.0 s` after a hook that took a second
+    /// and more, whose events were still being delivered when the time was taken.
+    @Test func theRunsTimeCoversItsHooks() throws {
+        let fixture = try JobFixture()
+        try fixture.file("a.txt")
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        try """
+            version: 1
+            name: slow
+            storage: { url: 'file:bucket' }
+            files: [{ root: src }]
+            lua: { instructionLimit: 2000000000 }
+            hooks:
+              - inline: |
+                  function on_job_start(s) local t = os.clock() while os.clock() - t < 1.2 do end end
+
+            """.write(toFile: manifest, atomically: true, encoding: .utf8)
+        let run = try runProcess(hoist, ["run", manifest], environment: ["HOME": fixture.directory.url.path])
+        #expect(run.status == 0, "\(run.stderr)")
+        let seconds = run.stdout.firstMatch(of: /in ([0-9.]+) s/).flatMap { Double($0.1) }
+        #expect((seconds ?? 0) >= 1.1, "\(run.stdout)")
+    }
+
     /// `hoist validate` of a job of one file set (`src/`, holding `file`) with `body` after its
     /// `files:` line.
     func validate(_ body: String, file: String = "a.txt") throws -> (manifest: String, result: (status: Int32, stdout: String, stderr: String)) {
