@@ -297,6 +297,10 @@ func printPlan(_ job: Job, journal: (any JournalStore)?, force: Bool = false, ho
     var uploads = 0, skips = 0, failures = 0
     var bytes: Int64 = 0
     var output = BufferedOutput()
+    // The key an object gets: an s3://BUCKET/PREFIX url's prefix, then the destination.
+    let storage = job.manifest.storage
+    let folders = storage.location.path.split(separator: "/").joined(separator: "/")
+    let keyPrefix = storage.registration.urlForm == .bucketAndPrefix && !folders.isEmpty ? folders + "/" : ""
     while var item = iterator.next() {
         if let bus, item.decision == .upload {
             let planned = item
@@ -322,8 +326,9 @@ func printPlan(_ job: Job, journal: (any JournalStore)?, force: Bool = false, ho
             if summary { continue }
             output.write(json
                 ? JSONLine.encode(["action": "upload", "file": item.file.path, "object": item.destination, "size": item.file.size])
-                : printable("upload  \(item.file.relativePath) -> \(item.destination) (\(ByteFormatter.string(item.file.size)))"
-                + (item.resumeSession != nil ? " (resume)" : "") + (options.verbose ? planned(item.attributes) : "")))
+                : printable("upload  \(item.file.relativePath) -> \(keyPrefix)\(item.destination) (\(ByteFormatter.string(item.file.size)))"
+                + (item.resumeSession != nil ? " (resume)" : "") + (job.manifest.files[item.fileSetIndex].move ? " (then removed: move)" : "")
+                + (options.verbose ? planned(item.attributes) : "")))
         case .skip(let reason):
             skips += 1
             if summary { continue }
