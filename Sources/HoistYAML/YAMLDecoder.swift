@@ -81,6 +81,26 @@ extension Decoder {
     }
 }
 
+extension Decoder {
+    /// The text of the node being decoded when it is a plain (unquoted, untagged) scalar, which
+    /// YAML may read as a number or a boolean; nil for a quoted scalar, a collection, or any
+    /// other decoder.
+    public var plainScalar: String? {
+        guard let decoder = self as? NodeDecoder, case .scalar(let text, plain: true) = decoder.node.kind, decoder.node.tag == nil else { return nil }
+        return text
+    }
+
+    /// Adds `explain(key)` to the message of each unknown key of the mapping being decoded
+    /// ("unknown key 'region': a file: storage takes only url"); no-op for any other decoder.
+    public func explainUnknownKeys(_ explain: @escaping (String) -> String) {
+        guard let decoder = self as? NodeDecoder else { return }
+        decoder.context.explanations[ObjectIdentifier(decoder.node)] = explain
+    }
+
+    /// " in files[0].include[1]": where the value being decoded is, for messages.
+    public var place: String { DecodingContext.place(codingPath) }
+}
+
 extension KeyedDecodingContainer {
     /// The required value at `key`. When it is missing or bad, a `YAMLDecoder` (`decoder`, the
     /// one this container came from) records the mistake and goes on with `placeholder` (never
@@ -113,6 +133,8 @@ final class DecodingContext {
     var issues: [YAMLError] = []
     /// Nodes whose decoding failed part way: their keys are not checked.
     var failed: Set<ObjectIdentifier> = []
+    /// What a mapping's decoder adds to the message of an unknown key in it.
+    var explanations: [ObjectIdentifier: (String) -> String] = [:]
 
     init(source: YAMLSource, root: YAMLNode) {
         self.source = source
@@ -192,6 +214,7 @@ final class DecodingContext {
                         if node === root, let prefix, name.hasPrefix(prefix) { continue }
                         var message = "unknown key '\(name)'"
                         if let suggestion = Self.closest(to: name, in: known) { message += " (did you mean '\(suggestion)'?)" }
+                        if let explain = explanations[ObjectIdentifier(node)] { message += ": " + explain(name) }
                         issues.append(error(message, at: pair.key))
                         continue
                     }

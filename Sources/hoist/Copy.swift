@@ -189,7 +189,7 @@ struct Destination {
             do { (storageURL, path) = try registration.splitCopyDestination(text) } catch { throw ValidationError(describe(error)) }
         } else if let scheme = Self.urlScheme(text) {
             // `s3://b/x` is not an object named `s3:/b/x` in the default bucket.
-            throw ValidationError("'\(text)' is a \(scheme):// URL, and Hoist stores to \(BackendRegistry.copyForms): "
+            throw ValidationError("'\(text)': no storage backend serves \(scheme):// URLs; Hoist stores to \(BackendRegistry.copyForms): "
                 + "name one of those, or a path in --storage's bucket.")
         } else {
             let url = storage ?? ProcessInfo.processInfo.environment["HOIST_STORAGE_URL"] ?? "file:.hoist/bucket"

@@ -184,6 +184,13 @@ extension Hoist {
                     continue
                 }
                 var valid = true
+                // Loading the hooks and checking the roots both refuse a hook output folder inside
+                // a root: one mistake, said once.
+                var said: Set<String> = []
+                func refuse(_ text: String) {
+                    if said.insert(text).inserted { printError(text) }
+                    valid = false
+                }
                 for warning in job.warnings() { printError("\(path): warning: \(warning)") }
                 do {
                     try HookSources.check(job)
@@ -193,15 +200,13 @@ extension Hoist {
                         _ = try HookBus(job: job, storage: storage) { _ in }
                     }
                 } catch {
-                    printError("\(error)")
-                    valid = false
+                    refuse("\(error)")
                 }
                 if !syntaxOnly {
                     do {
                         for note in try job.checkRoots() { printError("\(path): note: \(note)") }
                     } catch {
-                        printError(describe(error))
-                        valid = false
+                        refuse(describe(error))
                     }
                 }
                 if valid {
@@ -292,6 +297,10 @@ func printPlan(_ job: Job, journal: (any JournalStore)?, force: Bool = false, ho
     var uploads = 0, skips = 0, failures = 0
     var bytes: Int64 = 0
     var output = BufferedOutput()
+    // The key an object gets: an s3://BUCKET/PREFIX url's prefix, then the destination.
+    let storage = job.manifest.storage
+    let folders = storage.location.path.split(separator: "/").joined(separator: "/")
+    let keyPrefix = storage.registration.urlForm == .bucketAndPrefix && !folders.isEmpty ? folders + "/" : ""
     while var item = iterator.next() {
         if let bus, item.decision == .upload {
             let planned = item
@@ -317,8 +326,9 @@ func printPlan(_ job: Job, journal: (any JournalStore)?, force: Bool = false, ho
             if summary { continue }
             output.write(json
                 ? JSONLine.encode(["action": "upload", "file": item.file.path, "object": item.destination, "size": item.file.size])
-                : printable("upload  \(item.file.relativePath) -> \(item.destination) (\(ByteFormatter.string(item.file.size)))"
-                + (item.resumeSession != nil ? " (resume)" : "") + (options.verbose ? planned(item.attributes) : "")))
+                : printable("upload  \(item.file.relativePath) -> \(keyPrefix)\(item.destination) (\(ByteFormatter.string(item.file.size)))"
+                + (item.resumeSession != nil ? " (resume)" : "") + (job.manifest.files[item.fileSetIndex].move ? " (then removed: move)" : "")
+                + (options.verbose ? planned(item.attributes) : "")))
         case .skip(let reason):
             skips += 1
             if summary { continue }

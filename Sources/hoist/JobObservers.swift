@@ -165,7 +165,7 @@ final class FileLines: JobObserver {
     }
 
     func fileFailed(path: String, destination: String, size: Int64, message: String) {
-        say("hoist: \(path): \(StorageErrorCode.invalidArgument.name): \(message)", true)
+        say("hoist: \(path): \(message)", true)
     }
 
     var fileEventStatuses: Set<StorageTaskStatus> { verbose ? [.success, .failure] : [.failure] }
@@ -178,7 +178,7 @@ final class FileLines: JobObserver {
             }
         case .failure:
             let failure = snapshot.failure ?? (.unknown, "failed")
-            say("hoist: \(item.file.path): \(failure.code.name): \(failure.message)", true)
+            say("hoist: \(item.file.path): \(failure.message)", true)
         default:
             return
         }

@@ -109,7 +109,7 @@ struct RunOutput: Sendable {
         if !json && !quiet { print(summary.line) }
         if !json && !liveFailures {
             for failure in summary.failures {
-                FileHandle.standardError.write(Data((printable("hoist: \(failure.file): \(failure.code.name): \(failure.message)") + "\n").utf8))
+                FileHandle.standardError.write(Data((printable("hoist: \(failure.file): \(failure.message)") + "\n").utf8))
             }
         }
         if let refusal = summary.deleteRefusal, !json {

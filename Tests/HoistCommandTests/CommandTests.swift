@@ -92,7 +92,7 @@ import Testing
         let run = try runProcess(hoist, ["run", "--quiet", manifest])
         #expect(run.status == 1, "\(run.stdout) \(run.stderr)")
         #expect(run.stdout.isEmpty)
-        #expect(run.stderr.hasSuffix("two/x/y: invalidArgument: Object x/y cannot be stored: object x exists, and a local bucket cannot hold both.\n"))
+        #expect(run.stderr.hasSuffix("two/x/y: Object x/y cannot be stored: object x exists, and a local bucket cannot hold both.\n"))
     }
 
     /// `-q` from cron: a successful run prints nothing (cron mails any output), not even a

@@ -19,7 +19,8 @@ import Testing
         let src = directory.url.appendingPathComponent("src").path
         let verbose = try runProcess(hoist, ["cp", "-v", "--storage", storage(directory), src, "v/"])
         #expect(verbose.status == 1)
-        #expect(verbose.stderr.contains("bad\u{FFFD}.txt: invalidArgument: the name is not valid UTF-8"), "\(verbose.stderr)")
+        #expect(verbose.stderr.contains("bad\u{FFFD}.txt: the name is not valid UTF-8"), "\(verbose.stderr)")
+        #expect(!verbose.stderr.contains("invalidArgument"), "\(verbose.stderr)")
         let json = try runProcess(hoist, ["cp", "--json", "--storage", storage(directory), src, "j/"])
         #expect(json.status == 1)
         #expect(try validateEvents(json.stdout).filter { $0 == "failure" }.count == 1)
@@ -35,7 +36,8 @@ import Testing
         let file = try directory.write("a.txt", Data("a".utf8))
         let run = try runProcess(hoist, ["cp", "--storage", storage(directory), file.path, destination])
         #expect(run.status == 2, "\(run.stdout)\(run.stderr)")
-        #expect(run.stderr.contains("'\(destination)' is a ") && run.stderr.contains("gs://BUCKET/PATH, file: folders or s3://BUCKET/PATH"), "\(run.stderr)")
+        let scheme = destination.prefix { $0 != ":" }
+        #expect(run.stderr.contains("'\(destination)': no storage backend serves \(scheme):// URLs; Hoist stores to ") && run.stderr.contains("gs://BUCKET/PATH, file: folders or s3://BUCKET/PATH"), "\(run.stderr)")
         let stored = (try? FileManager.default.subpathsOfDirectory(atPath: directory.url.appendingPathComponent("bucket").path)) ?? []
         #expect(stored.filter { !$0.hasPrefix(".hoist") }.isEmpty, "\(stored)")
     }

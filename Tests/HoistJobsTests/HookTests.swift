@@ -243,16 +243,90 @@ let recordEverything = """
         #expect(run.stderr.contains("job.yaml#hooks[0]:11: top-level failure"), "\(run.stderr)")
     }
 
-    @Test func aMissingHookFileIsLocatedAtItsEntry() throws {
+    /// A misspelled hook function is never called: `before_uplod` vetoes nothing. validate and
+    /// run warn of a global function close to a hook's name; a helper far from every name is
+    /// the script's own business.
+    @Test func aMisspelledHookFunctionIsWarnedOf() throws {
         let fixture = try JobFixture()
         try fixture.file("a.txt")
-        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
-        try "version: 1\nname: gone\nstorage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nhooks:\n  - gone.lua\n"
-            .write(toFile: manifest, atomically: true, encoding: .utf8)
+        let folder = fixture.directory.url
+        try "function before_uplod(file)\n  return false\nend\nlocal function on_sucess_here() end\nfunction format_size(n) return n end\n"
+            .write(to: folder.appendingPathComponent("check.lua"), atomically: true, encoding: .utf8)
+        let manifest = folder.appendingPathComponent("job.yaml").path
+        try """
+            version: 1
+            name: typos
+            storage: { url: 'file:bucket' }
+            files: [{ root: src }]
+            hooks:
+              - check.lua
+              - inline: |
+                  function on_sucess(s) end
+                  on_job_ended = function(s) end
+                  function on_success(s) end
+
+            """.write(toFile: manifest, atomically: true, encoding: .utf8)
         let validated = try runProcess(hoist, ["validate", manifest])
+        #expect(validated.status == 0, "\(validated.stderr)")
+        #expect(validated.stderr.contains("\(manifest): warning: hook check.lua defines before_uplod, which is not a hook: "
+            + "nothing calls it (did you mean before_upload?)"), "\(validated.stderr)")
+        #expect(validated.stderr.contains("\(manifest): warning: hook \(manifest)#hooks[1] defines on_sucess, which is not a hook: "
+            + "nothing calls it (did you mean on_success?)"), "\(validated.stderr)")
+        #expect(validated.stderr.contains("defines on_job_ended, which is not a hook: nothing calls it (did you mean on_job_end?)"),
+                "\(validated.stderr)")
+        #expect(!validated.stderr.contains("format_size") && !validated.stderr.contains("on_sucess_here"), "\(validated.stderr)")
+        #expect(validated.stderr.split(separator: "\n").filter { $0.contains("warning:") }.count == 3, "\(validated.stderr)")
+        let run = try runProcess(hoist, ["run", manifest], environment: ["HOME": folder.path])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stderr.contains("hoist: warning: hook check.lua defines before_uplod, which is not a hook"), "\(run.stderr)")
+    }
+
+    /// The hooks' output folder inside a root is one mistake, said once (validate loads the
+    /// hooks and checks the roots, and both refused it).
+    @Test func anOutputFolderInsideARootIsReportedOnce() throws {
+        let (manifest, validated) = try validate("lua: { output: src/out }\nhooks:\n  - inline: 'x = 1'\n", file: "out/a.txt")
+        #expect(validated.status == 2)
+        #expect(validated.stderr.components(separatedBy: "\(manifest):5:16: the hook output folder").count == 2, "\(validated.stderr)")
+    }
+
+    @Test func aMissingHookFileIsLocatedAtItsEntry() throws {
+        let (_, validated) = try validate("hooks:\n  - gone.lua\n")
         #expect(validated.status == 2)
         #expect(validated.stderr.contains("job.yaml:6:5: cannot read hook gone.lua") && validated.stderr.contains("there is no such file"),
                 "\(validated.stderr)")
+    }
+
+    /// A run's time covers its hooks: a summary said `in 0.0 s` after a hook that took a second
+    /// and more, whose events were still being delivered when the time was taken.
+    @Test func theRunsTimeCoversItsHooks() throws {
+        let fixture = try JobFixture()
+        try fixture.file("a.txt")
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        try """
+            version: 1
+            name: slow
+            storage: { url: 'file:bucket' }
+            files: [{ root: src }]
+            lua: { instructionLimit: 2000000000 }
+            hooks:
+              - inline: |
+                  function on_job_start(s) local t = os.clock() while os.clock() - t < 1.2 do end end
+
+            """.write(toFile: manifest, atomically: true, encoding: .utf8)
+        let run = try runProcess(hoist, ["run", manifest], environment: ["HOME": fixture.directory.url.path])
+        #expect(run.status == 0, "\(run.stderr)")
+        let seconds = run.stdout.firstMatch(of: /in ([0-9.]+) s/).flatMap { Double($0.1) }
+        #expect((seconds ?? 0) >= 1.1, "\(run.stdout)")
+    }
+
+    /// `hoist validate` of a job of one file set (`src/`, holding `file`) with `body` after its
+    /// `files:` line.
+    func validate(_ body: String, file: String = "a.txt") throws -> (manifest: String, result: (status: Int32, stdout: String, stderr: String)) {
+        let fixture = try JobFixture()
+        try fixture.file(file)
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        try ("version: 1\nstorage: { url: 'file:bucket' }\nname: a\nfiles: [{ root: src }]\n" + body).write(toFile: manifest, atomically: true, encoding: .utf8)
+        return (manifest, try runProcess(hoist, ["validate", manifest]))
     }
 }
 

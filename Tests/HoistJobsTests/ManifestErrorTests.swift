@@ -118,6 +118,68 @@ import Testing
         ])
     }
 
+    /// A new user's mistakes in globs and templates: every bad glob of a list, a rule's bad
+    /// template after its bad match, and a number where a glob belongs, all in one pass.
+    @Test func everyBadGlobAndTemplateIsReportedInOnePass() {
+        let text = """
+            version: 1
+            name: a
+            storage: { url: "file:bucket" }
+            files:
+              - root: x
+                destination: "x/{mtime:%Y"
+                include: ["*.jpg", "[a", "b]"]
+                exclude: 42
+                rules:
+                  - { match: "[z", metadata: { cacheControl: "{mtime:%Y" } }
+              - root: y
+                include: ["*.png", 7, true]
+            upload:
+              concurrency: eight
+
+            """
+        #expect(mistakes(text, file: "jobs/globs.yaml") == [
+            "jobs/globs.yaml:6:18: bad template 'x/{mtime:%Y': '{' is never closed",
+            "jobs/globs.yaml:7:24: bad glob '[a': '[' is never closed",
+            "jobs/globs.yaml:7:30: bad glob 'b]': ']' without '['",
+            "jobs/globs.yaml:8:14: expected a glob in files[0].exclude, got the number 42: write it in quotes ('42') to match a file of that name",
+            "jobs/globs.yaml:10:18: bad glob '[z': '[' is never closed",
+            "jobs/globs.yaml:10:50: bad template '{mtime:%Y': '{' is never closed",
+            "jobs/globs.yaml:12:24: expected a glob in files[1].include[1], got the number 7: write it in quotes ('7') to match a file of that name",
+            "jobs/globs.yaml:12:27: expected a glob in files[1].include[2], got true: write it in quotes ('true') to match a file of that name",
+            "jobs/globs.yaml:14:16: expected an integer in upload.concurrency, got 'eight'",
+        ])
+        // Quoted, a number is a glob like any other.
+        #expect(mistakes(text.replacingOccurrences(of: "exclude: 42", with: "exclude: '42'"), file: "j.yaml").filter { $0.contains("42") }.isEmpty)
+    }
+
+    /// A missing envFile is said in words, its path as written (and where a relative one was
+    /// looked for), at the envFile key.
+    @Test func aMissingEnvFileIsNamedAsWritten() throws {
+        let directory = try TemporaryDirectory()
+        let manifest = directory.path + "/job.yaml"
+        for (given, expected) in [("/nowhere/hoist.env", "envFile /nowhere/hoist.env does not exist"),
+                                  ("secrets/hoist.env", "envFile secrets/hoist.env does not exist (looked for \(directory.url.standardizedFileURL.path)/secrets/hoist.env: "
+                                      + "a relative envFile is read from the manifest's folder)")] {
+            let text = "version: 1\nname: a\nenvFile: \(given)\nstorage: { url: 'file:b' }\nfiles: [{ root: src }]\n"
+            try text.write(toFile: manifest, atomically: true, encoding: .utf8)
+            #expect(mistakes(text, file: manifest) == ["\(manifest):3:10: \(expected)"])
+            let validated = try runProcess(productsDirectory.appendingPathComponent("hoist").path, ["validate", manifest])
+            #expect(validated.status == 2)
+            #expect(validated.stderr.hasPrefix("\(manifest):3:10: \(expected)\n"), "\(validated.stderr)")
+            #expect(!validated.stderr.contains("could not be completed"), "\(validated.stderr)")
+        }
+    }
+
+    /// A key of another backend on a storage that does not take it: the message says which
+    /// keys this storage takes.
+    @Test func aKeyTheStorageDoesNotTakeSaysWhatItTakes() {
+        let text = "version: 1\nname: a\nstorage: { url: 'file:b', region: eu-west-1 }\nfiles: [{ root: src }]\n"
+        #expect(mistakes(text, file: "j.yaml") == ["j.yaml:3:27: unknown key 'region': a file: storage takes only url (region is a key of s3: storage)"])
+        let typo = "version: 1\nname: a\nstorage: { url: 'file:b', ulr: x }\nfiles: [{ root: src }]\n"
+        #expect(mistakes(typo, file: "j.yaml") == ["j.yaml:3:27: unknown key 'ulr' (did you mean 'url'?): a file: storage takes only url"])
+    }
+
     /// #29 item 7: a manifest that cannot be read says why in words, not Foundation's "The
     /// operation could not be completed".
     @Test func aManifestThatCannotBeReadSaysWhy() throws {

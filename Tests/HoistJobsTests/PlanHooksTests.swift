@@ -6,6 +6,21 @@ import Testing
 @Suite struct PlanHooksTests {
     let hoist = productsDirectory.appendingPathComponent("hoist").path
 
+    /// A plan shows the key a file gets (an s3:// URL's prefix included), and says a move set's
+    /// files are removed once uploaded. Planned only: no server is asked.
+    @Test func planShowsTheWholeKeyAndWhatAMoveRemoves() throws {
+        let fixture = try JobFixture()
+        try fixture.file("a.txt")
+        try fixture.directory.write("out/b.txt", Data("b".utf8))
+        _ = try fixture.job("storage: { url: 's3://bucket/backups/daily' }\nfiles: [{ root: src }, { root: out, move: true }]\n")
+        let plan = try runProcess(hoist, ["plan", fixture.directory.url.appendingPathComponent("job.yaml").path],
+                                  environment: ["HOME": fixture.directory.url.path, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y"])
+        #expect(plan.status == 0, "\(plan.stderr)")
+        let lines = plan.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.contains("upload  a.txt -> backups/daily/a.txt (10 B)"), "\(plan.stdout)")
+        #expect(lines.contains("upload  b.txt -> backups/daily/b.txt (1 B) (then removed: move)"), "\(plan.stdout)")
+    }
+
     @Test func planWithHooksShowsVetoesAndMoves() throws {
         let fixture = try JobFixture()
         for name in ["keep.txt", "move.txt", "secret.key", "bad.txt"] { try fixture.file(name) }

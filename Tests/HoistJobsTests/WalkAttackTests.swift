@@ -50,7 +50,7 @@ import Testing
                              environment: ["HOME": folder.path, "PATH": "/usr/bin:/bin"])
             : try runProcess(hoist, arguments)
         #expect(run.status == 1, "\(run.stdout)\(run.stderr)")
-        #expect(run.stderr.contains("\(locked.path): invalidArgument: cannot list the folder: Permission denied"), "\(run.stderr)")
+        #expect(run.stderr.contains("\(locked.path): cannot list the folder: Permission denied"), "\(run.stderr)")
         #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent("bucket/ok.txt").path))
     }
 
@@ -178,7 +178,7 @@ import Testing
         let run = try runProcess(productsDirectory.appendingPathComponent("hoist").path,
                                  ["cp", "--storage", "file://\(directory.path)/bucket", "\(directory.path)/src", "/"])
         #expect(run.status == 1, "\(run.stdout)\(run.stderr)")
-        #expect(run.stderr.contains("only\u{FFFD}.txt: invalidArgument: the name is not valid UTF-8"), "\(run.stderr)")
+        #expect(run.stderr.contains("only\u{FFFD}.txt: the name is not valid UTF-8"), "\(run.stderr)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: "\(directory.path)/bucket/src/ok.txt")) == Data("hi".utf8))
         #expect(try FileManager.default.contentsOfDirectory(atPath: "\(directory.path)/bucket/src") == ["ok.txt"])
     }

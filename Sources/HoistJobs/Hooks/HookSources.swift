@@ -34,7 +34,7 @@ public enum HookSources {
                       case .success(let source) = readScript(plugin.path) else {
                     let names = PluginCatalog.all(for: job, environment: job.environment).map(\.name)
                     var message = "no plugin '\(name)'"
-                    if let near = names.min(by: { editDistance($0, name) < editDistance($1, name) }), editDistance(near, name) <= 2 {
+                    if let near = nearest(to: name, in: names) {
                         message += " (did you mean '\(near)'?)"
                     }
                     message += names.isEmpty ? "; no plugins were found (see hoist plugins)" : "; the plugins are \(names.joined(separator: ", "))"
@@ -89,6 +89,34 @@ public enum HookSources {
         case ENOTDIR: return "a folder on its path is a file"
         default: return String(cString: strerror(code)).lowercased()
         }
+    }
+
+    /// The global functions a script defines (`function NAME(`, `NAME = function`) that are
+    /// no hook but within two edits of one (`on_sucess`, `before_uplod`), each with that hook:
+    /// nothing ever calls them, so a veto written there never happens. Read from the source, not
+    /// run; a `local function` or a name far from every hook's is the script's own helper.
+    public static func misspelledHooks(in source: String) -> [(function: String, hook: String)] {
+        var result: [(function: String, hook: String)] = []
+        func isNameCharacter(_ character: Character) -> Bool { character.isASCII && (character.isLetter || character.isNumber || character == "_") }
+        for line in source.split(separator: "\n") {
+            let trimmed = line.drop { $0 == " " || $0 == "\t" }
+            let name: Substring
+            if trimmed.hasPrefix("function ") {
+                let rest = trimmed.dropFirst(9).drop { $0 == " " }
+                name = rest.prefix(while: isNameCharacter)
+                // `function t.f(` and `function t:f(` define fields, not globals.
+                guard rest.dropFirst(name.count).drop(while: { $0 == " " }).first == "(" else { continue }
+            } else {
+                name = trimmed.prefix(while: isNameCharacter)
+                let rest = trimmed.dropFirst(name.count).drop { $0 == " " }
+                guard rest.first == "=", rest.dropFirst().drop(while: { $0 == " " }).hasPrefix("function") else { continue }
+            }
+            let function = String(name)
+            guard !function.isEmpty, !HookBus.hookNames.contains(function), !result.contains(where: { $0.function == function }),
+                  let near = nearest(to: function, in: HookBus.hookNames) else { continue }
+            result.append((function, near))
+        }
+        return result
     }
 
     /// Compiles every hook of a job without running it.

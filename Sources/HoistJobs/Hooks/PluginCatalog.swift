@@ -69,7 +69,7 @@ public struct PluginInfo: Sendable, Equatable {
             guard let setting = known[key] else {
                 var message = "plugin \(name) has no setting '\(key)'"
                 let names = settings.map(\.name)
-                if let near = names.min(by: { editDistance($0, key) < editDistance($1, key) }), editDistance(near, key) <= 2 {
+                if let near = nearest(to: key, in: names) {
                     message += " (did you mean '\(near)'?)"
                 }
                 message += names.isEmpty ? "; it takes none" : "; it takes \(names.joined(separator: ", "))"
@@ -152,6 +152,12 @@ public enum PluginCatalog {
         }
         return nil
     }
+}
+
+/// The name of `names` nearest to `name`, when within two edits of it: a did-you-mean.
+func nearest(to name: String, in names: [String]) -> String? {
+    guard let near = names.min(by: { editDistance($0, name) < editDistance($1, name) }), editDistance(near, name) <= 2 else { return nil }
+    return near
 }
 
 /// Levenshtein distance, for did-you-mean.

@@ -20,7 +20,23 @@ public struct Glob: Decodable, Sendable, Equatable, CustomStringConvertible {
         case set([ClosedRange<Character>], negated: Bool)
     }
 
-    public init(from decoder: any Decoder) throws { self = try parseScalar(decoder) { (text) throws(ValueError) in try Glob(parsing: text) } }
+    /// A glob is a string: `include: 42` (a YAML number, or `true`) is refused, with the quotes
+    /// that make it a glob of that name.
+    public init(from decoder: any Decoder) throws {
+        if let text = decoder.plainScalar, let what = Self.typedScalar(text) {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath,
+                debugDescription: "expected a glob\(decoder.place), got \(what): write it in quotes ('\(text)') to match a file of that name"))
+        }
+        self = try parseScalar(decoder) { (text) throws(ValueError) in try Glob(parsing: text) }
+    }
+
+    /// "the number 42" or "true" for a plain scalar YAML reads as a number or a boolean, else nil.
+    static func typedScalar(_ text: String) -> String? {
+        if ["true", "false", "True", "False", "TRUE", "FALSE"].contains(text) { return text }
+        let digits = text.replacingOccurrences(of: "_", with: "")
+        guard let first = digits.first, first.isNumber || "+-.".contains(first), Double(digits) != nil else { return nil }
+        return "the number \(text)"
+    }
 
     /// Braces may make at most this many patterns (`{a,b}{c,d}` makes 4).
     static let maxAlternatives = 256

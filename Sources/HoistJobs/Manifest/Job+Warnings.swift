@@ -4,8 +4,9 @@ extension Job {
     /// What is allowed in the manifest but likely a mistake, printed by `hoist validate` and at
     /// the start of every run: the storage backend's own warnings (`insecureSkipTLSVerify`),
     /// the deprecated `lua.secrets`, a `lua.env` glob that reaches a variable named like a
-    /// credential, and a variable a hook's header says it reads (`-- reads env:`) that is set
-    /// but hidden from it.
+    /// credential, a variable a hook's header says it reads (`-- reads env:`) that is set
+    /// but hidden from it, and a global function named nearly as a hook (`on_sucess`), which
+    /// nothing would call.
     public func warnings() -> [String] {
         var warnings = manifest.storage.options.warnings
         let lua = manifest.lua
@@ -21,23 +22,27 @@ extension Job {
             }
         }
         let visible = HookEnvironment(job: self)
-        for hook in manifest.hooks {
-            let info: PluginInfo, what: String, given: Set<String>
+        for (index, hook) in manifest.hooks.enumerated() {
+            let what: String, source: String, reads: [PluginInfo.EnvironmentRead], given: Set<String>
             switch hook {
-            case .inline: continue
+            case .inline(let text):
+                (what, source, reads, given) = ("hook \(file)#hooks[\(index)]", text, [], [])
             case .file(let path):
                 guard case .success(let bytes) = HookSources.readScript(resolve(path)) else { continue }
-                info = PluginInfo(name: path, path: resolve(path), source: String(decoding: bytes, as: UTF8.self))
-                (what, given) = ("hook \(path)", [])
+                let text = String(decoding: bytes, as: UTF8.self)
+                (what, source, reads, given) = ("hook \(path)", text, PluginInfo(name: path, path: resolve(path), source: text).reads, [])
             case .plugin(let name, let settings):
-                guard let found = PluginCatalog.find(name, for: self, environment: environment) else { continue }
-                info = found
-                (what, given) = ("plugin \(name)", Set(settings.keys))
+                guard let found = PluginCatalog.find(name, for: self, environment: environment),
+                      case .success(let bytes) = HookSources.readScript(found.path) else { continue }
+                (what, source, reads, given) = ("plugin \(name)", String(decoding: bytes, as: UTF8.self), found.reads, Set(settings.keys))
             }
-            for read in info.reads where environment[read.name] != nil && visible.visibility(of: read.name) == .hidden {
+            for read in reads where environment[read.name] != nil && visible.visibility(of: read.name) == .hidden {
                 if let setting = read.setting, given.contains(setting) { continue }
                 warnings.append("\(what) reads \(read.name), which is set but not granted: the hook sees nil "
                     + "(add \(read.name) to lua.env\(read.setting.map { ", or give the setting \($0)" } ?? ""))")
+            }
+            for (function, hookName) in HookSources.misspelledHooks(in: source) {
+                warnings.append("\(what) defines \(function), which is not a hook: nothing calls it (did you mean \(hookName)?)")
             }
         }
         return warnings

@@ -54,8 +54,7 @@ public struct Job: Sendable {
             let contents: String
             do { contents = try String(contentsOfFile: path, encoding: .utf8) } catch {
                 let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-                throw YAMLError(file: file, mark: node.mark, message: "cannot read the env file \(path) "
-                    + "(\((error as NSError).localizedDescription)): give a file of KEY=VALUE lines, relative to the manifest's folder",
+                throw YAMLError(file: file, mark: node.mark, message: Self.envFileProblem(name, at: path),
                     sourceLine: lines.indices.contains(node.mark.line - 1) ? String(lines[node.mark.line - 1]) : nil)
             }
             for (key, value) in try Self.parseEnvFile(contents, file: path) {
@@ -92,6 +91,16 @@ public struct Job: Sendable {
         envFile = nil
         envFileNames = []
         text = ""
+    }
+
+    /// Why the envFile `name` (as written; `path` where it was looked for) cannot be read, in words.
+    static func envFileProblem(_ name: String, at path: String) -> String {
+        let looked = name == path ? "" : " (looked for \(path): a relative envFile is read from the manifest's folder)"
+        var isFolder: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) else { return "envFile \(name) does not exist\(looked)" }
+        if isFolder.boolValue { return "envFile \(name) is a folder, not a file of KEY=VALUE lines\(looked)" }
+        return access(path, R_OK) != 0 ? "envFile \(name) cannot be read: permission denied\(looked)"
+            : "envFile \(name) is not UTF-8 text: give a file of KEY=VALUE lines\(looked)"
     }
 
     /// `KEY=VALUE` lines (as systemd's `EnvironmentFile=` and Compose's `.env`): blank lines and

@@ -105,6 +105,17 @@ public struct StorageSettings: Decodable, Sendable {
         options = registration.options.init()
     }
 
+    /// "a file: storage takes only url (region is a key of s3: storage)": what a storage whose
+    /// manifest holds the unknown `key` takes, and which backends take that key.
+    static func keysTaken(by registration: BackendRegistration, unknown key: String) -> String {
+        let keys = CodingKeys.allCases.map(\.stringValue) + registration.options.keys
+        let article = "aeiou".contains(registration.scheme.prefix(1)) ? "an" : "a"
+        var text = "\(article) \(registration.scheme): storage takes " + (keys.count == 1 ? "only \(keys[0])" : keys.joined(separator: ", "))
+        let others = BackendRegistry.all.filter { $0.scheme != registration.scheme && $0.options.keys.contains(key) }.map { "\($0.scheme):" }
+        if !others.isEmpty { text += " (\(key) is a key of \(others.joined(separator: ", ")) storage)" }
+        return text
+    }
+
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         url = try c.decode(String.self, forKey: .url)
@@ -119,6 +130,7 @@ public struct StorageSettings: Decodable, Sendable {
         }
         self.location = location
         self.registration = registration
+        decoder.explainUnknownKeys { key in Self.keysTaken(by: registration, unknown: key) }
         do {
             options = try registration.options.init(from: decoder)
         } catch let error as DecodingError {
@@ -312,16 +324,25 @@ public struct Compression: Decodable, Sendable, Equatable {
     }
 }
 
-/// A glob, or a list of globs.
+/// A glob, or a list of globs. Each bad glob of a list is reported, and the reading goes on
+/// (to the next glob, and to the keys after the list).
 struct GlobList: Decodable {
     let globs: [Glob]
     init(from decoder: any Decoder) throws {
-        if (try? decoder.unkeyedContainer()) != nil {
-            globs = try [Glob](from: decoder)
+        func reading(_ decode: () throws -> Glob) throws -> [Glob] {
+            do { return [try decode()] } catch let error as DecodingError {
+                try decoder.report(error)
+                return []
+            }
+        }
+        if var items = try? decoder.unkeyedContainer() {
+            var globs: [Glob] = []
+            while !items.isAtEnd { globs += try reading { try items.decode(Glob.self) } }
+            self.globs = globs
         } else if (try? decoder.container(keyedBy: AnyKey.self)) != nil {
             globs = try [Glob](from: decoder)   // reports "expected a list, found a mapping"
         } else {
-            globs = [try Glob(from: decoder)]
+            globs = try reading { try Glob(from: decoder) }
         }
     }
 }

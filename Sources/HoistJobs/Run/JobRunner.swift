@@ -127,6 +127,9 @@ public final class JobRunner: Sendable {
         var summary = await pass.afterUploads()
         summary.interrupted = isInterrupted
         if summary.fatal == nil, let fatal = state.withLock({ $0.fatal }) { summary.fatal = fatal }
+        // The hooks' events (on_job_start's among them) are part of the run: its time is taken
+        // once they are delivered, not while a slow hook still works through them.
+        await hooks?.drain()
         summary.seconds = Date().timeIntervalSince(started)
         for observer in observers { observer.jobFinished(summary) }
         if summary.fatal == nil, let failure = recorder?.failure { summary.fatal = failure.message }
