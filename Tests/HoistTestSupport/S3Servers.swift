@@ -32,6 +32,9 @@ public enum S3TestServer: String, Sendable, CaseIterable {
     public static let credentials = S3Credentials(accessKeyID: accessKey, secretAccessKey: secretKey)
 
     private static let running = Mutex<[S3TestServer: (ServerProcess, Int, String?)]>([:])
+    /// Why a server did not start: said again at once to every later test, not tried again
+    /// (a cluster that cannot come up would cost each test its two minutes of waiting).
+    private static let notStarted = Mutex<[S3TestServer: String]>([:])
 
     /// The server's port, starting it on first use.
     public func port() throws -> Int { try start().port }
@@ -42,6 +45,7 @@ public enum S3TestServer: String, Sendable, CaseIterable {
     private func start() throws -> (port: Int, root: String?) {
         try Self.running.withLock { running in
             if let (_, port, root) = running[self] { return (port, root) }
+            if let why = Self.notStarted.withLock({ $0[self] }) { throw TestServerError(why) }
             let port = try freePort()
             let bin = packageRoot.appendingPathComponent(".venv-test/bin").path
             let server: ServerProcess
@@ -67,7 +71,9 @@ public enum S3TestServer: String, Sendable, CaseIterable {
                 do {
                     _ = try server.readyPort(timeout: 120)
                 } catch {
-                    throw TestServerError("Ceph's radosgw (Tests/servers/ceph.py) did not start: \(error)")
+                    let why = "Ceph's radosgw (Tests/servers/ceph.py) did not start: \(error)"
+                    Self.notStarted.withLock { $0[self] = why }
+                    throw TestServerError(why)
                 }
             }
             if self != .ceph { try waitForPort(port, timeout: 30) }
