@@ -9,7 +9,8 @@ ones (as in many real set-ups). An S3 user with the suite's test key is made wit
 
 Everything lives in a temporary folder and runs as the current user, no systemd. Prints
 "ready PORT" once S3 answers (or "error MESSAGE", one line, and exits 1), then waits: SIGTERM,
-SIGINT, or its parent going away stops the daemons and removes the folder. The daemons die with this process (PR_SET_PDEATHSIG) even
+SIGINT, or its parent going away (the test process, or the shell that started it) stops the
+daemons and removes the folder. The daemons die with this process (PR_SET_PDEATHSIG) even
 when it is killed with SIGKILL; the folder is then left, and the next start removes it.
 """
 import argparse
