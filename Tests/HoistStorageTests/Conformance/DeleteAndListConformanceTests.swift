@@ -85,7 +85,7 @@ import Testing
         let answer = try await server.request("DELETE", "/\(bucket)/x.txt", headers: [("If-Match", "\"00000000000000000000000000000000\"")])
         let stillThere = try await server.storedBytes(bucket: bucket, key: "x.txt") != nil
         print("S3 DeleteObject If-Match on \(server): HTTP \(answer.status), object \(stillThere ? "kept" : "deleted")")
-        // moto honours it as AWS does (412, kept); rclone serve s3 ignores it and deletes. The
+        // moto honours it as AWS does (412, kept); rclone serve s3 and radosgw 16.2 ignore it and delete. The
         // backend reads the ETag first, so the condition is checked there too, if not atomically.
         switch server {
         case .moto:
