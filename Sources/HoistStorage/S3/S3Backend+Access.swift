@@ -24,7 +24,18 @@ extension S3Backend {
                 "Cannot reach S3 at \(endpoint)\(route) (\(failure.message)). Check the network, the proxy (HTTPS_PROXY, "
                     + "NO_PROXY), or the endpoint (AWS_ENDPOINT_URL, storage.endpoint).", details: ["bucket": bucket])
         }
-        if response.status == 200 { return }
+        if response.status == 200 {
+            // The bucket's own listing, or the check proved nothing: a server that takes the bucket
+            // from the path answers a virtual-host request with the list of all buckets (radosgw
+            // without `rgw dns name`), and the uploads would go to a bucket named after the host.
+            let xml = try? parse(response)
+            let name = xml?.first("ListBucketResult/Name")
+            if name == bucket { return }
+            let came = name.map { "the listing of bucket \(printable($0, limit: 100))" }
+                ?? xml?.rootName.map { "<\(printable($0, limit: 100))>" } ?? "an empty answer"
+            throw StorageFailure(.invalidArgument, "S3 at \(endpoint) answered the check of s3://\(bucket) with \(came), not the bucket's "
+                + "listing: a server that takes the bucket from the path needs pathStyle: true in the job's storage.", details: ["bucket": bucket])
+        }
         let said = S3Errors.Said(response)
         var failure = failure(response, object: nil, bucketLevel: true)
         switch failure.code {

@@ -27,6 +27,13 @@ public struct S3Options: BackendOptions {
 
     public init() {}
 
+    /// `pathStyle: false` with an endpoint that cannot carry a bucket in its host name is overridden: said.
+    public var warnings: [String] {
+        guard pathStyle == false, let endpoint, S3Backend.Configuration.cannotCarryABucket(endpoint) else { return [] }
+        return ["pathStyle: false is overridden for \(endpoint): an IP address or localhost cannot carry the bucket in its host name, "
+            + "so requests name the bucket in the path"]
+    }
+
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         endpoint = try c.decodeIfPresent(String.self, forKey: .endpoint).flatMap { $0.isEmpty ? nil : $0 }

@@ -59,7 +59,18 @@ extension S3Backend {
             let custom = endpoint.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }
             self.endpoint = custom ?? "https://s3.\(region).amazonaws.com"
             self.pathStyle = pathStyle ?? (custom != nil || bucket.contains("."))
+            if let custom, Self.cannotCarryABucket(custom) { self.pathStyle = true }
             self.credentials = credentials
+        }
+
+        /// Whether `endpoint`'s host is an IP address or `localhost`: virtual-host addressing
+        /// (`BUCKET.HOST`) makes a name no DNS can serve there, so requests use path style
+        /// whatever `pathStyle` says (as rclone does for such servers).
+        public static func cannotCarryABucket(_ endpoint: String) -> Bool {
+            guard let host = URLComponents(string: endpoint)?.host?.lowercased() else { return false }
+            if host == "localhost" || host.hasSuffix(".localhost") || host.contains(":") || host.hasPrefix("[") { return true }
+            let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+            return parts.count == 4 && parts.allSatisfy { !$0.isEmpty && $0.count <= 3 && $0.allSatisfy(\.isNumber) }
         }
 
         /// As the AWS CLI reads its environment, each explicit argument (a manifest's key) first:

@@ -72,6 +72,9 @@ struct S3XML {
         return leafPath[leafPath.index(after: slash)...] == path.dropFirst(2)
     }
 
+    /// The root element's name, as far as an element with text shows it.
+    var rootName: String? { leaves.first.map { String($0.path.prefix { $0 != "/" }) } }
+
     /// The text of the first element at `path`.
     func first(_ path: String) -> String? { leaves.first { Self.matches($0.path[...], path) }?.text }
 

@@ -7,6 +7,26 @@ import Testing
 /// The S3 backend's pure logic: its configuration read from the environment and AWS's files,
 /// the session ids a journal hands back, S3's XML and headers, each read as hostile input.
 @Suite struct S3ConfigurationTests {
+    /// Virtual-host addressing puts the bucket in the host name: an IP address or `localhost`
+    /// cannot carry it (`hoist-test.127.0.0.1` is a name no DNS serves). Path style there, even
+    /// with `pathStyle: false`, and the options' warnings say the setting was overridden.
+    @Test func anIPOrLocalhostEndpointIsAlwaysPathStyle() throws {
+        for endpoint in ["http://127.0.0.1:7480", "http://localhost:7480", "https://[::1]:9000/", "http://10.0.0.5"] {
+            let configuration = S3Backend.Configuration(bucket: "hoist-test", endpoint: endpoint, pathStyle: false)
+            #expect(configuration.pathStyle, "\(endpoint)")
+            #expect(S3Backend(configuration).location(key: "a.txt").url.contains("/hoist-test/a.txt"), "\(endpoint)")
+        }
+        for endpoint in ["https://minio.internal:9000", "https://s3.example.com"] {
+            #expect(!S3Backend.Configuration(bucket: "hoist-test", endpoint: endpoint, pathStyle: false).pathStyle, "\(endpoint)")
+        }
+        var options = S3Options()
+        options.endpoint = "http://127.0.0.1:7480"
+        options.pathStyle = false
+        #expect(options.warnings.contains { $0.contains("pathStyle: false") && $0.contains("127.0.0.1") }, "\(options.warnings)")
+        options.pathStyle = nil
+        #expect(options.warnings.isEmpty)
+    }
+
     @Test func theEnvironmentsKeysRegionAndEndpoint() throws {
         let configuration = try S3Backend.Configuration.fromEnvironment(bucket: "my-bucket", prefix: "/backups/daily/", [
             "HOME": "/nonexistent", "AWS_ACCESS_KEY_ID": "AKIDENV", "AWS_SECRET_ACCESS_KEY": "secret/env",

@@ -26,6 +26,26 @@ import Testing
 
     private func hex(_ data: Data) -> String { Insecure.MD5.hash(data: data).map { String(format: "%02x", $0) }.joined() }
 
+    /// radosgw without `rgw dns name`, asked with virtual-host addressing, answers the pre-flight
+    /// listing with the list of all buckets (status 200), which was taken for the bucket's: the
+    /// PUTs then went to a bucket named after the host. Only a `ListBucketResult` naming the
+    /// bucket passes; anything else says what came back and names `pathStyle`.
+    @Test func aPreflightAnsweredWithTheListOfAllBucketsIsRefused() async throws {
+        let all = "<?xml version=\"1.0\"?><ListAllMyBucketsResult><Owner><ID>o</ID></Owner><Buckets><Bucket><Name>bkt</Name>"
+            + "</Bucket></Buckets></ListAllMyBucketsResult>"
+        let other = "<?xml version=\"1.0\"?><ListBucketResult><Name>someone-else</Name><KeyCount>0</KeyCount></ListBucketResult>"
+        for (body, said) in [(all, "ListAllMyBucketsResult"), (other, "the listing of bucket someone-else"), ("", "an empty answer")] {
+            let server = try HostileHTTPServer(.script([raw(200, ["Content-Type: application/xml"], body: body)]))
+            await #expect(throws: (any Error).self, "\(said)") { try await backend(server).checkAccess() }
+            do { try await backend(server).checkAccess() } catch {
+                #expect("\(error)".contains(said) && "\(error)".contains("pathStyle"), "\(error)")
+            }
+        }
+        let mine = "<?xml version=\"1.0\"?><ListBucketResult><Name>bkt</Name><KeyCount>0</KeyCount></ListBucketResult>"
+        let server = try HostileHTTPServer(.script([raw(200, ["Content-Type: application/xml"], body: mine)]))
+        try await backend(server).checkAccess()
+    }
+
     /// The object a multipart upload made has an ETag that is not the MD5 of the parts' MD5s:
     /// it is not the file, so the upload fails with `nonMatchingChecksum`; but nothing is
     /// deleted, as an S3 key has no generation and the object there may be an earlier good
