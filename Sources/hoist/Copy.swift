@@ -56,6 +56,16 @@ extension Hoist {
         @Option(name: .long, help: "Custom metadata KEY=VALUE; repeat for more.")
         var metadata: [String] = []
 
+        @Option(name: .long, help: ArgumentHelp("Files up to this size go up in one request, larger ones in parts (gs://, s3://), such as 64MiB.",
+                                                valueName: "size"))
+        var multipartThreshold: String?
+
+        @Option(name: .long, help: ArgumentHelp("The size of a multipart upload's parts (s3://: 5MiB to 5GiB; default 8MiB).", valueName: "size"))
+        var partSize: String?
+
+        @Flag(name: .long, help: "Send requests unsigned, for a bucket that takes them (s3://).")
+        var anonymous = false
+
         @OptionGroup var outputOptions: OutputOptions
 
         @Flag(name: .long, help: "Upload nothing: print each file and the object it would become.")
@@ -148,12 +158,36 @@ extension Hoist {
                     sets.append(FileSet(root: root, destination: Template(literal: object), metadata: settings, hidden: true))
                 }
             }
-            let storageSettings: StorageSettings
+            var storageSettings: StorageSettings
             do { storageSettings = try StorageSettings(location: StorageLocation(parsing: target.storageURL)) } catch {
                 throw ValidationError(describe(error))
             }
+            storageSettings.options = try backendOptions(for: storageSettings.registration)
             let manifest = JobManifest(name: "cp", storage: storageSettings, files: sets, upload: upload)
             return Job(manifest: manifest, file: "hoist cp", directory: here)
+        }
+
+        /// The backend's options with `--multipart-threshold` and `--part-size`, read as the
+        /// manifest's keys of the same names are (a backend that has no such key refuses the flag).
+        private func backendOptions(for registration: BackendRegistration) throws -> any BackendOptions {
+            let given: [(key: String, flag: String, value: any Sendable)] =
+                [("multipartThreshold", "--multipart-threshold", multipartThreshold), ("partSize", "--part-size", partSize)]
+                    .compactMap { key, flag, value in value.map { (key: key, flag: flag, value: $0) } }
+                + (anonymous ? [(key: "anonymous", flag: "--anonymous", value: true)] : [])
+            for option in given where !registration.options.keys.contains(option.key) {
+                let takers = BackendRegistry.all.filter { $0.options.keys.contains(option.key) }.map { "\($0.scheme)://" }
+                throw ValidationError("\(option.flag) applies to \(takers.joined(separator: " and ")) destinations, not \(registration.scheme):.")
+            }
+            guard !given.isEmpty else { return registration.options.init() }
+            let json = try JSONSerialization.data(withJSONObject: Dictionary(uniqueKeysWithValues: given.map { ($0.key, $0.value) }))
+            let decoder = JSONDecoder()
+            decoder.userInfo[OptionsFromFlags.type] = registration.options
+            do { return try decoder.decode(OptionsFromFlags.self, from: json).options } catch let DecodingError.dataCorrupted(context) {
+                let flag = given.first { option in context.codingPath.contains { $0.stringValue == option.key } }?.flag ?? given[0].flag
+                throw ValidationError("\(flag): \(context.debugDescription)")
+            } catch {
+                throw ValidationError("\(given.map(\.flag).joined(separator: ", ")): \(describe(error))")
+            }
         }
 
         private func globs(_ patterns: [String], _ flag: String) throws -> [Glob] {
@@ -219,5 +253,18 @@ struct Destination {
         guard let first = scheme.first, first.isASCII, first.isLetter,
               scheme.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "+-.".contains($0)) }) else { return nil }
         return String(scheme)
+    }
+}
+
+/// A backend's options read from `hoist cp`'s flags, its type passed in the decoder's `userInfo`.
+private struct OptionsFromFlags: Decodable {
+    static let type = CodingUserInfoKey(rawValue: "hoist.backendOptionsType")!
+    let options: any BackendOptions
+
+    init(from decoder: any Decoder) throws {
+        guard let type = decoder.userInfo[Self.type] as? any BackendOptions.Type else {
+            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "no options type given"))
+        }
+        options = try type.init(from: decoder)
     }
 }

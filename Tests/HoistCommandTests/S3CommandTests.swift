@@ -255,4 +255,64 @@ import Testing
         #expect(validated.status == 2)
         #expect(validated.stderr.contains("job.yaml:3:") && validated.stderr.contains("unknown key 'regoin' (did you mean 'region'?)"), "\(validated.stderr)")
     }
+
+    /// `hoist cp --multipart-threshold --part-size` (and the manifest's `partSize`): a 12 MiB
+    /// file in 5 MiB parts is a multipart object of 3 parts (its ETag ends `-3`), where the
+    /// defaults (16 MiB threshold) send it in one PutObject; a backend without the key refuses
+    /// the flag, and a part size S3 cannot take is refused at its key.
+    @Test func cpTakesAPartSizeAndAThreshold() async throws {
+        let server = S3TestServer.moto
+        let bucket = try await server.makeBucket()
+        let directory = try TemporaryDirectory()
+        let file = try directory.write("big.bin", patternData(12 << 20))
+        let home = try awsHome()
+        let environment = ["HOME": home.path, "AWS_PROFILE": "uploader", "AWS_ENDPOINT_URL": try server.endpoint(), "PATH": "/usr/bin:/bin"]
+        for (arguments, key, parts) in [([], "plain.bin", nil), (["--multipart-threshold", "5MiB", "--part-size", "5MiB"], "parts.bin", "-3")] {
+            let copy = try runProcess(hoist, ["cp"] + arguments + [file.path, "s3://\(bucket)/\(key)"], environment: environment)
+            #expect(copy.status == 0, "\(copy.stdout)\(copy.stderr)")
+            #expect(try await server.storedBytes(bucket: bucket, key: key) == patternData(12 << 20))
+            let etag = try await server.request("HEAD", "/\(bucket)/\(key)").header("ETag") ?? ""
+            #expect(parts.map { etag.hasSuffix($0 + "\"") || etag.hasSuffix($0) } ?? !etag.contains("-"), "\(key): \(etag)")
+        }
+        let local = try runProcess(hoist, ["cp", "--part-size", "8MiB", file.path, "file:" + directory.url.appendingPathComponent("bucket").path + "/x"],
+                                   environment: environment)
+        #expect(local.status == 2 && local.stderr.contains("--part-size applies to s3:// destinations, not file:"), "\(local.stderr)")
+        let small = try runProcess(hoist, ["cp", "--part-size", "1MiB", file.path, "s3://\(bucket)/small.bin"], environment: environment)
+        #expect(small.status == 2 && small.stderr.contains("--part-size: partSize 1048576 B is outside S3's part sizes, 5 MiB to 5 GiB"),
+                "\(small.stderr)")
+        let job = try directory.write("job.yaml", Data("version: 1\nname: parts\nstorage: { url: 's3://\(bucket)', partSize: 4MiB }\nfiles: [{ root: ., optional: true }]\n".utf8))
+        let validated = try runProcess(hoist, ["validate", job.path], environment: environment)
+        #expect(validated.status == 2 && validated.stderr.contains("job.yaml:3:") && validated.stderr.contains("outside S3's part sizes"),
+                "\(validated.stderr)")
+    }
+
+    /// A custom endpoint and no credentials found (cron's bare environment, an envFile that went
+    /// missing) sent unsigned requests, silently. It stops at the check now, for `run` and `cp`
+    /// alike, naming where credentials come from and `anonymous: true`; asked for, requests go
+    /// unsigned (moto takes them).
+    @Test func noCredentialsStopsUnlessAnonymousIsAskedFor() async throws {
+        let server = S3TestServer.moto
+        let bucket = try await server.makeBucket()
+        let fixture = try JobFixture()
+        try fixture.file("a.txt", 100)
+        let environment = ["HOME": try TemporaryDirectory().path, "PATH": "/usr/bin:/bin"]
+        let storage = "storage: { url: 's3://\(bucket)/site', endpoint: '\(try server.endpoint())' }\nfiles: [{ root: src }]\n"
+        _ = try fixture.job(storage)
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        let refused = try runProcess(hoist, ["run", manifest], environment: environment)
+        #expect(refused.status == 2, "\(refused.stdout)\(refused.stderr)")
+        #expect(refused.stderr.contains("No credentials for s3://\(bucket)") && refused.stderr.contains("anonymous: true"), "\(refused.stderr)")
+        let file = fixture.directory.url.appendingPathComponent("src/a.txt").path
+        let copy = try runProcess(hoist, ["cp", file, "s3://\(bucket)/cp/a.txt"], environment: environment.merging(["AWS_ENDPOINT_URL": try server.endpoint()]) { $1 })
+        #expect(copy.status == 2 && copy.stderr.contains("No credentials for s3://\(bucket)"), "\(copy.stderr)")
+        #expect(try await server.storedBytes(bucket: bucket, key: "site/a.txt") == nil)
+
+        _ = try fixture.job(storage.replacingOccurrences(of: "endpoint:", with: "anonymous: true, endpoint:"))
+        let anonymous = try runProcess(hoist, ["run", manifest], environment: environment)
+        #expect(anonymous.status == 0, "\(anonymous.stdout)\(anonymous.stderr)")
+        #expect(try await server.storedBytes(bucket: bucket, key: "site/a.txt") == patternData(100))
+        let anonymousCopy = try runProcess(hoist, ["cp", "--anonymous", file, "s3://\(bucket)/cp/a.txt"],
+                                           environment: environment.merging(["AWS_ENDPOINT_URL": try server.endpoint()]) { $1 })
+        #expect(anonymousCopy.status == 0, "\(anonymousCopy.stderr)")
+    }
 }

@@ -8,11 +8,14 @@ extension S3Backend {
     /// passes: an upload-only key may not list the bucket, yet it works.
     public func checkAccess() async throws {
         let endpoint = configuration.endpoint
-        if credentialSource.isEmpty, endpoint.hasSuffix(".amazonaws.com") {
+        // Unsigned requests only when asked for: under cron's bare environment a missing envFile
+        // would otherwise turn into a 403 per file, or uploads to a bucket open to anyone.
+        if credentialSource.isEmpty, !configuration.anonymous {
             throw StorageFailure(
                 .unauthenticated,
-                "No AWS credentials for s3://\(bucket): set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE "
-                    + "with a profile in ~/.aws/credentials (or storage.credentials in the job).", details: ["bucket": bucket])
+                "No credentials for s3://\(bucket) at \(endpoint): set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE "
+                    + "with a profile in ~/.aws/credentials (or storage.credentials in the job); for a bucket that takes unsigned "
+                    + "requests, anonymous: true (hoist cp --anonymous).", details: ["bucket": bucket])
         }
         let response: HTTPResponse
         do {

@@ -18,9 +18,14 @@ public struct S3Options: BackendOptions {
     public var caBundle: String?
     /// Objects up to this many bytes go up in one PutObject; larger ones in parts.
     public var multipartThreshold: Int64?
+    /// A multipart upload's parts, from 5 MiB (S3's smallest) to 5 GiB; 8 MiB by default (more
+    /// when a file would need over 10,000 parts).
+    public var partSize: Int64?
+    /// Unsigned requests, for a bucket that takes them; never chosen by finding no credentials.
+    public var anonymous: Bool?
 
     enum CodingKeys: String, CodingKey, CaseIterable {
-        case endpoint, region, pathStyle, credentials, caBundle, multipartThreshold
+        case endpoint, region, pathStyle, credentials, caBundle, multipartThreshold, partSize, anonymous
     }
 
     public static var keys: [String] { CodingKeys.allCases.map(\.stringValue) }
@@ -45,6 +50,12 @@ public struct S3Options: BackendOptions {
         if let multipartThreshold, multipartThreshold < 5 << 20 {
             throw DecodingError.dataCorruptedError(forKey: .multipartThreshold, in: c,
                 debugDescription: "multipartThreshold \(multipartThreshold) B is below S3's smallest part, 5 MiB")
+        }
+        anonymous = try c.decodeIfPresent(Bool.self, forKey: .anonymous)
+        partSize = try c.decodeIfPresent(ByteSize.self, forKey: .partSize)?.bytes
+        if let partSize, !(S3Backend.Configuration.minimumPartSize...(5 << 30)).contains(partSize) {
+            throw DecodingError.dataCorruptedError(forKey: .partSize, in: c,
+                debugDescription: "partSize \(partSize) B is outside S3's part sizes, 5 MiB to 5 GiB")
         }
     }
 
@@ -116,6 +127,8 @@ extension S3Backend {
             throw BackendOptionError(key: key, failure.message)
         }
         if let threshold = options.multipartThreshold { configuration.multipartThreshold = threshold }
+        if let partSize = options.partSize { configuration.partSize = partSize }
+        configuration.anonymous = options.anonymous ?? false
         // A large file's parts go up in the job's slots (`upload.concurrency`), as GCS's parallel uploads do.
         if let concurrency = context.concurrency { configuration.partConcurrency = max(1, concurrency) }
         configuration.readsBackMultipartObjects = context.readsBackUploads

@@ -45,6 +45,9 @@ extension S3Backend {
         /// parts' MD5s and Complete's ETag are the check, as a `PutObject`'s answer is; a job that
         /// moves or mirrors turns it on (`BackendContext.readsBackUploads`).
         public var readsBackMultipartObjects = false
+        /// Requests go unsigned, whatever credentials the environment holds: a bucket that takes
+        /// them (`anonymous: true`). Without it, finding no credentials stops the run at its check.
+        public var anonymous = false
 
         public static let minimumPartSize: Int64 = 5 << 20
         /// S3's most parts per upload.

@@ -49,8 +49,8 @@ final class S3CredentialSource: Sendable {
     private let cached = Mutex<(credentials: S3Credentials, expires: Date)?>(nil)
 
     init(_ configuration: S3Backend.Configuration) {
-        fixed = configuration.credentials
-        webIdentity = configuration.webIdentity
+        fixed = configuration.anonymous ? nil : configuration.credentials
+        webIdentity = configuration.anonymous ? nil : configuration.webIdentity
         caBundle = configuration.caBundle
     }
 
