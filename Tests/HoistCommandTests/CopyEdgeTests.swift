@@ -218,4 +218,15 @@ import Testing
         #expect(run.status == 2)
         #expect(run.stderr.contains("secret.txt cannot be read"), "\(run.stderr)")
     }
+
+    /// A source that is neither a file nor a folder (a FIFO) stops cp with a plain `hoist:` line:
+    /// cp's job has no manifest, so no `hoist cp:1:1:` and no caret under an empty line.
+    @Test func aSourceThatIsNoFileIsRefusedWithoutAManifestLocation() throws {
+        let directory = try TemporaryDirectory()
+        let fifo = directory.url.appendingPathComponent("pipe").path
+        #expect(mkfifo(fifo, 0o644) == 0)
+        let run = try runProcess(hoist, ["cp", "--storage", storage(directory), fifo, "x/"])
+        #expect(run.status == 2)
+        #expect(run.stderr == "hoist: root \(fifo) is not a folder or a file\n", "\(run.stderr)")
+    }
 }

@@ -55,6 +55,29 @@ import Testing
         #expect(fromInstall.stdout.contains("0 3 * * * \(installed) run --quiet"), "\(fromInstall.stdout)")
     }
 
+    /// Both install routes on one machine leave two `hoist`s (the package's `/usr/bin/hoist`,
+    /// `scripts/install`'s `/usr/local/bin/hoist`), and `hoist cron` names whichever ran:
+    /// `scripts/install` says so, naming both paths, for one earlier and one later in PATH.
+    @Test func installNamesAnotherHoistInPath() throws {
+        let folder = try TemporaryDirectory()
+        let earlier = try folder.write("earlier/hoist", Data("#!/bin/sh\n".utf8)).path
+        let later = try folder.write("later/hoist", Data("#!/bin/sh\n".utf8)).path
+        for path in [earlier, later] { try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: path) }
+        let prefix = folder.path + "/prefix"
+        let installed = prefix + "/bin/hoist"
+        let path = [folder.path + "/earlier", prefix + "/bin", "/usr/bin", "/bin", folder.path + "/later"].joined(separator: ":")
+        let install = try runProcess("/bin/bash", [packageRoot.appendingPathComponent("scripts/install").path, "--prefix", prefix, "--binary", hoist],
+                                     environment: ["PATH": path, "HOME": folder.path])
+        #expect(install.status == 0, "\(install.stderr)")
+        let warnings = install.stderr.split(separator: "\n").filter { $0.hasPrefix("install: warning: ") }
+        #expect(warnings == [
+            "install: warning: \(earlier) comes before \(installed) in PATH, so `hoist` runs \(earlier) (and hoist cron/systemd name it): "
+                + "remove one of them (README, \"Set up\", says which route to take)",
+            "install: warning: \(later) is also in PATH, after \(installed): two installs of hoist; "
+                + "remove one of them (README, \"Set up\", says which route to take)",
+        ], "\(install.stderr)")
+    }
+
     @Test func aCronLineRunsFromAQuotedPathUnderABareEnvironment() throws {
         let directory = try TemporaryDirectory()
         try directory.write("my jobs/it's 50% off/src/a.txt", Data("hello".utf8))

@@ -173,7 +173,8 @@ public struct Job: Sendable {
     /// GCS backend's `credentials` key file can be read).
     /// - Returns: notes for optional file sets whose root is missing (they are skipped).
     /// - Throws: `YAMLError` at the `root:` of the first file set whose root is missing (and not
-    ///   `optional: true`) or not a readable folder; at the `storage:` key a backend's check names.
+    ///   `optional: true`) or not a readable folder; at the `storage:` key a backend's check names
+    ///   (for a job made in code, the message alone: `mistake(_:at:)`).
     @discardableResult
     public func checkRoots() throws -> [String] {
         var notes: [String] = []
@@ -199,10 +200,10 @@ public struct Job: Sendable {
             } else {
                 continue
             }
-            throw locatedError(problem, at: ["files", index, "root"])
+            throw mistake(problem, at: ["files", index, "root"])
         }
         do { try manifest.storage.options.check(in: backendContext()) } catch let error as BackendOptionError {
-            throw locatedError(error.message, at: ["storage", error.key])
+            throw mistake(error.message, at: ["storage", error.key])
         }
         _ = try AppendTarget(job: self)
         return notes
@@ -212,6 +213,12 @@ public struct Job: Sendable {
     func locatedError(_ message: String, at path: [any Sendable]) -> YAMLError {
         let mark = self.mark(at: path)
         return YAMLError(file: file, mark: mark, message: message, sourceLine: sourceLine(mark.line))
+    }
+
+    /// The error for a mistake at `path`: located in the manifest, or for a job made in code
+    /// (`hoist cp`'s, which has no manifest text) the message alone, with no line to point at.
+    func mistake(_ message: String, at path: [any Sendable]) -> any Error {
+        text.isEmpty ? MistakeWithoutManifest(description: message) : locatedError(message, at: path)
     }
 
     /// Where the manifest node that `path` leads to starts, or as near as it gets (1:1 for a job
@@ -284,7 +291,7 @@ public struct Job: Sendable {
         do {
             backend = try manifest.storage.registration.factory(backendContext(caBundle: caBundle))
         } catch let error as BackendOptionError {
-            throw locatedError(error.message, at: ["storage", error.key])
+            throw mistake(error.message, at: ["storage", error.key])
         }
         let storage = Storage(url: manifest.storage.url, backend: backend)
         storage.maxUploadRetryTime = manifest.upload.retryTime.seconds
@@ -292,4 +299,9 @@ public struct Job: Sendable {
         if let rate = manifest.upload.bandwidth { storage.bandwidthLimiter = BandwidthLimiter(bytesPerSecond: rate.bytesPerSecond) }
         return storage
     }
+}
+
+/// A mistake in a job made in code (`hoist cp`): its message alone, as there is no manifest line to show.
+struct MistakeWithoutManifest: Error, CustomStringConvertible {
+    let description: String
 }
