@@ -139,7 +139,8 @@ import Testing
         try FileManager.default.removeItem(at: directory.url.appendingPathComponent("secrets/job.env"))
         let missing = try runProcess(hoist, ["validate", manifest])
         #expect(missing.status == 2)
-        #expect(missing.stderr.hasPrefix("\(manifest):4:10: cannot read the env file \(directory.path)/secrets/job.env"), "\(missing.stderr)")
+        #expect(missing.stderr.hasPrefix("\(manifest):4:10: envFile secrets/job.env does not exist (looked for \(directory.path)/secrets/job.env"),
+                "\(missing.stderr)")
     }
 
     @Test func aJobWithoutScheduleAmongOthersIsSkippedWithANote() throws {
