@@ -242,6 +242,6 @@ public final class S3Backend: StorageBackend {
 
     /// The storage error for a server's answer (`S3Errors.failure`).
     func failure(_ response: HTTPResponse, object: String?, bucketLevel: Bool) -> StorageFailure {
-        S3Errors.failure(response, bucket: bucket, object: object, bucketLevel: bucketLevel, region: configuration.region)
+        S3Errors.failure(response, bucket: bucket, object: object, key: object.map(key), bucketLevel: bucketLevel, region: configuration.region)
     }
 }

@@ -30,10 +30,14 @@ enum S3Errors {
     /// `NoSuchBucket` (and 404 on bucket-level calls): bucketNotFound; other 404s, `NoSuchKey` and
     /// `NoSuchUpload`: objectNotFound; `BadDigest`/`InvalidDigest`: nonMatchingChecksum;
     /// 408, 429, 5xx but 501 (`SlowDown`, `InternalError`) and `RequestTimeout`: retryable, with `Retry-After`.
-    static func failure(_ response: HTTPResponse, bucket: String, object: String?, bucketLevel: Bool, region: String) -> StorageFailure {
+    /// `object` is the reference's path (in `details`); `key` the whole key, the URL's prefix
+    /// included, which messages name.
+    static func failure(_ response: HTTPResponse, bucket: String, object: String?, key: String? = nil, bucketLevel: Bool,
+                        region: String) -> StorageFailure {
         let said = Said(response)
         let status = response.status
-        let where_ = "s3://\(bucket)/\(object ?? "")"
+        let key = key ?? object
+        let where_ = "s3://\(bucket)/\(key ?? "")"
         var code = StorageErrorCode.unknown
         var message = "S3 answered \(status)" + (said.code.map { " \($0)" } ?? "") + (said.message.map { ": \($0)" } ?? ".")
         switch (said.code, status) {
@@ -48,7 +52,8 @@ enum S3Errors {
             message = "Bucket \(bucket) does not exist."
         case ("NoSuchKey", _), ("NoSuchUpload", _), (_, 404):
             code = .objectNotFound
-            message = said.code == "NoSuchUpload" ? "The multipart upload of \(object ?? "") is gone." : "Object \(object ?? "") does not exist."
+            // Firebase's words for a missing object name the reference's path, as every backend's do.
+            message = said.code == "NoSuchUpload" ? "The multipart upload of \(where_) is gone." : "Object \(object ?? "") does not exist."
         case ("BadDigest", _), ("InvalidDigest", _), ("XAmzContentChecksumMismatch", _):
             code = .nonMatchingChecksum
             message = "S3 refused the bytes of \(where_) (\(said.code!)): what arrived does not match the checksum Hoist sent; nothing was stored."

@@ -46,6 +46,21 @@ import Testing
         try await backend(server).checkAccess()
     }
 
+    /// A failure names the object's whole key, the URL's prefix included: a refused PUT under
+    /// `s3://bkt/website/nocreds` said `s3://bkt/a.txt`, a key that does not exist.
+    @Test func aFailureNamesTheWholeKey() async throws {
+        let server = try HostileHTTPServer(.script([raw(403, ["Content-Type: application/xml"],
+                                                       body: "<Error><Code>AccessDenied</Code><Message>no</Message></Error>")]))
+        var configuration = S3Backend.Configuration(bucket: "bkt", prefix: "website/nocreds", endpoint: server.url, region: "us-east-1",
+                                                    pathStyle: true, credentials: S3TestServer.credentials)
+        configuration.partConcurrency = 1
+        let data = Data("hello".utf8)
+        let session = try await S3Backend(configuration).startUpload(to: "a.txt", attributes: ObjectResource(), size: Int64(data.count))
+        await #expect { _ = try await session.send(from: ByteSource(data: data), at: 0, control: TransferControl()) { _ in } } throws: {
+            "\($0)".contains("s3://bkt/website/nocreds/a.txt")
+        }
+    }
+
     /// The object a multipart upload made has an ETag that is not the MD5 of the parts' MD5s:
     /// it is not the file, so the upload fails with `nonMatchingChecksum`; but nothing is
     /// deleted, as an S3 key has no generation and the object there may be an earlier good
