@@ -13,7 +13,7 @@ struct Hoist: AsyncParsableCommand {
         commandName: "hoist",
         abstract: "Upload files to Cloud Storage, from the command line or from YAML jobs.",
         version: "\(String(cString: hoist_version())) (libcurl \(CurlEngine.libraryVersion), Lua \(LuaRuntime.libraryVersion), libyaml \(YAMLParser.libraryVersion))",
-        subcommands: [Run.self, Validate.self, Plan.self, Status.self, Cron.self, Systemd.self, Copy.self, Plugins.self]
+        subcommands: [Run.self, Watch.self, Validate.self, Plan.self, Status.self, Cron.self, Systemd.self, Copy.self, Plugins.self]
     )
 
     /// Exit statuses: 0 all done, 1 some files failed, 2 could not start (usage, setup).

@@ -6,7 +6,7 @@ import Testing
 @Suite struct CommandTests {
     let hoist = productsDirectory.appendingPathComponent("hoist").path
 
-    @Test(arguments: ["hoist", "run", "validate", "plan", "cp", "status", "cron", "systemd", "plugins"])
+    @Test(arguments: ["hoist", "run", "watch", "validate", "plan", "cp", "status", "cron", "systemd", "plugins"])
     func helpMatchesGoldenText(command: String) throws {
         let golden = try String(contentsOf: packageRoot.appendingPathComponent("Tests/golden/help-\(command).txt"), encoding: .utf8)
         let run = try runProcess(hoist, command == "hoist" ? ["--help"] : [command, "--help"])

@@ -24,7 +24,7 @@ import Testing
 
     @Test func thePageNamesEveryCommandAndOptionAndRendersWithoutWarnings() throws {
         let page = try generated()
-        for command in ["run", "validate", "plan", "status", "cron", "systemd", "cp", "plugins"] {
+        for command in ["run", "watch", "validate", "plan", "status", "cron", "systemd", "cp", "plugins"] {
             #expect(page.contains(".SS \"hoist \(command)\""), "no section for hoist \(command)")
         }
         for option in ["json", "ca\\-bundle", "metrics\\-file", "dry\\-run", "syntax\\-only", "concurrency"] {

@@ -32,6 +32,7 @@ import Testing
                 schema: [["$defs", "fileSet", "properties", "compress", "oneOf", "1"]], docs: nil),
         Section(name: "upload", keys: names(UploadSettings.CodingKeys.self), schema: [["properties", "upload"]], docs: "## `upload`"),
         Section(name: "lua", keys: names(LuaSettings.CodingKeys.self), schema: [["properties", "lua"]], docs: nil),
+        Section(name: "watch", keys: names(WatchSettings.CodingKeys.self), schema: [["properties", "watch"]], docs: "## `watch`"),
         Section(name: "hooks[]", keys: names(HookSource.CodingKeys.self),
                 schema: [["properties", "hooks", "items", "oneOf", "1"], ["properties", "hooks", "items", "oneOf", "2"]], docs: nil),
     ]

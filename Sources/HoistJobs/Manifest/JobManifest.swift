@@ -26,8 +26,12 @@ public struct JobManifest: Decodable, Sendable {
     /// A file of `KEY=VALUE` lines (relative to the manifest) the job reads its environment from,
     /// under `env:` (which wins) and over the process's own. See `Job.init`.
     public var envFile: String?
+    /// How `hoist watch` waits for files to settle.
+    public var watch: WatchSettings
 
-    enum CodingKeys: String, CodingKey, CaseIterable { case version, name, storage, files, upload, hooks, lua, schedule, description, journal, env, envFile }
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case version, name, storage, files, upload, hooks, lua, schedule, description, journal, env, envFile, watch
+    }
 
     /// A job made in code rather than read from YAML (`hoist cp`): no hooks, no schedule.
     public init(name: String, storage: StorageSettings, files: [FileSet], upload: UploadSettings = UploadSettings()) {
@@ -39,6 +43,7 @@ public struct JobManifest: Decodable, Sendable {
         hooks = []
         lua = LuaSettings()
         env = [:]
+        watch = WatchSettings()
     }
 
     public init(from decoder: any Decoder) throws {
@@ -66,6 +71,7 @@ public struct JobManifest: Decodable, Sendable {
         journal = try c.decodeIfPresent(String.self, forKey: .journal)
         env = try c.decodeIfPresent([String: String].self, forKey: .env) ?? [:]
         envFile = try c.decodeIfPresent(String.self, forKey: .envFile)
+        watch = try c.decodeIfPresent(WatchSettings.self, forKey: .watch) ?? WatchSettings()
         for key in env.keys.sorted() where key.isEmpty || key.first!.isNumber
             || !key.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) {
             try decoder.report(.dataCorruptedError(forKey: .env, in: c,
@@ -606,5 +612,37 @@ public struct LuaSettings: Decodable, Sendable {
     /// Whether `lua.env` (or the deprecated `lua.secrets`) grants hooks the variable `name`.
     public func grants(_ name: String) -> Bool {
         secrets.contains(name) || env.contains { $0.hasSuffix("*") ? name.hasPrefix($0.dropLast()) : name == $0 }
+    }
+}
+
+/// `watch:` how `hoist watch` waits for files to settle before it uploads them.
+public struct WatchSettings: Decodable, Sendable {
+    /// A path is settled when no event touched it for this long (default 2s).
+    public var settle = TimeSpan(seconds: 2)
+    /// A path that keeps changing for longer than this is uploaded anyway (default 1m).
+    public var maxWait = TimeSpan(seconds: 60)
+    /// A full pass this often whatever the events say (file systems that deliver none: NFS,
+    /// SMB, FUSE); nil: none.
+    public var rescan: TimeSpan?
+
+    public init() {}
+
+    enum CodingKeys: String, CodingKey, CaseIterable { case settle, maxWait, rescan }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        settle = try c.decodeIfPresent(TimeSpan.self, forKey: .settle) ?? TimeSpan(seconds: 2)
+        guard (0.01...3600).contains(settle.seconds) else {
+            throw DecodingError.dataCorruptedError(forKey: .settle, in: c, debugDescription: "settle must be between 10ms and 1h")
+        }
+        maxWait = try c.decodeIfPresent(TimeSpan.self, forKey: .maxWait) ?? TimeSpan(seconds: max(60, settle.seconds))
+        guard maxWait.seconds >= settle.seconds else {
+            throw DecodingError.dataCorruptedError(forKey: .maxWait, in: c,
+                debugDescription: "maxWait (\(maxWait.seconds) s) is shorter than settle (\(settle.seconds) s): a file would never settle first")
+        }
+        rescan = try c.decodeIfPresent(TimeSpan.self, forKey: .rescan)
+        if let rescan, rescan.seconds < 1 {
+            throw DecodingError.dataCorruptedError(forKey: .rescan, in: c, debugDescription: "rescan must be at least 1s (a full pass each time)")
+        }
     }
 }

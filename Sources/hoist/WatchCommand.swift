@@ -1,0 +1,108 @@
+import ArgumentParser
+import Foundation
+import HoistHTTP
+import HoistJobs
+
+extension Hoist {
+    /// `hoist watch JOB`: a run, then a run again each time the files changed have settled.
+    struct Watch: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Run a job, then keep watching its roots and upload each file once it has settled.",
+            discussion: """
+                First a run as `hoist run` makes it (the journal makes a restart cheap), then every \
+                folder of every root is watched (inotify). When no event has touched the changed files \
+                for watch.settle (default 2s), or one has kept changing for watch.maxWait (default 1m), \
+                the job runs again: unchanged files are skipped through the journal. See docs/manifest.md, \
+                "Watching a folder".
+
+                The job stays locked while it watches: a `hoist run` of it meanwhile exits 2.
+
+                Signals: SIGINT or SIGTERM stop the watcher within seconds (uploads in flight are \
+                cancelled and leave nothing behind; exit 0).
+
+                Exit status: 0 stopped by a signal, 2 the job could not start or a run stopped fatally.
+                """
+        )
+
+        @Argument(help: "The job manifest (YAML).", completion: .file(extensions: ["yaml", "yml"]))
+        var job: String
+
+        @OptionGroup var outputOptions: OutputOptions
+
+        @OptionGroup var journalOptions: JournalOptions
+
+        @OptionGroup var trustOptions: TrustOptions
+
+        func run() async throws {
+            let job = try loadJob(self.job)
+            let events = outputOptions.json ? JSONEventLog(sink: .standardOutput) : nil
+            let output = RunOutput(outputOptions)
+            var options = JobSession.Options()
+            options.journalOverride = journalOptions.journal
+            options.caBundle = trustOptions.caBundlePath
+            options.log = { output.say($0.commandLineText, isError: true) }
+            options.quiet = outputOptions.quiet
+            let session: JobSession
+            do { session = try await JobSession.open(job, options: options) } catch {
+                printError("hoist: \(error.commandLineText)")
+                events?.startFailed(job: job.manifest.name, reason: error.commandLineText)
+                throw ExitCode(2)
+            }
+            let watcher = JobWatcher(session: session, observers: (events.map { [$0] } ?? []) + output.observers)
+            let signals = SignalSources.termination { watcher.stop() }
+            defer { signals.cancel() }
+            let quiet = outputOptions.quiet, json = outputOptions.json
+            let last = await watcher.run(notice: { notice in
+                if let text = notice.commandLineText(job: job.manifest.name), !(quiet && notice.isInformation) {
+                    output.say(text, isError: !notice.isInformation || json)
+                }
+            }, pass: { runner in
+                let summary = await runner.run()
+                output.report(summary)
+                return summary
+            })
+            if let last, let problem = session.finish(last) { printError("hoist: \(problem)") }
+            guard let last else {
+                if !watcher.isStopped { throw ExitCode(2) }   // no inotify: said
+                return
+            }
+            if let fatal = last.fatal {
+                printError("hoist: \(last.job) stopped: \(fatal)")
+                throw ExitCode(2)
+            }
+        }
+    }
+}
+
+extension JobWatcher.Notice {
+    /// Said on standard output (unless --quiet), not as an error.
+    var isInformation: Bool { if case .watching = self { true } else { false } }
+
+    func commandLineText(job: String) -> String? {
+        switch self {
+        case .watching(let folders):
+            "\(job): watching \(folders) folder\(folders == 1 ? "" : "s")"
+        case .watchLimitReached:
+            "hoist: warning: the inotify watch limit is reached: folders past it are seen only by full passes "
+                + "(watch.rescan); raise it with sysctl fs.inotify.max_user_watches=524288"
+        case .folderNotWatched(let folder, let reason):
+            "hoist: warning: cannot watch \(folder) (\(reason)): a full pass follows"
+        case .overflowed:
+            "hoist: warning: the kernel dropped file events (its queue overflowed): a full pass follows"
+        case .noInotify(let reason):
+            "hoist: cannot watch: no inotify instance (\(reason)); raise fs.inotify.max_user_instances"
+        }
+    }
+}
+
+extension RunOutput {
+    /// A pass's summary line and the failures not shown as they happened, without ending the
+    /// process (`hoist watch` runs many).
+    func report(_ summary: JobSummary) {
+        if !json && !quiet { say(summary.line, isError: false) }
+        if !json && !liveFailures {
+            for failure in summary.failures { say("hoist: \(failure.file): \(failure.message)", isError: true) }
+        }
+        if let refusal = summary.deleteRefusal, !json { say("hoist: \(refusal)", isError: true) }
+    }
+}

@@ -1,0 +1,134 @@
+import Foundation
+import HoistTestSupport
+import Testing
+
+/// `hoist watch` (issue 47) on real inotify and the local bucket: the binary started as a child
+/// process, files changed beside it, the bucket polled with a deadline, then SIGTERM.
+@Suite(.serialized) struct WatchTests {
+    let hoist = productsDirectory.appendingPathComponent("hoist").path
+
+    /// A watcher of `fixture`'s `src` into `bucket`, once its catch-up pass has stored a first
+    /// file (its folders are watched before that pass begins).
+    func startWatcher(_ fixture: JobFixture, settle: String, maxWait: String = "1m") throws -> StartedProcess {
+        try fixture.file("ready.txt", 5)
+        _ = try fixture.job("""
+            storage: { url: 'file:bucket' }
+            files: [{ root: src }]
+            watch: { settle: \(settle), maxWait: \(maxWait) }
+            """)
+        let watcher = try StartedProcess(hoist, ["watch", "--json", manifest(fixture)])
+        let ready = waitFor(seconds: 20) { stored(fixture, "ready.txt") == patternData(5) }
+        if !ready { _ = stop(watcher) }
+        try #require(ready, "the catch-up pass did not store ready.txt")
+        return watcher
+    }
+
+    func manifest(_ fixture: JobFixture) -> String { fixture.directory.url.appendingPathComponent("job.yaml").path }
+
+    func stored(_ fixture: JobFixture, _ object: String) -> Data? {
+        try? Data(contentsOf: fixture.directory.url.appendingPathComponent("bucket/" + object))
+    }
+
+    func source(_ fixture: JobFixture, _ path: String) -> URL { fixture.directory.url.appendingPathComponent("src/" + path) }
+
+    /// Polls `condition` every 20 ms until it holds or `seconds` pass.
+    func waitFor(seconds: Double, _ condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if condition() { return true }
+            usleep(20_000)
+        }
+        return condition()
+    }
+
+    /// SIGTERM, then the watcher must exit 0 within 10 s: its output (JSON events and stderr).
+    func stop(_ watcher: StartedProcess) -> String {
+        let started = Date()
+        kill(watcher.pid, SIGTERM)
+        let end = watcher.finish(within: 10)
+        #expect(end.ended, "still running 10 s after SIGTERM")
+        #expect(end.status == 0, "\(end.output.suffix(600))")
+        #expect(Date().timeIntervalSince(started) < 10)
+        return end.output
+    }
+
+    /// The `success` events of `--json` output for files whose path ends with `suffix`.
+    func successes(_ output: String, file suffix: String) -> Int {
+        output.split(separator: "\n").filter { line in
+            guard let event = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return false }
+            return event["event"] as? String == "success" && (event["file"] as? String)?.hasSuffix(suffix) == true
+        }.count
+    }
+
+    @Test func aFileWrittenAndClosedIsStoredWithinSettleAndTwoSeconds() throws {
+        let fixture = try JobFixture()
+        let watcher = try startWatcher(fixture, settle: "300ms")
+        let written = Date()
+        try patternData(1000, seed: 3).write(to: source(fixture, "new.bin"))
+        let seen = waitFor(seconds: 10) { stored(fixture, "new.bin") == patternData(1000, seed: 3) }
+        let latency = Date().timeIntervalSince(written)
+        let output = stop(watcher)
+        #expect(seen, "\(output.suffix(600))")
+        #expect(latency < 0.3 + 2, "stored \(latency) s after it was closed")
+        #expect(successes(output, file: "/src/new.bin") == 1)
+    }
+
+    @Test func aFileWrittenInPiecesIsUploadedOnceWithItsFinalBytes() throws {
+        let fixture = try JobFixture()
+        let watcher = try startWatcher(fixture, settle: "1s")
+        let whole = patternData(50_000, seed: 9)
+        let path = source(fixture, "pieces.log")
+        try Data().write(to: path)
+        let handle = try FileHandle(forWritingTo: path)
+        // Ten pieces over about 2 s, the file open throughout (a writer that keeps it open).
+        for piece in 0..<10 {
+            try handle.write(contentsOf: whole[(piece * 5000)..<((piece + 1) * 5000)])
+            usleep(200_000)
+        }
+        try handle.close()
+        let seen = waitFor(seconds: 10) { stored(fixture, "pieces.log") == whole }
+        // A second past the settle: a pass for a piece would have shown by now.
+        _ = waitFor(seconds: 1.5) { false }
+        let output = stop(watcher)
+        #expect(seen, "\(output.suffix(600))")
+        #expect(successes(output, file: "/src/pieces.log") == 1, "\(output.suffix(1500))")
+    }
+
+    @Test func writeThenRenameStoresTheFinalNameOnly() throws {
+        let fixture = try JobFixture()
+        let watcher = try startWatcher(fixture, settle: "300ms")
+        try patternData(2000, seed: 5).write(to: source(fixture, "report.pdf.partial"))
+        try FileManager.default.moveItem(at: source(fixture, "report.pdf.partial"), to: source(fixture, "report.pdf"))
+        let seen = waitFor(seconds: 10) { stored(fixture, "report.pdf") == patternData(2000, seed: 5) }
+        let output = stop(watcher)
+        #expect(seen, "\(output.suffix(600))")
+        #expect(stored(fixture, "report.pdf.partial") == nil)
+        #expect(successes(output, file: "/src/report.pdf.partial") == 0)
+        #expect(successes(output, file: "/src/report.pdf") == 1)
+    }
+
+    @Test func aFolderTreeMadeAfterTheStartIsWatchedAndUploaded() throws {
+        let fixture = try JobFixture()
+        let watcher = try startWatcher(fixture, settle: "300ms")
+        try FileManager.default.createDirectory(at: source(fixture, "a/b/c"), withIntermediateDirectories: true)
+        try patternData(700, seed: 1).write(to: source(fixture, "a/b/c/deep.txt"))
+        let first = waitFor(seconds: 10) { stored(fixture, "a/b/c/deep.txt") == patternData(700, seed: 1) }
+        // And the new folders are watched: a later file in the deepest one is seen too.
+        try patternData(800, seed: 2).write(to: source(fixture, "a/b/c/later.txt"))
+        let later = waitFor(seconds: 10) { stored(fixture, "a/b/c/later.txt") == patternData(800, seed: 2) }
+        let output = stop(watcher)
+        #expect(first && later, "\(output.suffix(600))")
+    }
+
+    @Test func aRunOfTheJobWhileItIsWatchedExitsTwo() throws {
+        let fixture = try JobFixture()
+        let watcher = try startWatcher(fixture, settle: "300ms")
+        let run = try runProcess(hoist, ["run", manifest(fixture)])
+        let output = stop(watcher)
+        #expect(run.status == 2, "\(run.stdout)\(run.stderr)")
+        #expect(run.stderr.contains("test is already running (pid \(watcher.pid))"), "\(run.stderr)")
+        #expect(output.contains("test: watching 1 folder"), "\(output.suffix(600))")
+        // Let go: the next run takes the job.
+        #expect(try runProcess(hoist, ["run", manifest(fixture)]).status == 0)
+    }
+}

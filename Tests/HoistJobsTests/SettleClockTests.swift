@@ -1,0 +1,57 @@
+import Glibc
+@testable import HoistJobs
+import Testing
+
+/// When `hoist watch` runs a pass (`SettleClock`), on times given, and how it reads the
+/// kernel's inotify records (`Inotify.parse`).
+@Suite struct SettleClockTests {
+    @Test func aPassIsDueOnceEveryTouchedPathHasBeenQuietForSettle() {
+        var clock = SettleClock(settle: 2, maxWait: 60)
+        #expect(clock.due() == nil)   // nothing waits: block without a timeout
+        clock.touch("/a", at: 10)
+        clock.touch("/b", at: 11)
+        #expect(clock.due() == 13)
+        #expect(!clock.isDue(at: 12.9))
+        clock.touch("/a", at: 12)   // written again: the quiet starts over
+        #expect(clock.due() == 14)
+        #expect(clock.isDue(at: 14))
+        #expect(clock.startPass() == ["/a", "/b"])
+        #expect(clock.due() == nil)
+        #expect(clock.isIdle)
+    }
+
+    @Test func aPathThatKeepsChangingIsPassedAtMaxWait() {
+        var clock = SettleClock(settle: 1, maxWait: 5)
+        for tick in stride(from: 0.0, through: 10, by: 0.5) { clock.touch("/log", at: 100 + tick) }
+        #expect(clock.due() == 105)
+        #expect(clock.isDue(at: 110))
+    }
+
+    @Test func anOwedFullPassIsDueAtOnceWhenNothingWaits() {
+        var clock = SettleClock(settle: 2, maxWait: 60)
+        clock.owePass()
+        #expect(clock.isDue(at: 0))
+        clock.touch("/a", at: 5)   // something waiting to settle: the full pass waits for it
+        #expect(!clock.isDue(at: 6))
+        #expect(clock.isDue(at: 7))
+        _ = clock.startPass()
+        #expect(clock.isIdle)
+    }
+
+    @Test func inotifyRecordsAreReadWithTheirPaddedNames() {
+        func record(_ watch: Int32, _ mask: UInt32, _ cookie: UInt32, _ name: String, padTo length: Int) -> [UInt8] {
+            func word(_ value: UInt32) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: value >> ($0 * 8)) } }
+            let padded = Array(name.utf8) + Array(repeating: 0, count: length - name.utf8.count)
+            return word(UInt32(bitPattern: watch)) + word(mask) + word(cookie) + word(UInt32(length)) + padded
+        }
+        let bytes = record(1, UInt32(IN_CLOSE_WRITE), 0, "a.jpg", padTo: 16) + record(2, UInt32(IN_MOVED_TO | IN_ISDIR), 7, "new", padTo: 16)
+            + record(-1, UInt32(IN_Q_OVERFLOW), 0, "", padTo: 0) + [1, 2, 3]   // a torn record at the end is left
+        let events = Inotify.parse(bytes[...])
+        #expect(events == [
+            Inotify.Event(watch: 1, mask: UInt32(IN_CLOSE_WRITE), cookie: 0, name: "a.jpg"),
+            Inotify.Event(watch: 2, mask: UInt32(IN_MOVED_TO | IN_ISDIR), cookie: 7, name: "new"),
+            Inotify.Event(watch: -1, mask: UInt32(IN_Q_OVERFLOW), cookie: 0, name: ""),
+        ])
+        #expect(events[1].isFolder && events[2].overflowed)
+    }
+}
