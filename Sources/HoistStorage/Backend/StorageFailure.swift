@@ -20,6 +20,10 @@ public struct StorageFailure: Error, Sendable, CustomStringConvertible {
     public var noAnswer: Bool
     /// More for the `NSError`'s `userInfo`: `bucket`, `object`, `file`, `session`, checksums.
     public var details: [String: String]
+    /// The configuration option (a manifest's `storage:` key, like `region`) whose value, given
+    /// by name, is what was refused; nil when the failure is not one option's (the environment's
+    /// values, a server's answer).
+    public var key: String?
 
     public init(_ code: StorageErrorCode, _ message: String, retryable: Bool = false, retryAfter: TimeInterval? = nil,
                 httpStatus: Int? = nil, responseBody: String? = nil, noAnswer: Bool = false, details: [String: String] = [:]) {

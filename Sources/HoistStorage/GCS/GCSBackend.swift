@@ -341,33 +341,7 @@ public final class GCSBackend: StorageBackend {
         request.caBundle = configuration.caBundle
         // The shorter of the request's (the access check's 8 s) and the configuration's.
         request.stallTimeout = min(request.stallTimeout, configuration.stallTimeout)
-        do {
-            return try await configuration.transport.perform(request, hooks: hooks)
-        } catch let error as HTTPTransportError where error.isCertificateProblem {
-            // Not retryable, and not "unreachable": the fix is trust, so say which.
-            throw StorageFailure(.unknown, certificateAdvice(error, url: request.url), details: ["bucket": bucket])
-        } catch let error as HTTPTransportError where error.isCancelled {
-            throw TransferControl.cancelledError
-        } catch let error as HTTPTransportError {
-            throw StorageFailure(.unknown, "Connection to Cloud Storage failed: \(error.message)",
-                                 retryable: error.isTransient, noAnswer: true, details: ["bucket": bucket])
-        } catch let error as HTTPBodyReadError {
-            throw StorageFailure(.invalidArgument, error.message, details: ["file": error.path])
-        }
-    }
-
-    /// One line for a TLS certificate that was not trusted: the server, curl's reason, and how to
-    /// name the CA that signs it.
-    func certificateAdvice(_ error: HTTPTransportError, url: String) -> String {
-        let server = URL(string: url).map { "\($0.scheme ?? "https")://\($0.host ?? "")\($0.port.map { ":\($0)" } ?? "")" } ?? url
-        let reason = error.message.components(separatedBy: ": ").first ?? error.message
-        if let bundle = configuration.caBundle, error.code == 77 {   // CURLE_SSL_CACERT_BADFILE
-            return "Cannot use the CA bundle \(bundle) (\(reason)): name a readable PEM file (or a folder hashed by "
-                + "`openssl rehash`) with --ca-bundle, storage.caBundle, SSL_CERT_FILE or SSL_CERT_DIR."
-        }
-        let trusted = configuration.caBundle.map { "the CA bundle \($0)" } ?? "the system's CA store"
-        return "The TLS certificate of \(server) is not trusted by \(trusted) (\(reason)). If a private CA or a proxy "
-            + "signs it, name that CA's bundle with --ca-bundle FILE, storage.caBundle, SSL_CERT_FILE or SSL_CERT_DIR."
+        return try await HTTPBackend.perform(request, on: configuration.transport, hooks: hooks, service: "Cloud Storage", bucket: bucket)
     }
 
     func decodeResource(_ response: HTTPResponse) throws -> ObjectResource {
@@ -517,27 +491,5 @@ public final class GCSBackend: StorageBackend {
             "Uploaded object \(name) has \(resource.size.map(String.init) ?? "no") bytes, crc32c \(resource.crc32c ?? "-") "
                 + "on the server, but the local file has \(size) bytes, crc32c \(sent). The object was deleted; retry the upload.",
             details: ["bucket": bucket, "object": name, "serverCRC32C": resource.crc32c ?? "", "localCRC32C": sent])
-    }
-}
-
-/// A task's switch is what the curl engine asks between reads: pause, cancel, bandwidth credit
-/// (none while the fence is closed: the transfer pauses on the wire until it opens).
-extension TransferControl: TransferGate {
-    public func takeCredit(_ count: Int) -> Bool { isFenceOpen && (limiter?.takeIfAvailable(count) ?? true) }
-    public var hasCredit: Bool { isFenceOpen && (limiter?.hasCredit ?? true) }
-}
-
-/// A source's open file is what a request body reads.
-extension OpenFile: BodyFile {}
-
-extension ByteSource {
-    /// The bytes from `offset` to the end, as an HTTP body part read while it is sent. Its
-    /// content offsets (what `TransferHooks.onContentBytes` is told) are the file's or data's:
-    /// less `base` for a slice's own.
-    func bodyPart(from offset: Int64) -> HTTPRequest.BodyPart {
-        if let file = openFile { return .file(file, offset: base + offset, length: size - offset) }
-        let data = memoryData ?? Data()
-        let start = data.startIndex + Int(base + offset)
-        return .data(data.subdata(in: start..<start + Int(size - offset)), contentOffset: base + offset)
     }
 }

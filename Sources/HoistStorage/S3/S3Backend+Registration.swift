@@ -121,9 +121,7 @@ extension S3Backend {
                 caBundle: bundle ?? context.environment["AWS_CA_BUNDLE"].flatMap { $0.isEmpty ? nil : $0 })
         } catch let failure as StorageFailure {
             // Name the manifest's key when one of its values is what was refused.
-            let key = [(options.endpoint, "endpoint"), (options.region, "region"), (options.credentials, "credentials")]
-                .first { value, _ in value.map { failure.message.contains($0) } ?? false }?.1
-            guard let key else { throw failure }
+            guard let key = failure.key else { throw failure }
             throw BackendOptionError(key: key, failure.message)
         }
         if let threshold = options.multipartThreshold { configuration.multipartThreshold = threshold }

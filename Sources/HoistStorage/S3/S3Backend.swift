@@ -215,19 +215,8 @@ public final class S3Backend: StorageBackend {
         request.stallTimeout = min(quick ? 8 : request.stallTimeout, configuration.stallTimeout)
         if quick { request.connectTimeout = 5 }
         request.ownConnection = ownConnection
-        do {
-            return try await HTTPTransports.standard.perform(request, hooks: hooks)
-        } catch let error as HTTPTransportError where error.isCertificateProblem {
-            throw StorageFailure(.unknown, S3Errors.certificateAdvice(error, url: request.url, caBundle: configuration.caBundle),
-                                 details: ["bucket": bucket])
-        } catch let error as HTTPTransportError where error.isCancelled {
-            throw TransferControl.cancelledError
-        } catch let error as HTTPTransportError {
-            throw StorageFailure(.unknown, "Connection to S3 at \(configuration.endpoint) failed: \(error.message)",
-                                 retryable: error.isTransient, noAnswer: true, details: ["bucket": bucket])
-        } catch let error as HTTPBodyReadError {
-            throw StorageFailure(.invalidArgument, error.message, details: ["file": error.path])
-        }
+        return try await HTTPBackend.perform(request, on: HTTPTransports.standard, hooks: hooks,
+                                             service: "S3 at \(configuration.endpoint)", bucket: bucket)
     }
 
     /// An answer's XML, or a failure naming what was wrong with it.

@@ -85,6 +85,8 @@ extension S3Backend {
         /// the profile's `region`, else `us-east-1`; the endpoint from `AWS_ENDPOINT_URL_S3`,
         /// `AWS_ENDPOINT_URL`, the profile's `endpoint_url`, else AWS's. The CA bundle as for GCS
         /// (`HTTPRequest.caBundle(fromEnvironment:)`). Every value is checked (`S3Values`).
+        /// - Throws: `StorageFailure`, its `key` the option (`endpoint`, `region`, `credentials`
+        ///   for `profile` and `credentialsFile`) when the value given here is what was refused.
         public static func fromEnvironment(
             bucket: String, prefix: String = "", _ environment: [String: String] = ProcessInfo.processInfo.environment,
             endpoint: String? = nil, region: String? = nil, pathStyle: Bool? = nil, profile: String? = nil,
@@ -105,28 +107,42 @@ extension S3Backend {
             if !named, let key = env("AWS_ACCESS_KEY_ID"), let secret = env("AWS_SECRET_ACCESS_KEY") {
                 credentials = S3Credentials(accessKeyID: key, secretAccessKey: secret, sessionToken: env("AWS_SESSION_TOKEN"))
             } else if !webIdentityFirst {
-                let keys = try AWSSharedFiles.section(profileName, inFile: file, isConfig: false)
+                let keys = try naming(credentialsFile == nil ? nil : "credentials") {
+                    try AWSSharedFiles.section(profileName, inFile: file, isConfig: false)
+                }
                 let found = keys["aws_access_key_id"] != nil ? keys : config
                 if let key = found["aws_access_key_id"], let secret = found["aws_secret_access_key"] {
                     credentials = S3Credentials(accessKeyID: key, secretAccessKey: secret, sessionToken: found["aws_session_token"])
                     source = (profileName, found == keys ? file : configFile)
                 } else if named {
-                    throw StorageFailure(.unauthenticated, "No credentials for profile \(profileName) in \(file) or \(configFile): "
-                                            + "give it aws_access_key_id and aws_secret_access_key.")
+                    var failure = StorageFailure(.unauthenticated, "No credentials for profile \(profileName) in \(file) or \(configFile): "
+                                                     + "give it aws_access_key_id and aws_secret_access_key.")
+                    failure.key = "credentials"
+                    throw failure
                 }
             }
             if let credentials { try S3Values.checkCredentials(credentials) }
             let chosenRegion = region ?? env("AWS_REGION") ?? env("AWS_DEFAULT_REGION") ?? config["region"] ?? "us-east-1"
-            try S3Values.checkRegion(chosenRegion)
+            try naming(region == nil ? nil : "region") { try S3Values.checkRegion(chosenRegion) }
             let webIdentity = credentials == nil && !named ? try S3WebIdentity.fromEnvironment(env, region: chosenRegion) : nil
             let chosenEndpoint = endpoint ?? env("AWS_ENDPOINT_URL_S3") ?? env("AWS_ENDPOINT_URL") ?? config["endpoint_url"]
-            if let chosenEndpoint { try S3Values.checkEndpoint(chosenEndpoint) }
+            if let chosenEndpoint { try naming(endpoint == nil ? nil : "endpoint") { try S3Values.checkEndpoint(chosenEndpoint) } }
             var configuration = Configuration(bucket: bucket, prefix: prefix, endpoint: chosenEndpoint, region: chosenRegion,
                                               pathStyle: pathStyle, credentials: credentials)
             (configuration.credentialsProfile, configuration.credentialsFile) = source
             configuration.webIdentity = webIdentity
             configuration.caBundle = caBundle ?? HTTPRequest.caBundle(fromEnvironment: environment)
             return configuration
+        }
+
+        /// `body`'s value; a `StorageFailure` it throws names `key` (when not nil) as the option refused.
+        private static func naming<T>(_ key: String?, _ body: () throws -> T) throws -> T {
+            do {
+                return try body()
+            } catch var failure as StorageFailure where key != nil {
+                failure.key = key
+                throw failure
+            }
         }
     }
 }

@@ -74,18 +74,4 @@ enum S3Errors {
                               retryAfter: retryable ? response.header("Retry-After").flatMap { TimeInterval($0).map { max(0, min($0, 600)) } } : nil,
                               httpStatus: status, responseBody: String(response.bodyText.prefix(2000)), details: details)
     }
-
-    /// One line for a TLS certificate that was not trusted: the server, curl's reason, and how to
-    /// name the CA that signs it.
-    static func certificateAdvice(_ error: HTTPTransportError, url: String, caBundle: String?) -> String {
-        let server = HTTPOrigin(url).map { "\($0)" } ?? "the endpoint"
-        let reason = error.message.components(separatedBy: ": ").first ?? error.message
-        if let caBundle, error.code == 77 {   // CURLE_SSL_CACERT_BADFILE
-            return "Cannot use the CA bundle \(caBundle) (\(reason)): name a readable PEM file (or a folder hashed by "
-                + "`openssl rehash`) with storage.caBundle, SSL_CERT_FILE or SSL_CERT_DIR."
-        }
-        let trusted = caBundle.map { "the CA bundle \($0)" } ?? "the system's CA store"
-        return "The TLS certificate of \(server) is not trusted by \(trusted) (\(reason)). If a private CA or a proxy "
-            + "signs it, name that CA's bundle with storage.caBundle, SSL_CERT_FILE or SSL_CERT_DIR."
-    }
 }

@@ -198,13 +198,3 @@ final class S3MultipartSession: UploadSession {
         return held
     }
 }
-
-extension ByteSource {
-    /// `length` bytes from `offset`, as an HTTP body part read while it is sent.
-    func bodyPart(from offset: Int64, length: Int64) -> HTTPRequest.BodyPart {
-        switch bodyPart(from: offset) {
-        case .file(let file, let start, _): .file(file, offset: start, length: length)
-        case .data(let data, _): .data(data.prefix(Int(length)), contentOffset: offset)
-        }
-    }
-}

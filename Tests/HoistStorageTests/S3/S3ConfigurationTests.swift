@@ -43,6 +43,44 @@ import Testing
         #expect(S3Backend(aws).location(key: "a b/c").url == "https://my-bucket.s3.ap-south-1.amazonaws.com/a%20b/c")
     }
 
+    /// A refused value names the option it came from as data (`StorageFailure.key`), which the
+    /// registration makes the manifest's key (`BackendOptionError`); a value from the
+    /// environment names none, even when its message holds an option's text.
+    @Test func aRefusedOptionIsNamedByItsKeyNotByItsMessage() throws {
+        func refused(_ environment: [String: String] = [:], endpoint: String? = nil, region: String? = nil,
+                     profile: String? = nil, credentialsFile: String? = nil) -> StorageFailure? {
+            do {
+                _ = try S3Backend.Configuration.fromEnvironment(
+                    bucket: "b-1", ["HOME": "/nonexistent"].merging(environment) { $1 }, endpoint: endpoint, region: region,
+                    profile: profile, credentialsFile: credentialsFile)
+                return nil
+            } catch {
+                return error as? StorageFailure
+            }
+        }
+        let home = try TemporaryDirectory()
+        let malformed = try home.write("creds", Data("not a section\n".utf8))
+        #expect(refused(region: "not a region!")?.key == "region")
+        #expect(refused(endpoint: "ftp://minio:9000")?.key == "endpoint")
+        #expect(refused(profile: "absent")?.key == "credentials")
+        #expect(refused(credentialsFile: malformed.path)?.key == "credentials")
+        let fromEnvironment = [refused(["AWS_REGION": "not a region!"]),
+                               refused(["AWS_ENDPOINT_URL": "ftp://eu-west-1.example"], region: "eu-west-1")]
+        for failure in fromEnvironment {
+            #expect(failure != nil && failure?.key == nil, "\(String(describing: failure))")
+        }
+        var options = S3Options()
+        options.region = "not a region!"
+        let context = BackendContext(location: try StorageLocation(parsing: "s3://b-1"), options: options,
+                                     environment: ["HOME": "/nonexistent"])
+        do {
+            _ = try S3Backend(context)
+            Issue.record("a refused region was accepted")
+        } catch let error as BackendOptionError {
+            #expect(error.key == "region" && error.message.contains("is not an AWS region"), "\(error)")
+        }
+    }
+
     @Test func aProfileFromTheCredentialsAndConfigFiles() throws {
         let home = try TemporaryDirectory()
         _ = try home.write(".aws/credentials", Data("""
