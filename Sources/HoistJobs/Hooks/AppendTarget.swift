@@ -30,6 +30,10 @@ struct AppendTarget: Sendable {
             throw job.locatedError("the hook output folder \(output) is \(system): hooks would name files there that the system reads. "
                 + "Give hooks a folder of their own, such as logs/ beside the manifest or /var/log/hoist/\(job.manifest.name)", at: ["lua", "output"])
         }
+        // The same folder under another name (a bind mount) is found by device and inode: the
+        // output folder's, and those of the folders above it, worked out once.
+        let outputIdentity = Self.identity(output)
+        let outputAncestry = Set(Self.ancestors(of: output).compactMap(Self.identity))
         for (path, what, isTree) in Self.reads(of: job) + alsoReads.map({ (Self.real($0), "a file this run reads", false) }) {
             if path == output || path.hasPrefix(output == "/" ? "/" : output + "/") {
                 throw job.locatedError("the hook output folder \(output) holds \(what) (\(path)): hooks could change what the next run reads. "
@@ -39,12 +43,11 @@ struct AppendTarget: Sendable {
                 throw job.locatedError("the hook output folder \(output) is inside \(what) (\(path)): hooks could change what the next run reads. "
                     + "Give hooks a folder of their own, outside it", at: ["lua", "output"])
             }
-            // The same folder under another name (a bind mount): compared by device and inode.
-            if let folder = Self.identity(output), Self.ancestors(of: path).contains(where: { Self.identity($0) == folder }) {
+            if let outputIdentity, Self.ancestors(of: path).contains(where: { Self.identity($0) == outputIdentity }) {
                 throw job.locatedError("the hook output folder \(output) is the folder that holds \(what) (\(path)), mounted at another path: "
                     + "hooks could change what the next run reads. Give hooks a folder of their own", at: ["lua", "output"])
             }
-            if isTree, let tree = Self.identity(path), Self.ancestors(of: output).contains(where: { Self.identity($0) == tree }) {
+            if isTree, let tree = Self.identity(path), outputAncestry.contains(tree) {
                 throw job.locatedError("the hook output folder \(output) is inside \(what) (\(path)), mounted at another path: "
                     + "hooks could change what the next run reads. Give hooks a folder of their own, outside it", at: ["lua", "output"])
             }
