@@ -107,19 +107,21 @@ struct RunOutput: Sendable {
     /// interrupted, 1 some files failed.
     func end(_ summary: JobSummary) throws {
         if !json && !quiet { print(summary.line) }
-        if !json && !liveFailures {
-            for failure in summary.failures {
-                FileHandle.standardError.write(Data((printable("hoist: \(failure.file): \(failure.message)") + "\n").utf8))
-            }
-        }
-        if let refusal = summary.deleteRefusal, !json {
-            FileHandle.standardError.write(Data((printable("hoist: \(refusal)") + "\n").utf8))
-        }
+        reportProblems(summary)
         if let fatal = summary.fatal {
             FileHandle.standardError.write(Data((printable("hoist: \(summary.job) stopped: \(fatal)") + "\n").utf8))
             throw ExitCode(2)
         }
         if summary.interrupted { throw ExitCode(130) }
         if summary.failed > 0 || summary.deleteRefused > 0 { throw ExitCode(1) }
+    }
+
+    /// The failures not shown as they happened, and a deletion `maxDelete` refused: after a
+    /// run's summary line (`end`) or a watcher's pass's (`report`).
+    func reportProblems(_ summary: JobSummary) {
+        if !json && !liveFailures {
+            for failure in summary.failures { say("hoist: \(failure.file): \(failure.message)", isError: true) }
+        }
+        if let refusal = summary.deleteRefusal, !json { say("hoist: \(refusal)", isError: true) }
     }
 }

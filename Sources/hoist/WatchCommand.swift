@@ -100,9 +100,6 @@ extension RunOutput {
     /// process (`hoist watch` runs many).
     func report(_ summary: JobSummary) {
         if !json && !quiet { say(summary.line, isError: false) }
-        if !json && !liveFailures {
-            for failure in summary.failures { say("hoist: \(failure.file): \(failure.message)", isError: true) }
-        }
-        if let refusal = summary.deleteRefusal, !json { say("hoist: \(refusal)", isError: true) }
+        reportProblems(summary)
     }
 }
