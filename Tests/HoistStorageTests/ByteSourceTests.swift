@@ -33,9 +33,9 @@ import Testing
     /// or, without `beneath`, by path with the walked inode and the kernel-path check (a file
     /// root, or no openat2).
     private static func walked(_ path: String, root: String, beneath: Bool, _ identity: (device: UInt64, inode: UInt64),
-                               followingLinks: Bool = false, folder: ByteSource.RootFolder? = nil) throws -> ByteSource.Walked {
+                               followingLinks: Bool = false, folder: RootFolder? = nil) throws -> ByteSource.Walked {
         let relative = String(path.dropFirst(root.count + 1))
-        let held: ByteSource.RootFolder? = beneath ? folder ?? ByteSource.RootFolder(root) : nil
+        let held: RootFolder? = beneath ? folder ?? RootFolder(root) : nil
         #expect(held != nil || !beneath, "the root folder \(root) did not open")
         return try ByteSource.openWalked(path, relativePath: relative, beneath: held, device: identity.device, inode: identity.inode,
                                          followingLinks: followingLinks) { ByteSource.realPath(root) + "/" + relative }
@@ -102,7 +102,7 @@ import Testing
         let path = try folder.write("outbox/shadow", Data("mine".utf8)).path
         _ = try folder.write("etc/shadow", Data("root's".utf8))
         let walkedIdentity = try Self.identity(path)
-        let held = try #require(ByteSource.RootFolder(root))
+        let held = try #require(RootFolder(root))
         #expect(rename(root, folder.path + "/outbox-moved") == 0)
         #expect(symlink(folder.path + "/etc", root) == 0)
         guard case .opened(let source, _) = try Self.walked(path, root: root, beneath: true, walkedIdentity, folder: held) else {

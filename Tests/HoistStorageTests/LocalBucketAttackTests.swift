@@ -257,7 +257,7 @@ import Testing
         let real = try bucket.folder.write("bucket/a/b/real.txt", Data("real".utf8))
         try FileManager.default.createSymbolicLink(atPath: bucket.path + "/a/dir", withDestinationPath: outside.folder.path)
         try FileManager.default.createSymbolicLink(atPath: bucket.path + "/a/alias", withDestinationPath: outside.shadow)
-        let root = try #require(ByteSource.RootFolder(bucket.path, walkingFolderByFolder: walkingFolderByFolder))
+        let root = try #require(RootFolder(bucket.path, walkingFolderByFolder: walkingFolderByFolder))
         #expect(try root.removeFile("a/dir/shadow") == .gone)
         #expect(try root.removeFile("a/alias") == .changed)
         #expect(root.status(of: "a/dir/shadow") == nil && root.contents(of: "a/dir/shadow", limit: 1 << 20) == nil)

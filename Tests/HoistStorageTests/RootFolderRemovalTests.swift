@@ -3,13 +3,13 @@ import HoistTestSupport
 import Testing
 @testable import HoistStorage
 
-/// `move`'s unlink (`ByteSource.RootFolder.remove`): only the file that was read, found beneath
+/// `move`'s unlink (`RootFolder.remove`): only the file that was read, found beneath
 /// the root with no link followed; never a file behind a link swapped in, never the root.
 @Suite struct RootFolderRemovalTests {
-    func identity(_ path: String) throws -> ByteSource.RootFolder.Identity {
+    func identity(_ path: String) throws -> RootFolder.Identity {
         var info = stat()
         #expect(lstat(path, &info) == 0)
-        return ByteSource.RootFolder.Identity(info)
+        return RootFolder.Identity(info)
     }
 
     /// A file written in place and its mtime put back (`touch -d`, `rsync -t`, a tar extracted
@@ -17,7 +17,7 @@ import Testing
     @Test func aFileRewrittenWithItsMtimePutBackIsKept() throws {
         let directory = try TemporaryDirectory()
         let file = try directory.write("root/a.log", patternData(100)).path
-        let root = try #require(ByteSource.RootFolder(directory.url.appendingPathComponent("root").path))
+        let root = try #require(RootFolder(directory.url.appendingPathComponent("root").path))
         let read = try identity(file)
         let mtime = try #require(try FileManager.default.attributesOfItem(atPath: file)[.modificationDate] as? Date)
         usleep(20_000)
@@ -32,7 +32,7 @@ import Testing
     @Test func onlyTheFileThatWasReadIsRemoved() throws {
         let directory = try TemporaryDirectory()
         let file = try directory.write("root/logs/a.log", patternData(100)).path
-        let root = try #require(ByteSource.RootFolder(directory.url.appendingPathComponent("root").path))
+        let root = try #require(RootFolder(directory.url.appendingPathComponent("root").path))
         let read = try identity(file)
         // Appended to since: kept.
         try directory.write("root/logs/a.log", patternData(120))
@@ -50,7 +50,7 @@ import Testing
         let directory = try TemporaryDirectory()
         let file = try directory.write("root/logs/a.log", patternData(100)).path
         let elsewhere = try directory.write("elsewhere/a.log", patternData(100)).path
-        let root = try #require(ByteSource.RootFolder(directory.url.appendingPathComponent("root").path))
+        let root = try #require(RootFolder(directory.url.appendingPathComponent("root").path))
         let read = try identity(file)
         // The folder swapped for a link to another folder holding a file of that name.
         try FileManager.default.removeItem(atPath: directory.url.appendingPathComponent("root/logs").path)

@@ -44,7 +44,7 @@ public final class JobRunner: Sendable {
     }
     private let state = Mutex(State())
     /// The file sets' root folders, open (nil for a root that is a file, or missing).
-    let roots: [ByteSource.RootFolder?]
+    let roots: [RootFolder?]
 
     /// - Parameter hooks: the job's Lua hooks; they also hear every event, and `before_upload`
     ///   may change or skip each file before it starts.
@@ -63,7 +63,7 @@ public final class JobRunner: Sendable {
         self.shared = shared
         // Each folder file set's root, held open from before the walk: its files are opened
         // beneath it (`ByteSource.openWalked`), whatever is done to the root's path meanwhile.
-        roots = job.manifest.files.map { ByteSource.RootFolder(job.root(of: $0)) }
+        roots = job.manifest.files.map { RootFolder(job.root(of: $0)) }
         // With a journal, the backend may leave each object's durability to the journal's
         // batches (a local bucket then syncs once per batch instead of fsyncs per file).
         if journal != nil { storage.backend.deferPersistence() }

@@ -13,7 +13,7 @@ import Synchronization
 /// destination template that can send two files to one object (or several file sets), nothing
 /// is removed before the walk has ended without finding two files with one destination.
 final class Mover: Sendable {
-    private let roots: [ByteSource.RootFolder?]
+    private let roots: [RootFolder?]
     private let sets: [FileSet]
     private let observers: [any JobObserver]
     /// Whether removals wait for the walk's end (`holdsUntilWalkEnds`).
@@ -40,7 +40,7 @@ final class Mover: Sendable {
     private let state = Mutex(State())
 
     /// - Parameter walks: whether this process walks the tree (a shared run's joining worker does not).
-    init(job: Job, roots: [ByteSource.RootFolder?], observers: [any JobObserver], walks: Bool) {
+    init(job: Job, roots: [RootFolder?], observers: [any JobObserver], walks: Bool) {
         self.roots = roots
         sets = job.manifest.files
         self.observers = observers

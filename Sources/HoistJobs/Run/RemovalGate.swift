@@ -28,16 +28,16 @@ enum RemovalGate {
     /// Removes `item`'s file through `root` only while it is still the file that was read or
     /// hashed: same device, inode, size, mtime and ctime (a content written and its mtime set
     /// back moves the ctime on), located beneath the root with no link followed.
-    static func removeFile(_ item: PlanItem, from root: ByteSource.RootFolder) -> ByteSource.RootFolder.Removal {
+    static func removeFile(_ item: PlanItem, from root: RootFolder) -> RootFolder.Removal {
         let file = item.file
-        let identity = ByteSource.RootFolder.Identity(device: file.device, inode: file.inode, size: file.size,
+        let identity = RootFolder.Identity(device: file.device, inode: file.inode, size: file.size,
                                                       mtime: file.modified.timeIntervalSince1970, ctimeNanoseconds: file.changedNanoseconds)
         return root.remove(file.relativePath, ifStill: identity)
     }
 
     /// Removes the folder at `relative` below `root` if it is empty (an `rmdir`, which a file
     /// put there since makes fail): never the root, never through a link.
-    static func removeEmptyFolder(_ relative: String, from root: ByteSource.RootFolder) -> Bool {
+    static func removeEmptyFolder(_ relative: String, from root: RootFolder) -> Bool {
         root.removeEmptyFolder(relative)
     }
 

@@ -178,9 +178,9 @@ public final class LocalBucket: StorageBackend {
     }
 
     /// Removes object `path` and its sidecar, each unlinked from its folder located beneath the
-    /// bucket's folder following no link (`ByteSource.RootFolder`): a link on the way, or as the
+    /// bucket's folder following no link (`RootFolder`): a link on the way, or as the
     /// object, removes nothing (a link at the object's place is left too).
-    private func remove(_ path: String, in root: ByteSource.RootFolder) throws -> DeleteOutcome {
+    private func remove(_ path: String, in root: RootFolder) throws -> DeleteOutcome {
         do {
             switch try root.removeFile(path) {
             case .removed: break
@@ -196,7 +196,7 @@ public final class LocalBucket: StorageBackend {
 
     /// The bucket's folder, held open to find what is in it following no link; nil when it is
     /// not a folder.
-    private func openFolder() -> ByteSource.RootFolder? { ByteSource.RootFolder(directoryPath) }
+    private func openFolder() -> RootFolder? { RootFolder(directoryPath) }
 
     /// The regular files below the bucket's folder whose paths start with `prefix` (not its own
     /// `.hoist` folder, no link followed: neither to the prefix's folder nor below it), in byte
@@ -276,8 +276,8 @@ public final class LocalBucket: StorageBackend {
 
     /// Object `path`'s metadata: its sidecar when that describes the file there (its size), else
     /// what the file system says. The file and the sidecar are found beneath the bucket's folder
-    /// following no link (`ByteSource.RootFolder`): through a link, or as one, there is no object.
-    private func storedMetadata(of path: String, in root: ByteSource.RootFolder? = nil) throws -> ObjectResource {
+    /// following no link (`RootFolder`): through a link, or as one, there is no object.
+    private func storedMetadata(of path: String, in root: RootFolder? = nil) throws -> ObjectResource {
         guard let root = root ?? openFolder(), let info = root.status(of: path), (info.st_mode & S_IFMT) == S_IFREG else {
             throw StorageFailure(.objectNotFound, "Object \(path) does not exist.", details: ["bucket": bucket, "object": path])
         }
