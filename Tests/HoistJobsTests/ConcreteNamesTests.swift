@@ -12,7 +12,7 @@ import Testing
         ("GCSBackend", ["HoistStorage/GCS/", "HoistStorage/Backend/BackendRegistry.swift"]),
         ("LocalBucket", ["HoistStorage/Local/", "HoistStorage/Backend/BackendRegistry.swift"]),
         // SharedRun is the PostgreSQL journal's shared run, in its folder.
-        ("PostgresJournal", ["HoistJobs/Journal/PostgresJournal.swift", "HoistJobs/Journal/SharedRun.swift",
+        ("PostgresJournal", ["HoistJobs/Journal/PostgresJournal", "HoistJobs/Journal/SharedRun.swift",
                              "HoistJobs/Journal/JournalStore.swift"]),
     ]
 
