@@ -82,6 +82,8 @@ let package = Package(
                 "HoistJobs",
                 // YAMLError (a manifest's located error) and libyaml's version for --version.
                 "HoistYAML",
+                // Lua's version for --version.
+                "HoistLua",
                 // The version scripts/package and scripts/install build in (hoist_version).
                 "CHoistSystem",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
