@@ -54,4 +54,3 @@ void hoist_gzip_free(hoist_gzip *gzip) {
     free(gzip);
 }
 
-const char *hoist_zlib_version(void) { return zlibVersion(); }

@@ -24,7 +24,4 @@ int hoist_gzip_deflate(hoist_gzip *stream, const void *input, size_t input_lengt
 /// Frees the stream (NULL is allowed).
 void hoist_gzip_free(hoist_gzip *stream);
 
-/// zlib's version string ("1.2.13"): deterministic output holds only for one version.
-const char *hoist_zlib_version(void);
-
 #endif

@@ -21,9 +21,6 @@ final class GzipStream {
 
     deinit { hoist_gzip_free(handle) }
 
-    /// zlib's version: the same input gives the same stream only with the same one.
-    static var zlibVersion: String { String(cString: hoist_zlib_version()) }
-
     /// Compresses `input` (the stream's last piece when `finish`), handing each piece of output
     /// to `emit` as it is made.
     func compress(_ input: Data, finish: Bool, emit: (UnsafeRawBufferPointer) throws -> Void) throws {
