@@ -4,8 +4,6 @@ import Testing
 
 /// The `hoist` command as a user meets it: help texts, exit statuses, output, signals.
 @Suite struct CommandTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     @Test(arguments: ["hoist", "run", "watch", "validate", "plan", "cp", "status", "cron", "systemd", "plugins"])
     func helpMatchesGoldenText(command: String) throws {
         let golden = try String(contentsOf: packageRoot.appendingPathComponent("Tests/golden/help-\(command).txt"), encoding: .utf8)

@@ -6,8 +6,6 @@ import Testing
 /// on the engine of `hoist run` (a job made from the command line), so it prints the same summary
 /// line and JSON events.
 @Suite struct CopyCommandTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     func jsonLines(_ text: String) -> [[String: Any]] {
         text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
     }

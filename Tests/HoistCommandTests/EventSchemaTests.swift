@@ -5,8 +5,6 @@ import Testing
 /// `hoist run --json` and `hoist cp --json` print the events docs/events.md describes: every line
 /// of real runs (uploads, a skip, a failure) is checked against schema/events.schema.json.
 @Suite struct EventSchemaTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     @Test func runAndCopyPrintEventsOfOneSchema() throws {
         let fixture = try JobFixture()
         try fixture.file("a.txt", 100)

@@ -38,8 +38,6 @@ enum MirrorTarget: String, CaseIterable, Sendable, CustomTestStringConvertible {
 /// `mirror: true` and `mirror: listed` (docs/manifest.md), through `hoist run` as a user meets
 /// them: which objects are left in the bucket, the exit status, what is said and the events.
 @Suite(.serialized) struct MirrorTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     struct Setup {
         let fixture: JobFixture
         let manifest: String
@@ -48,7 +46,7 @@ enum MirrorTarget: String, CaseIterable, Sendable, CustomTestStringConvertible {
         let target: MirrorTarget
 
         func run(_ arguments: [String] = []) throws -> (status: Int32, stdout: String, stderr: String) {
-            try runProcess(productsDirectory.appendingPathComponent("hoist").path, (arguments.first == "plan" ? [] : ["run"]) + arguments + [manifest],
+            try runProcess(hoist, (arguments.first == "plan" ? [] : ["run"]) + arguments + [manifest],
                            environment: environment)
         }
 

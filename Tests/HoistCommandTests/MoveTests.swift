@@ -6,8 +6,6 @@ import Testing
 /// `move: true` and `removeEmptyFolders` (docs/manifest.md): a file goes only once its object is
 /// stored, verified and recorded done, and only while it is the file that was read.
 @Suite(.serialized) struct MoveTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     func exists(_ url: URL) -> Bool { FileManager.default.fileExists(atPath: url.path) }
 
     @Test func movedFilesAreInTheBucketByteForByteAndEmptiedFoldersGo() async throws {

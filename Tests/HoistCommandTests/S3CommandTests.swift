@@ -6,8 +6,6 @@ import Testing
 /// `s3://` through the command, as a user points Hoist at S3: a manifest's `storage:` (endpoint,
 /// region, pathStyle, credentials by profile) and `hoist cp`, against the S3 test servers.
 @Suite(.serialized) struct S3CommandTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     /// AWS's own files, as a user has them: a profile with the test key.
     func awsHome() throws -> TemporaryDirectory {
         let home = try TemporaryDirectory()

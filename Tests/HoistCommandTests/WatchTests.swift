@@ -5,8 +5,6 @@ import Testing
 /// `hoist watch` (issue 47) on real inotify and the local bucket: the binary started as a child
 /// process, files changed beside it, the bucket polled with a deadline, then SIGTERM.
 @Suite(.serialized) struct WatchTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     /// A watcher of `fixture`'s `src` into `bucket`, once its catch-up pass has stored a first
     /// file (its folders are watched before that pass begins).
     func startWatcher(_ fixture: JobFixture, settle: String, maxWait: String = "1m") throws -> StartedProcess {

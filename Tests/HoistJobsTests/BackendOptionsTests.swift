@@ -132,5 +132,7 @@ import Testing
         // Messages list the forms Hoist ships, whatever a program (this test) registers.
         _ = Self.scheme
         #expect(!BackendRegistry.forms.contains(Self.scheme))
+        // The scheme tests use for "no backend serves it" is served by none, even here.
+        #expect(BackendRegistry.registration(for: unservedScheme) == nil && !BackendRegistry.forms.contains(unservedScheme))
     }
 }

@@ -10,8 +10,6 @@ import Testing
 /// file (a change of the setting uploads again), and resumed from the server's offset after a
 /// `kill -9` by compressing the file again.
 @Suite struct CompressTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     private func runJob(_ job: Job, in fixture: JobFixture) async throws -> JobSummary { try await fixture.run(job) }
 
     @Test func aLocalBucketHoldsTheFilesGzippedAndTheJournalKnowsIt() async throws {

@@ -5,8 +5,6 @@ import Testing
 /// `hoist cron` prints lines that work when cron runs them: quoted for the shell, `%` escaped,
 /// and the job carrying the environment it needs (cron's is bare).
 @Suite struct CronTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     /// What cron does to a line's command before `/bin/sh -c` gets it (Debian's cron, do_command.c):
     /// an unescaped `%` ends the command (the rest is standard input), `\%` becomes `%`.
     func cronCommand(_ line: String) -> String {

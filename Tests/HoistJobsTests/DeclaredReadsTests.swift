@@ -11,8 +11,6 @@ import Testing
 /// the process opens to read that no declaration names: a new backend, or a library that starts
 /// reading a file, cannot be forgotten.
 @Suite(.serialized) struct DeclaredReadsTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     /// Variables that name a file or folder some part of the process may read, each set to a
     /// file of its own (a copy of the system's CA bundle or OpenSSL configuration where a
     /// library parses it).

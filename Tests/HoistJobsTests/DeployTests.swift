@@ -5,8 +5,6 @@ import Testing
 /// deploy/: what a Kubernetes or Slurm user starts from is a job Hoist accepts, started as
 /// docs/scale.md says.
 @Suite struct DeployTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     /// What a Kubernetes file says: its ConfigMap's manifest (checked with `hoist validate`) and
     /// the CronJob's Job, pod arguments and environment.
     func cronJob(_ name: String) throws -> [String: Any] {

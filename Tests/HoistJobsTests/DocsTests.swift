@@ -6,8 +6,6 @@ import Testing
 /// without `version:` is a part of a manifest, checked inside a small one), every ```lua block
 /// compiles as a hook, every ```sh block parses.
 @Suite struct DocsTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     /// The fenced blocks of one language in a Markdown file, with the line each starts on.
     static func blocks(_ language: String, in file: URL) throws -> [(line: Int, text: String)] {
         let lines = try String(contentsOf: file, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false)
@@ -112,7 +110,6 @@ import Testing
 /// object's download URL.
 @Suite struct QuickStartTests {
     @Test func theQuickStartRunsAHookWhoseEffectShows() throws {
-        let hoist = productsDirectory.appendingPathComponent("hoist").path
         let directory = try TemporaryDirectory()
         let jobs = directory.url.appendingPathComponent("jobs")
         try FileManager.default.createDirectory(at: jobs, withIntermediateDirectories: true)
@@ -132,7 +129,6 @@ import Testing
     /// Two clones of the repository, one user: each clone's quick start runs (its journal is in
     /// its own `.hoist/`), where a journal shared by job name refused the second clone.
     @Test func theQuickStartRunsFromASecondClone() throws {
-        let hoist = productsDirectory.appendingPathComponent("hoist").path
         let state = try TemporaryDirectory()
         var environment = ProcessInfo.processInfo.environment
         environment["XDG_STATE_HOME"] = state.path

@@ -132,7 +132,7 @@ import Testing
                   end
             """)
         let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
-        let run = try runProcess(productsDirectory.appendingPathComponent("hoist").path, ["run", manifest],
+        let run = try runProcess(hoist, ["run", manifest],
                                  environment: ["HOME": fixture.directory.url.path, "PATH": "/usr/bin:/bin"])
         #expect(run.status == 0, "\(run.stderr)")
         #expect(text(fixture.directory.url.appendingPathComponent("job.env")) == "GREETING=hello\n")
@@ -169,7 +169,7 @@ import Testing
             let text = "\(error)"
             return text.contains("job.yaml:\(line):") && text.contains("the hook output folder") && text.contains(what)
         }
-        let run = try runProcess(productsDirectory.appendingPathComponent("hoist").path, ["validate", path], environment: ["HOME": "/root"])
+        let run = try runProcess(hoist, ["validate", path], environment: ["HOME": "/root"])
         #expect(run.status == 2)
         #expect(run.stderr.contains("job.yaml:\(line):") && run.stderr.contains(what), "\(run.stderr)")
     }
@@ -192,7 +192,7 @@ import Testing
         try text.write(toFile: path, atomically: true, encoding: .utf8)
         let environment = ["HOME": "/root", variable: (variable == "TZ" ? ":" : "") + fixture.directory.url.appendingPathComponent("conf/named").path]
         #expect(throws: (any Error).self) { try Job(file: path, environment: environment).checkRoots() }
-        let run = try runProcess(productsDirectory.appendingPathComponent("hoist").path, ["validate", path], environment: environment)
+        let run = try runProcess(hoist, ["validate", path], environment: environment)
         #expect(run.status == 2)
         #expect(run.stderr.contains("job.yaml:6:") && run.stderr.contains("$\(variable)"), "\(run.stderr)")
     }
@@ -443,7 +443,7 @@ extension HostAPIAttackTests {
         let folder = fixture.directory.url.path
         // In a mount namespace of its own: the bind mount ends with the process.
         let run = try runProcess("/usr/bin/unshare", ["-m", "sh", "-c",
-            "mount --bind '\(folder)/conf' '\(folder)/out' && exec '\(productsDirectory.appendingPathComponent("hoist").path)' validate '\(folder)/job.yaml'"],
+            "mount --bind '\(folder)/conf' '\(folder)/out' && exec '\(hoist)' validate '\(folder)/job.yaml'"],
             environment: ["HOME": "/root", "PATH": "/usr/bin:/bin:/usr/sbin:/sbin"])
         #expect(run.status == 2, "\(run.stdout)\(run.stderr)")
         #expect(run.stderr.contains("mounted at another path") && run.stderr.contains("the envFile"), "\(run.stderr)")
@@ -669,7 +669,7 @@ final class HoistProcess {
     private(set) var peakRSS = 0
 
     init(_ fixture: JobFixture) throws {
-        process.executableURL = productsDirectory.appendingPathComponent("hoist")
+        process.executableURL = URL(fileURLWithPath: hoist)
         process.arguments = ["run", fixture.directory.url.appendingPathComponent("job.yaml").path]
         process.standardOutput = pipe
         process.standardError = pipe

@@ -205,7 +205,7 @@ let recordEverything = """
         let fixture = try JobFixture()
         try fixture.directory.write("bad.lua", Data("function on_success(s)\n  if s then\nend\n".utf8))
         _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nhooks: [bad.lua]\n")
-        let run = try runProcess(productsDirectory.appendingPathComponent("hoist").path,
+        let run = try runProcess(hoist,
                                  ["validate", fixture.directory.url.appendingPathComponent("job.yaml").path])
         #expect(run.status == 2)
         #expect(run.stderr.hasPrefix("bad.lua:4: 'end' expected (to close 'function' at line 1) near <eof>"), "\(run.stderr)")
@@ -215,8 +215,6 @@ let recordEverything = """
 /// `hoist validate` as `run` sees hooks: their top-level code runs, errors name the manifest's
 /// own line, and a missing hook file is located at its entry.
 @Suite struct HookValidationTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     @Test func validateRunsTopLevelCodeAndNamesTheManifestsLine() throws {
         let fixture = try JobFixture()
         try fixture.file("a.txt")
@@ -397,8 +395,6 @@ let recordEverything = """
 /// literals; such a hook file loads and its strings keep their bytes. A file that cannot be a
 /// hook is refused with the reason.
 @Suite struct HookFileBytesTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     @Test func aLatin1HookFileLoadsWithItsBytes() async throws {
         let hooks = try HookFixture()
         try hooks.fixture.file("a.txt", 10)

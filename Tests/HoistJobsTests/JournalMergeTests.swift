@@ -8,7 +8,6 @@ import Testing
 /// per query): the walk must come in that order, and every decision must be the one a lookup
 /// per file would make.
 @Suite struct JournalMergeTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
     /// Names whose order differs between "sorted names" and "sorted full paths": a folder `a`
     /// holds paths `a/...`, which come after `a b`, `a-b` and `a.txt` in byte order.
     let names = ["a/x.txt", "a/y/z.txt", "a b.txt", "a-b/c.txt", "a.txt", "a0.txt", "ab/c.txt", "B.txt", "é.txt", "z.txt"]

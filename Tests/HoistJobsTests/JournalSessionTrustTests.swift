@@ -9,8 +9,6 @@ import Testing
 /// "Trust"). A row's session URL is what a run continues a half-sent file with: rewritten to
 /// another host, another port or another object's session, it must get nothing.
 @Suite(.serialized) struct JournalSessionTrustTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     /// Runs `hoist` with `arguments`, killing it after `seconds`: its exit status (nil when it
     /// had to be killed) and output.
     func run(_ arguments: [String], environment: [String: String], seconds: Double = 90) throws -> (status: Int32?, output: String) {

@@ -6,8 +6,6 @@ import Testing
 
 /// The journal and cron features, through the `hoist` command as cron would run it.
 @Suite struct JournalTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     func run(_ arguments: [String], environment: [String: String]? = nil) throws -> (status: Int32, stdout: String, stderr: String) {
         try runProcess(hoist, arguments, environment: environment)
     }

@@ -6,7 +6,6 @@ import Testing
 /// `hoist --experimental-dump-help`): regenerating it must give the committed page, byte for
 /// byte, so a changed option or help text cannot leave the man page behind.
 @Suite struct ManPageTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
     let committed = packageRoot.appendingPathComponent("docs/hoist.1")
 
     func generated() throws -> String {

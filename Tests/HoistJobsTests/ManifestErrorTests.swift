@@ -1,5 +1,6 @@
 import Foundation
 import HoistJobs
+import HoistStorage
 import HoistTestSupport
 import HoistYAML
 import Testing
@@ -107,7 +108,7 @@ import Testing
 
             """
         #expect(mistakes(text, file: "jobs/all.yaml") == [
-            "jobs/all.yaml:3:17: bad storage url 's3:/nope': use gs://BUCKET, file:///ABS/DIR, file:REL/DIR or s3://BUCKET[/PREFIX]",
+            "jobs/all.yaml:3:17: bad storage url 's3:/nope': use \(BackendRegistry.forms)",
             "jobs/all.yaml:5:11: expected a string in files[0].root, found a list",
             "jobs/all.yaml:6:18: destination '../../etc/{name}' has a '..' segment: object names stay below the bucket's root, and '..' cannot be normalized away",
             "jobs/all.yaml:8:13: expected true or false in files[1].hidden, got 'maybe'",
@@ -164,7 +165,7 @@ import Testing
             let text = "version: 1\nname: a\nenvFile: \(given)\nstorage: { url: 'file:b' }\nfiles: [{ root: src }]\n"
             try text.write(toFile: manifest, atomically: true, encoding: .utf8)
             #expect(mistakes(text, file: manifest) == ["\(manifest):3:10: \(expected)"])
-            let validated = try runProcess(productsDirectory.appendingPathComponent("hoist").path, ["validate", manifest])
+            let validated = try runProcess(hoist, ["validate", manifest])
             #expect(validated.status == 2)
             #expect(validated.stderr.hasPrefix("\(manifest):3:10: \(expected)\n"), "\(validated.stderr)")
             #expect(!validated.stderr.contains("could not be completed"), "\(validated.stderr)")
@@ -231,7 +232,7 @@ let brokenManifests: [(file: String, expected: String)] = [
     ("15-hidden-not-bool.yaml", "15-hidden-not-bool.yaml:6:13: expected true or false in files[0].hidden, got 'maybe'"),
     ("16-version-2.yaml", "16-version-2.yaml:1:10: unsupported version 2: this Hoist reads version 1"),
     ("17-bad-name.yaml", "17-bad-name.yaml:2:7: bad job name 'my job': use letters, digits, '.', '_' and '-'"),
-    ("18-bad-scheme.yaml", "18-bad-scheme.yaml:3:17: bad storage url 'az://bucket': use gs://BUCKET, file:///ABS/DIR, file:REL/DIR or s3://BUCKET[/PREFIX]"),
+    ("18-bad-scheme.yaml", "18-bad-scheme.yaml:3:17: bad storage url '\(unservedScheme)://bucket': use \(BackendRegistry.forms)"),
     ("19-gs-with-path.yaml", "19-gs-with-path.yaml:3:17: bad storage url 'gs://bucket/photos': a gs:// url names only a bucket (put paths in destination)"),
     ("20-empty-files.yaml", "20-empty-files.yaml:4:8: files is empty: list at least one file set"),
     ("21-concurrency-zero.yaml", "21-concurrency-zero.yaml:6:16: concurrency 0 is out of range 1-256"),

@@ -5,8 +5,6 @@ import Testing
 /// What `validate` (and `plan`, `run`) say about a manifest: every mistake, in file order, each
 /// with its place and what to do.
 @Suite struct MessageTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     /// The `FILE:LINE:COL: message` lines of an error output.
     func summaries(_ stderr: String, _ file: String) -> [String] {
         stderr.split(separator: "\n").map(String.init).filter { $0.hasPrefix(file + ":") }

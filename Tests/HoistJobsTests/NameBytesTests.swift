@@ -6,8 +6,6 @@ import Testing
 /// #36 item 5: names are bytes. "café" with U+00E9 and "café" with "e" + U+0301 are two files,
 /// two rows and two objects, though Swift's String calls them equal.
 @Suite struct NameBytesTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     @Test func canonicallyEquivalentTwinsAreTwoFilesToTheJournal() throws {
         let fixture = try JobFixture()
         let composed = "caf\u{E9}.txt", decomposed = "cafe\u{301}.txt"

@@ -6,8 +6,6 @@ import Testing
 /// A run walks its tree once: it uploads as it plans, counts as it goes, and stops at a plan
 /// error where it finds it.
 @Suite struct OnePassTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     func events(_ stdout: String) -> [[String: Any]] {
         stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
     }

@@ -9,8 +9,6 @@ import Testing
 /// The null device is a node of our own (`mknod`, as root): the old behaviour turns it into a
 /// file, and the machine's `/dev/null` is never at stake.
 @Suite(.serialized) struct OutputFileTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     /// A job of one file to a local bucket, and its manifest's path.
     func job() throws -> (JobFixture, String) {
         let fixture = try JobFixture()

@@ -8,8 +8,6 @@ import Testing
 /// gcp-storage-emulator, whose sessions keep the bytes of a broken `PUT` as Cloud Storage does;
 /// and checked by CRC32C, since a composite object has no MD5 on Cloud Storage.
 @Suite struct ParallelKillTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     /// Each run continues every part's session from the offset its server confirms: the object
     /// ends byte-exact, no component is left, and what the server got twice per kill is at
     /// most what the parts in flight had sent past their confirmed offsets.

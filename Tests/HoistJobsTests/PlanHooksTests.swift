@@ -4,8 +4,6 @@ import Testing
 
 /// `hoist plan --hooks`: what `before_upload` vetoes or moves shows in the plan.
 @Suite struct PlanHooksTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     /// A plan shows the key a file gets (an s3:// URL's prefix included), and says a move set's
     /// files are removed once uploaded. Planned only: no server is asked.
     @Test func planShowsTheWholeKeyAndWhatAMoveRemoves() throws {

@@ -6,8 +6,6 @@ import Testing
 /// Plugins by name, configured in YAML (`with:`), checked with line and column, listed by
 /// `hoist plugins`; lists that stay lists in JSON.
 @Suite struct PluginSettingsTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     @Test func pluginsByNameWithSettingsWriteValidJSON() throws {
         let directory = try TemporaryDirectory()
         let received = directory.url.appendingPathComponent("posts.log")

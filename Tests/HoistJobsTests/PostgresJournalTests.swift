@@ -7,8 +7,6 @@ import Testing
 /// The shared journal on a real PostgreSQL (`PostgresServer`): the journal protocol itself, and
 /// `hoist run`/`status`/`plan` on it.
 @Suite(.serialized) struct PostgresJournalTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     func row(_ source: String, _ state: Journal.FileState = .done, session: String? = nil, size: Int64 = 10) -> Journal.FileRecord {
         Journal.FileRecord(source: source, destination: "d/" + source, size: size, mtime: 1_700_000_000.123456, attributes: "{}",
                            state: state, session: session, runID: "r1")

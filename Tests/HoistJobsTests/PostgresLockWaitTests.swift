@@ -6,8 +6,6 @@ import Testing
 /// PostgreSQL (the server notices a closed connection only when the lock comes), and every new
 /// process of the job was refused as if it still ran. Waits are tries from the client now.
 @Suite(.serialized) struct PostgresLockWaitTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     @Test func aRunKilledWhileWaitingLeavesNoWaitBehind() throws {
         let server = try PostgresServer.shared()
         let url = try server.makeDatabase()

@@ -9,8 +9,6 @@ import Testing
 /// reads back (journal rows, manifest lines, paths): each test is one attack of the red team's
 /// third pass, checked by what a user would see.
 @Suite struct ReadBackAttackTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     /// A job in a fresh folder whose default journal lives under `HOME`.
     func job(_ fixture: JobFixture, extra: String = "") throws -> (manifest: String, environment: [String: String]) {
         try fixture.file("a.txt")

@@ -6,8 +6,6 @@ import Testing
 /// "retrying" on the terminal's progress line. Faults from the fault proxy (503 answers to the
 /// upload's POST) in front of fake-gcs-server.
 @Suite struct RetryDisplayTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     /// A job of one 4 KiB file on a new fake-gcs-server bucket reached through a fault proxy
     /// answering the first two upload POSTs with 503.
     func fixture() async throws -> (JobFixture, String, [String: String], FaultProxy) {

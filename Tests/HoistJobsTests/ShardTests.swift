@@ -5,8 +5,6 @@ import Testing
 
 /// `--shard K/N`: a stable partition of a job's files.
 @Suite struct ShardTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     @Test func theHashIsFNV1aAndTheSameInEveryProcess() throws {
         // FNV-1a 64 reference values: not Swift's per-process seeded hashValue.
         #expect(Shard.hash("") == 0xcbf2_9ce4_8422_2325)

@@ -8,8 +8,6 @@ import Testing
 /// nothing; rows edited under a worker do not keep it waiting; a file stored but not recorded is
 /// not sent again. On a real PostgreSQL (`PostgresServer`), with the real `hoist`.
 @Suite(.serialized) struct SharedRunFencingTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     /// The inode and modification time of each object of `job`'s bucket: an object sent again is
     /// a new file renamed over the old one (a new inode).
     func objects(_ job: SharedRunTests.SlowJob) throws -> [String: String] {

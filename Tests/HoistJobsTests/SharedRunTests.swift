@@ -9,8 +9,6 @@ import Testing
 /// journal (`PostgresServer`): the plan is made once, files are claimed, and the files of a
 /// worker that dies are taken over and continued from the server's offset.
 @Suite(.serialized) struct SharedRunTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     func start(_ arguments: [String], environment: [String: String]? = nil) throws -> StartedProcess {
         try StartedProcess(hoist, arguments, environment: environment)
     }

@@ -5,7 +5,6 @@ import Testing
 
 /// `hoist systemd`: a service and timer systemd accepts, whose timer fires when cron would.
 @Suite struct SystemdTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
     static let analyze = ["/usr/bin/systemd-analyze", "/bin/systemd-analyze"].first { FileManager.default.isExecutableFile(atPath: $0) }
 
     /// When cron would run `schedule`, from `start`, the first `count` times (minute by minute,

@@ -5,8 +5,6 @@ import Testing
 /// `hoist run` against fake-gcs-server over https: the job's `storage.caBundle`, the
 /// `--ca-bundle` flag, and `insecureSkipTLSVerify`, which works and warns on every run.
 @Suite struct TLSJobTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     func environment() throws -> [String: String] {
         var environment = ProcessInfo.processInfo.environment
         for name in ["SSL_CERT_FILE", "SSL_CERT_DIR", "CURL_CA_BUNDLE", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] { environment[name] = nil }

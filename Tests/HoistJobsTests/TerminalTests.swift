@@ -5,8 +5,6 @@ import Testing
 /// What `hoist run` and `hoist cp` show: the progress line in a real pseudo-terminal, the flags
 /// rclone and gsutil users type, the version.
 @Suite struct TerminalTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     @Test func versionNamesTheLibraries() throws {
         let run = try runProcess(hoist, ["--version"])
         #expect(run.status == 0)
@@ -102,7 +100,6 @@ import Testing
 /// Shell completion: `hoist run pho<TAB>` offers the manifests (and folders), not other files.
 @Suite struct CompletionTests {
     @Test func bashCompletesManifestsForJobArguments() throws {
-        let hoist = productsDirectory.appendingPathComponent("hoist").path
         let directory = try TemporaryDirectory()
         _ = try directory.write("photos.yaml", Data())
         _ = try directory.write("photo.txt", Data())

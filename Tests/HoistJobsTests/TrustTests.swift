@@ -8,8 +8,6 @@ import Testing
 /// within seconds, the metrics and `hoist status` say it failed, and a run that died is shown
 /// as interrupted. Each test is named after the failure it prevents.
 @Suite struct TrustTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     /// The environment of a machine with no Google credentials and no emulator.
     var bareEnvironment: [String: String] {
         ProcessInfo.processInfo.environment.filter { key, _ in

@@ -22,7 +22,7 @@ import Testing
         #expect(failure.message.contains("the name is not valid UTF-8"), "\(failure.message)")
 
         // The command says so and exits 1.
-        let run = try runProcess(productsDirectory.appendingPathComponent("hoist").path,
+        let run = try runProcess(hoist,
                                  ["run", "--force", fixture.directory.url.appendingPathComponent("job.yaml").path])
         #expect(run.status == 1, "\(run.stdout)\(run.stderr)")
         #expect(run.stderr.contains("not valid UTF-8"), "\(run.stderr)")
@@ -43,7 +43,6 @@ import Testing
         try FileManager.default.setAttributes([.posixPermissions: 0o000], ofItemAtPath: locked.path)
         defer { try? FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: locked.path) }
         // root reads every folder: run as nobody, as a cron job of an unprivileged user would.
-        let hoist = productsDirectory.appendingPathComponent("hoist").path
         let arguments = ["run", folder.appendingPathComponent("job.yaml").path]
         let run = getuid() == 0
             ? try runProcess("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", hoist] + arguments,
@@ -175,7 +174,7 @@ import Testing
         let directory = try TemporaryDirectory()
         try directory.write("src/ok.txt", Data("hi".utf8))
         _ = try python("open(b'\(directory.path)/src/only\\xff.txt', 'wb').write(b'x')")
-        let run = try runProcess(productsDirectory.appendingPathComponent("hoist").path,
+        let run = try runProcess(hoist,
                                  ["cp", "--storage", "file://\(directory.path)/bucket", "\(directory.path)/src", "/"])
         #expect(run.status == 1, "\(run.stdout)\(run.stderr)")
         #expect(run.stderr.contains("only\u{FFFD}.txt: the name is not valid UTF-8"), "\(run.stderr)")
@@ -186,7 +185,7 @@ import Testing
     @Test func cpFailsAnObjectNameWithANewline() throws {
         let directory = try TemporaryDirectory()
         try directory.write("src/line\nbreak.txt", Data("hi".utf8))
-        let run = try runProcess(productsDirectory.appendingPathComponent("hoist").path,
+        let run = try runProcess(hoist,
                                  ["cp", "--storage", "file://\(directory.path)/bucket", "\(directory.path)/src", "/"])
         #expect(run.status == 1, "\(run.stdout)\(run.stderr)")
         #expect(run.stderr.contains("contains the control character U+000A"), "\(run.stderr)")

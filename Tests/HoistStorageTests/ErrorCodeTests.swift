@@ -105,7 +105,6 @@ import Testing
         for path in [bucket.directory.path, bucketDir.path] {
             try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: path)
         }
-        let hoist = productsDirectory.appendingPathComponent("hoist").path
         let run = try runProcess("/usr/bin/setpriv", [
             "--reuid=65534", "--regid=65534", "--clear-groups", hoist, "cp", "--json",
             "--storage", "file://" + bucketDir.path, secret.deletingLastPathComponent().path, "s/",

@@ -28,7 +28,6 @@ import Testing
         let expectedMD5 = Data(md5.finalize()).base64EncodedString()
 
         let bucketDir = directory.url.appendingPathComponent("bucket")
-        let hoist = productsDirectory.appendingPathComponent("hoist").path
         let run = try runProcess(hoist, ["cp", "--json", "--storage", "file://" + bucketDir.path, file.path, "big/object.bin"])
         #expect(run.status == 0, "\(run.stderr)")
         let lines = run.stdout.split(separator: "\n").map { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }

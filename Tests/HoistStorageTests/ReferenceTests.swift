@@ -92,10 +92,10 @@ import Testing
     @Test func backendsAreMadeByScheme() async throws {
         #expect(BackendRegistry.backend(for: "file:///tmp/x") is LocalBucket)
         #expect(BackendRegistry.backend(for: "s3://bucket") is S3Backend)
-        let unsupported = BackendRegistry.backend(for: "az://bucket")
+        let unsupported = BackendRegistry.backend(for: "\(unservedScheme)://bucket")
         #expect(unsupported.bucket == "bucket")
         await #expect { _ = try await unsupported.metadata(of: "x") } throws: { error in
-            StorageErrorCode(of: error) == .invalidArgument && "\(error)".contains("No storage backend for az://bucket")
+            StorageErrorCode(of: error) == .invalidArgument && "\(error)".contains("No storage backend for \(unservedScheme)://bucket")
         }
         let directory = try TemporaryDirectory()
         let scheme = "test\(UUID().uuidString.prefix(8).lowercased())"

@@ -8,8 +8,6 @@ import Testing
 /// and `--ca-bundle`/`storage.caBundle` may name such a folder too. Against fake-gcs-server over
 /// TLS with the tests' throwaway CA.
 @Suite struct TLSCertDirTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     func environment(_ extra: [String: String]) throws -> [String: String] {
         var environment = ProcessInfo.processInfo.environment
         for name in ["SSL_CERT_FILE", "SSL_CERT_DIR", "CURL_CA_BUNDLE", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] {

@@ -5,8 +5,6 @@ import Testing
 /// `hoist cp` to fake-gcs-server over https, as a user behind a private CA or a proxy runs it:
 /// exit statuses, what is printed, bytes on the server, connections the server saw.
 @Suite struct TLSCommandTests {
-    let hoist = productsDirectory.appendingPathComponent("hoist").path
-
     /// The environment of a user pointing Hoist at `endpoint`, with no CA bundle of their own.
     func environment(_ endpoint: String, _ extra: [String: String] = [:]) -> [String: String] {
         var environment = ProcessInfo.processInfo.environment

@@ -47,6 +47,13 @@ public var productsDirectory: URL {
     URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
 }
 
+/// The path of the built `hoist` binary, which the command tests run.
+public let hoist = productsDirectory.appendingPathComponent("hoist").path
+
+/// A URL scheme no backend serves, nor ever will (`BackendOptionsTests.builtInCapabilities`
+/// checks that no registration takes it): what tests give for "a storage URL Hoist cannot store to".
+public let unservedScheme = "nosuch"
+
 /// Runs a program and returns its exit status, standard output and standard error.
 public func runProcess(_ executable: String, _ arguments: [String], environment: [String: String]? = nil)
     throws -> (status: Int32, stdout: String, stderr: String)
