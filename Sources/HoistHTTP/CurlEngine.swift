@@ -233,7 +233,7 @@ private final class Transfer: @unchecked Sendable {
         retained = context
         try set(CURLOPT_URL, request.url)
         // The path byte for byte: an object key with `..` or `.` segments (`site/../victim.txt`)
-        // is not folded into another key's path (issue #42).
+        // is not folded into another key's path, where a mirror's DELETE would land.
         try set(CURLOPT_PATH_AS_IS, 1)
         if request.ownConnection {
             // A TCP connection of its own (a part of a parallel upload): HTTP/1.1, which carries

@@ -184,7 +184,8 @@ import Testing
         #expect(asked.count <= 2, "\(asked)")
     }
 
-    /// Only the uploads the job's journal records are the job's to end (issue #42). A run killed
+    /// Only the uploads the job's journal records are the job's to end, never another
+    /// application's in the same bucket. A run killed
     /// while sending two large files leaves both multipart uploads, each recorded in its
     /// journal; then one file is removed and the other changed. The next run ends the changed
     /// file's old upload as it starts the new one (the file's row is about to forget it), and the

@@ -61,7 +61,8 @@ import Testing
     }
 
     /// An object name with dot segments goes in the path as one segment (`/` is escaped), so no
-    /// client or server folds `site/../victim.txt` into `victim.txt` (issue #42).
+    /// client or server folds `site/../victim.txt` into `victim.txt`, where a mirror's delete
+    /// would land.
     @Test func aNameWithDotSegmentsIsOnePathSegment() {
         #expect(GCSBackend.encode("site/../victim.txt") == "site%2F..%2Fvictim.txt")
         #expect(GCSBackend.encode("./a/./b") == ".%2Fa%2F.%2Fb")

@@ -130,7 +130,7 @@ public struct Planner: Sequence, Sendable {
         } else if record.state == .uploading {
             // Begun with no session known (a small file, or killed before its session was
             // saved): it may be stored already. An object with these very bytes and metadata is
-            // taken as its upload rather than sent again (issue #36, item 8: `SharedRunFencingTests`).
+            // taken as its upload rather than sent again (`SharedRunFencingTests`).
             item.mayBeStored = true
         }
     }

@@ -79,7 +79,7 @@ public protocol JobRunLock: Sendable {
 extension JournalStore {
     /// The upload sessions the journal records for files not done (uploading, pending or
     /// failed): the unfinished uploads that are provably this job's, the only ones a run may end
-    /// (`StorageBackend.endStaleUploads`; issue #42).
+    /// (`StorageBackend.endStaleUploads`): another application's upload in the same place is not.
     public func unfinishedSessions() throws -> Set<String> {
         var sessions = Set<String>()
         for state in [Journal.FileState.uploading, .pending, .failed] {

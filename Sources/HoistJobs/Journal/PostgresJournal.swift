@@ -453,8 +453,8 @@ public final class PostgresJournal: JournalStore {
         let json = String(decoding: try JSONEncoder().encode(rows), as: UTF8.self)
         // A worker of a shared run writes only the rows it holds, and never over a finished one:
         // a worker frozen past its lease and thawed must not put its cancelled files back to
-        // `pending` over the `done` rows of the worker that took them (issue #36, item 4:
-        // `SharedRunFencingTests`). A row of an earlier run is nobody's: it takes it. Outside a
+        // `pending` over the `done` rows of the worker that took them, which would leave the
+        // live workers waiting for ever (`SharedRunFencingTests`). A row of an earlier run is nobody's: it takes it. Outside a
         // shared run, `run` and `worker` are NULL and every row is written.
         let (run, worker) = writer.withLock { ($0?.run, $0?.worker) }
         return """

@@ -75,8 +75,8 @@ struct ClaimSource {
             guard holdingNone else { break }
             // Holding nothing, this worker may yet be named by rows it never claimed: rows edited
             // after its claim (their path or destination), so its writes went to the keys it
-            // took. Nobody would finish those, and the run would wait for ever (issue #36, item
-            // 6: `SharedRunFencingTests`). They go back to the queue, to be judged as claimed.
+            // took. Nobody would finish those, and the run would wait for ever
+            // (`SharedRunFencingTests`). They go back to the queue, to be judged as claimed.
             // (Rows it did claim may just be waiting for the journal's next batch: left alone.)
             let foreign = try shared.heldRows().filter { !claimedKeys.contains(Self.key($0.source, $0.destination)) }
             if !foreign.isEmpty {

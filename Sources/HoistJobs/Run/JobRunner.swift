@@ -139,7 +139,7 @@ public final class JobRunner: Sendable {
 
     /// A session the journal recorded for `item`'s file that its upload does not continue (the
     /// file changed since a killed run began it) is the job's, provably: it is ended now, before
-    /// the file's new row forgets it, and said so (issue #42). One already gone (finished,
+    /// the file's new row forgets it, and said so. One already gone (finished,
     /// aborted, expired) is left unsaid.
     func endReplacedSession(_ id: String, of item: PlanItem) async {
         guard let path = await RemovalGate.abortReplacedSession(id, of: item, runner: self) else { return }

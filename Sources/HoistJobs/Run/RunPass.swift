@@ -319,7 +319,7 @@ final class RunPass {
     /// billed until ended) are ended by a later run that was not interrupted, and said so; not
     /// by a shard or a shared run's worker, beside which others may still be sending. Only
     /// those the journal records (`unfinishedSessions`): another application's upload in the
-    /// same bucket is not the job's to end (issue #42).
+    /// same bucket is not the job's to end.
     private func endStaleUploads() async {
         guard !runner.isInterrupted, !runner.isStopping, runner.shared == nil, runner.job.shard == nil,
               let ended = await RemovalGate.abortStaleUploads(olderThan: Self.staleUploadAge, runner: runner), !ended.isEmpty

@@ -59,7 +59,7 @@ public protocol StorageBackend: Sendable {
     /// Ends the unfinished uploads under this storage's prefix begun more than `age` seconds
     /// ago, which no run continued (S3's multipart uploads: their parts are billed until
     /// ended), and only those whose session ids are in `sessions` (the job's journal's): an
-    /// upload another application began in the same place is not the job's to end (issue #42).
+    /// upload another application began in the same place is not the job's to end.
     /// The paths whose uploads were ended. The default has none: GCS's sessions expire by
     /// themselves within a week, and a parallel upload's parts are in the journal.
     func endStaleUploads(olderThan age: TimeInterval, startedBy sessions: Set<String>) async throws -> [String]

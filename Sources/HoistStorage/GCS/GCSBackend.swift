@@ -460,7 +460,8 @@ public final class GCSBackend: StorageBackend {
     /// again from zero.
     ///
     /// The object must also be the one asked for: this bucket, and `path` when known (a session
-    /// from a journal's row may be another object's, issue #36). Another object is never taken
+    /// from a journal's row may be another object's: whoever can write to the journal could
+    /// name one). Another object is never taken
     /// as the upload: when this process's bytes made it (`madeHere`), that generation is deleted
     /// (the file's bytes do not stay under a name the manifest does not give them); one that was
     /// finished before is left alone (it is not ours to delete). Either way the task uploads again

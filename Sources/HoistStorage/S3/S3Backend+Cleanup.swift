@@ -10,7 +10,7 @@ extension S3Backend {
     /// `olderThan` seconds ago and that `sessions` names (session ids, `Plan.id`, as a job's
     /// journal keeps them: the same key and upload id): what the job's killed runs left (their
     /// parts cost storage until a lifecycle rule ends them). Any other upload is left alone
-    /// (another application's in the same bucket and prefix: issue #42), as are uploads of
+    /// (another application's in the same bucket and prefix, which is not the job's to end), as are uploads of
     /// another prefix, ones started since, and entries whose key, id or date cannot be read.
     /// Reads at most `maxPages` pages of 1,000; none when `sessions` names no multipart upload.
     /// - Returns: the keys whose uploads were aborted.

@@ -40,7 +40,8 @@ extension S3MultipartSession {
         let storedETag = (answered ?? read?.etag)?.value ?? ""
         if storedETag != wanted || stored.size != source.size {
             // Left in place: an S3 key has no generation, so the object there may be an
-            // earlier good version (issue #42); the file fails, and is sent again.
+            // earlier good version, and deleting it would lose the only copy; the file fails,
+            // and is sent again.
             let size = read.map { "\($0.resource.size.map(String.init) ?? "no") bytes, " } ?? ""
             throw StorageFailure(
                 .nonMatchingChecksum,

@@ -43,7 +43,7 @@ struct S3PutSession: UploadSession {
         // The server hashed what arrived: an ETag that is an MD5 must be the source's, and a
         // CRC32C it returns must be ours (it would have refused a mismatch; this checks it did).
         // A mismatch leaves the object in place: an S3 key has no generation, so what is there
-        // may be an earlier good version (issue #42); the file fails, to be sent again.
+        // may be an earlier good version, the only copy; the file fails, to be sent again.
         if let digest = etag?.digest, etag?.parts == nil, digest != sums.md5 || stored.crc32c != sums.crc32c {
             throw StorageFailure(
                 .nonMatchingChecksum,

@@ -58,7 +58,8 @@ struct UploadDriver {
                     let failure = Self.failure(error)
                     if failure.code == .nonMatchingChecksum, attempt.restarts < Self.checksumRestarts, !control.isCancelled {
                         // What was stored did not match (GCS deleted that generation; S3 left it,
-                        // as its keys have none: issue #42); send the whole file again.
+                        // as its keys have none and it may be an earlier good version); send the
+                        // whole file again.
                         attempt = Attempt(session: nil, restarts: attempt.restarts + 1, mayBeStored: false)
                         continue
                     }

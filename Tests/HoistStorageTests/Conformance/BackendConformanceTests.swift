@@ -270,7 +270,8 @@ import Testing
     /// Bytes flipped on the wire every time: verification deletes each bad object, the task
     /// uploads again from zero twice, then fails with `nonMatchingChecksum`, leaving nothing. On
     /// S3, whose keys have no generation, a bad object a server stored (moto checks no
-    /// `Content-MD5`) is never deleted: the last one is left, and the file fails (issue #42).
+    /// `Content-MD5`) is never deleted (it may be an earlier good version): the last one is
+    /// left, and the file fails.
     @Test(arguments: ConformanceBackend.all.filter(\.speaksHTTP).flatMap { backend in
         [(backend, 100_000, backend.oneRequestMethod), (backend, 9 << 20, "PUT")]
     })

@@ -9,7 +9,8 @@ struct ConformanceBackend: Sendable, CustomStringConvertible {
     let name: String
     /// A session interrupted after some bytes keeps them, and a status query reports exactly
     /// what the server holds without finishing the object. fake-gcs-server finalizes a truncated
-    /// object on any status query (DESIGN.md §5), so it has not.
+    /// object on any status query (`Content-Range: bytes */*` or
+    /// `bytes */TOTAL`), so it has not.
     let resumesFromConfirmedOffset: Bool
     /// An abandoned session is gone: reopening it fails with `objectNotFound`. Both emulators
     /// ignore the `DELETE` of a session URL that Cloud Storage answers by ending the session:
@@ -30,7 +31,7 @@ struct ConformanceBackend: Sendable, CustomStringConvertible {
     var refusesDamagedBodies = false
     /// An object that fails its check is deleted: that generation only (GCS, a local bucket). An
     /// S3 key has no generation, so the object there may be an earlier good version: S3 leaves
-    /// it in place and fails the file, which the next run sends again (issue #42).
+    /// it in place and fails the file, which the next run sends again.
     var deletesWhatFailsItsCheck = true
     /// The object's description (`metadata(of:)`) carries its CRC32C: GCS's `crc32c`, a local
     /// bucket's sidecar, S3's `x-amz-checksum-crc32c` kept from the `PutObject` that sent it.

@@ -174,7 +174,7 @@ import Testing
     }
 
     /// Uploads a killed run left are aborted by a later one: those older than the age asked,
-    /// under the URL's prefix, that the journal's sessions name (issue #42): another upload
+    /// under the URL's prefix, that the journal's sessions name: another upload
     /// under the same prefix (another application's) and one under another prefix are left.
     /// (On rclone: moto says every upload began in 2010.)
     @Test func leftUploadsAreAbortedByALaterRun() async throws {
@@ -196,7 +196,7 @@ import Testing
 
     /// A key with dot segments, as a listing may hand one to a mirror (`site/../victim.txt`),
     /// reaches the server byte for byte: curl would fold it into `victim.txt`, and the
-    /// `DELETE` would land there (`CURLOPT_PATH_AS_IS`; issue #42). On moto's server, which
+    /// `DELETE` would land there (`CURLOPT_PATH_AS_IS`). On moto's server, which
     /// takes paths as they come.
     @Test func aKeyWithDotSegmentsIsNotFoldedIntoAnother() async throws {
         let server = S3TestServer.moto

@@ -64,7 +64,7 @@ import Testing
     /// The object a multipart upload made has an ETag that is not the MD5 of the parts' MD5s:
     /// it is not the file, so the upload fails with `nonMatchingChecksum`; but nothing is
     /// deleted, as an S3 key has no generation and the object there may be an earlier good
-    /// version (issue #42): no request after Complete.
+    /// version, the only copy: no request after Complete.
     @Test func aMultipartETagThatIsNotThePartsFailsAndDeletesNothing() async throws {
         let data = patternData(6 << 20 + 5)
         let lie = String(repeating: "f", count: 32) + "-2"
@@ -81,7 +81,8 @@ import Testing
     /// `CompleteMultipartUpload` answers the right ETag (the MD5 of the parts' MD5s) but the
     /// object it made is a byte short. Read back (a job that moves or mirrors), the `HEAD` says
     /// so: the assembly lost bytes the parts' ETags cannot show, so the upload fails with
-    /// `nonMatchingChecksum`, and the object is left in place (no `DELETE`: issue #42).
+    /// `nonMatchingChecksum`, and the object is left in place (no `DELETE`: it may be an
+    /// earlier good version).
     @Test func aRightMultipartETagOnAShortObjectReadBackFailsAndDeletesNothing() async throws {
         let data = patternData(6 << 20 + 5)
         let composite = compositeETag(of: data)
