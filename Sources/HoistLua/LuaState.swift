@@ -406,15 +406,24 @@ public final class LuaRuntime: @unchecked Sendable {
         if budget.pointee.exceeded != 0, first.hasSuffix("not enough memory") {
             first = "memory limit of \(limits.memory) bytes exceeded"
         }
-        if let located = Self.located(first) { return LuaError(script: located.script, line: located.line, message: located.message, traceback: traceback) }
+        if let located = Self.located(first) {
+            return LuaError(script: Self.whole(located.script, of: script), line: located.line, message: located.message, traceback: traceback)
+        }
         // An error raised in C (a library function's) has no position: the innermost script line
         // in the traceback is where it was called.
         for frame in traceback.split(separator: "\n") {
             let frame = frame.trimmingCharacters(in: .whitespaces)
             guard !frame.hasPrefix("[C]"), !frame.hasPrefix("(hoist)"), let located = Self.located(frame) else { continue }
-            return LuaError(script: located.script, line: located.line, message: first, traceback: traceback)
+            return LuaError(script: Self.whole(located.script, of: script), line: located.line, message: first, traceback: traceback)
         }
         return LuaError(script: script, line: nil, message: first, traceback: traceback)
+    }
+
+    /// The script's whole name where Lua shortened it (a chunk name longer than `LUA_IDSIZE` is
+    /// `...` and its end): messages name a script by its path as the user gave it.
+    private static func whole(_ shown: String, of script: String) -> String {
+        guard shown.hasPrefix("..."), script.count > shown.count - 3, script.hasSuffix(shown.dropFirst(3)) else { return shown }
+        return script
     }
 
     /// `name:12: message` as its parts, or nil.

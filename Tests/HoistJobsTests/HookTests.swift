@@ -208,7 +208,7 @@ let recordEverything = """
         let run = try runProcess(hoist,
                                  ["validate", fixture.directory.url.appendingPathComponent("job.yaml").path])
         #expect(run.status == 2)
-        #expect(run.stderr.hasPrefix("bad.lua:4: 'end' expected (to close 'function' at line 1) near <eof>"), "\(run.stderr)")
+        #expect(run.stderr.hasPrefix("\(fixture.directory.path)/bad.lua:4: 'end' expected (to close 'function' at line 1) near <eof>"), "\(run.stderr)")
     }
 }
 
@@ -266,7 +266,7 @@ let recordEverything = """
             """.write(toFile: manifest, atomically: true, encoding: .utf8)
         let validated = try runProcess(hoist, ["validate", manifest])
         #expect(validated.status == 0, "\(validated.stderr)")
-        #expect(validated.stderr.contains("\(manifest): warning: hook check.lua defines before_uplod, which is not a hook: "
+        #expect(validated.stderr.contains("\(manifest): warning: hook \(folder.path)/check.lua defines before_uplod, which is not a hook: "
             + "nothing calls it (did you mean before_upload?)"), "\(validated.stderr)")
         #expect(validated.stderr.contains("\(manifest): warning: hook \(manifest)#hooks[1] defines on_sucess, which is not a hook: "
             + "nothing calls it (did you mean on_success?)"), "\(validated.stderr)")
@@ -276,7 +276,7 @@ let recordEverything = """
         #expect(validated.stderr.split(separator: "\n").filter { $0.contains("warning:") }.count == 3, "\(validated.stderr)")
         let run = try runProcess(hoist, ["run", manifest], environment: ["HOME": folder.path])
         #expect(run.status == 0, "\(run.stderr)")
-        #expect(run.stderr.contains("hoist: warning: hook check.lua defines before_uplod, which is not a hook"), "\(run.stderr)")
+        #expect(run.stderr.contains("hoist: warning: hook \(folder.path)/check.lua defines before_uplod, which is not a hook"), "\(run.stderr)")
     }
 
     /// The hooks' output folder inside a root is one mistake, said once (validate loads the
@@ -285,6 +285,34 @@ let recordEverything = """
         let (manifest, validated) = try validate("lua: { output: src/out }\nhooks:\n  - inline: 'x = 1'\n", file: "out/a.txt")
         #expect(validated.status == 2)
         #expect(validated.stderr.components(separatedBy: "\(manifest):5:16: the hook output folder").count == 2, "\(validated.stderr)")
+    }
+
+    /// A hook file is named as the user would open it from where Hoist ran, as a manifest error
+    /// names the manifest: `hoist validate sub/job.yaml` says `sub/hooks/check.lua`, where it
+    /// said `hooks/check.lua`, a path relative to the manifest's folder (no such file from
+    /// here); an absolute manifest path gives an absolute hook path.
+    @Test func hookPathsInMessagesAreAsTheUserGaveTheManifest() throws {
+        let fixture = try JobFixture()
+        let folder = fixture.directory.url.appendingPathComponent("sub")
+        try FileManager.default.createDirectory(at: folder.appendingPathComponent("hooks"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: folder.appendingPathComponent("src"), withIntermediateDirectories: true)
+        try "a".write(to: folder.appendingPathComponent("src/a.txt"), atomically: true, encoding: .utf8)
+        try "function before_uplod(f) end\nfunction before_upload(f)\n  error('no')\nend\n"
+            .write(to: folder.appendingPathComponent("hooks/check.lua"), atomically: true, encoding: .utf8)
+        try "version: 1\nname: paths\nstorage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nhooks: [./hooks/check.lua]\n"
+            .write(to: folder.appendingPathComponent("job.yaml"), atomically: true, encoding: .utf8)
+        let inside = { (arguments: String) in
+            try runProcess("/bin/sh", ["-c", "cd '\(fixture.directory.path)' && exec '\(hoist)' \(arguments)"], environment: ["HOME": fixture.directory.path])
+        }
+        let validated = try inside("validate sub/job.yaml")
+        #expect(validated.status == 0, "\(validated.stderr)")
+        #expect(validated.stderr.contains("sub/job.yaml: warning: hook sub/hooks/check.lua defines before_uplod"), "\(validated.stderr)")
+        let run = try inside("run sub/job.yaml")
+        #expect(run.status == 1, "\(run.stderr)")
+        #expect(run.stderr.contains("before_upload failed: sub/hooks/check.lua:3: no"), "\(run.stderr)")
+        #expect(!run.stderr.contains(" hooks/check.lua"), "\(run.stderr)")
+        let absolute = try runProcess(hoist, ["validate", folder.appendingPathComponent("job.yaml").path])
+        #expect(absolute.stderr.contains("warning: hook \(folder.path)/hooks/check.lua defines before_uplod"), "\(absolute.stderr)")
     }
 
     @Test func aMissingHookFileIsLocatedAtItsEntry() throws {

@@ -19,6 +19,27 @@ import Testing
         }
     }
 
+    /// Lua shortens a chunk's name to its last 57 bytes (`...` before them): a script named by a
+    /// long path (a manifest's folder) is named whole in the error all the same.
+    @Test func aLongScriptNameIsNamedWhole() throws {
+        let name = "/srv/backups/" + String(repeating: "nightly-photo-jobs/", count: 4) + "hooks/check.lua"
+        #expect { try LuaRuntime.checkSyntax("local x = 1\nreturn x +", name: name) } throws: { error in
+            let error = try #require(error as? LuaError)
+            return error.script == name && error.line == 2 && error.description.hasPrefix(name + ":2:")
+        }
+        let lua = try LuaRuntime()
+        let script = try lua.load("\n\nfunction boom() error('boom') end\nfunction go() boom() end\nfunction rep() string.rep() end", name: name)
+        #expect { try lua.call(script, "go") } throws: { error in
+            let error = try #require(error as? LuaError)
+            return error.description == name + ":3: boom"
+        }
+        // An error raised in C, located by the traceback's innermost script line.
+        #expect { try lua.call(script, "rep") } throws: { error in
+            let error = try #require(error as? LuaError)
+            return error.script == name && error.line == 5
+        }
+    }
+
     @Test func runtimeErrorNamesScriptLineAndTraceback() throws {
         let lua = try LuaRuntime()
         let script = try lua.load("\n\nfunction boom() error('boom') end\nfunction go() boom() end", name: "hook.lua")

@@ -4,7 +4,7 @@ import HoistYAML
 
 /// Where a job's hooks come from, and their check before a run (`hoist validate`).
 public enum HookSources {
-    /// The hooks' sources: files relative to the manifest, `inline:` entries (named
+    /// The hooks' sources: files relative to the manifest (named as `Job.shown` says), `inline:` entries (named
     /// `JOB.yaml#hooks[N]`) and plugins by name (named `plugin NAME`), each with the globals it
     /// gets (a plugin's `settings`).
     /// - Throws: `HookError` for a file that cannot be read; `YAMLError`s (each with its line and
@@ -25,7 +25,9 @@ public enum HookSources {
             case .file(let path):
                 let resolved = job.resolve(path)
                 switch readScript(resolved) {
-                case .success(let source): result.append((path, source, [:]))
+                // Named as the user would open it from where Hoist runs (`Job.shown`): errors,
+                // warnings and log lines name `sub/hooks/a.lua`, not `hooks/a.lua`.
+                case .success(let source): result.append((job.shown(path), source, [:]))
                 case .failure(let problem):
                     throw job.locatedError("cannot read hook \(path) (\(resolved)): \(problem.reason)", at: ["hooks", index])
                 }

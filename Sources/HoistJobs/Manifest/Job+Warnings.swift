@@ -30,7 +30,7 @@ extension Job {
             case .file(let path):
                 guard case .success(let bytes) = HookSources.readScript(resolve(path)) else { continue }
                 let text = String(decoding: bytes, as: UTF8.self)
-                (what, source, reads, given) = ("hook \(path)", text, PluginInfo(name: path, path: resolve(path), source: text).reads, [])
+                (what, source, reads, given) = ("hook \(shown(path))", text, PluginInfo(name: path, path: resolve(path), source: text).reads, [])
             case .plugin(let name, let settings):
                 guard let found = PluginCatalog.find(name, for: self, environment: environment),
                       case .success(let bytes) = HookSources.readScript(found.path) else { continue }

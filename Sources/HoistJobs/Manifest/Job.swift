@@ -244,6 +244,20 @@ public struct Job: Sendable {
         return line >= 1 && line <= lines.count ? String(lines[line - 1]) : nil
     }
 
+    /// A path from the manifest as messages show it: as the user would type it where they ran
+    /// Hoist, as a manifest error shows the manifest. An absolute one as it is; a relative one
+    /// joined to the manifest's path as given (`sub/job.yaml` and `hooks/a.lua` give
+    /// `sub/hooks/a.lua`; `/srv/job.yaml` gives `/srv/hooks/a.lua`), `..` left as written (a
+    /// folder on the way may be a link).
+    public func shown(_ path: String) -> String {
+        if path.hasPrefix("/") { return path }
+        var relative = Substring(path)
+        while relative.hasPrefix("./") { relative = relative.dropFirst(2).drop { $0 == "/" } }
+        let folder = (file as NSString).deletingLastPathComponent
+        if folder.isEmpty || folder == "." { return String(relative) }
+        return (folder.hasSuffix("/") ? folder : folder + "/") + relative
+    }
+
     /// A path from the manifest, made absolute against the manifest's folder.
     public func resolve(_ path: String) -> String {
         if path.hasPrefix("/") { return URL(fileURLWithPath: path).standardizedFileURL.path }
