@@ -213,7 +213,13 @@ import Testing
         killed.executableURL = URL(fileURLWithPath: hoist)
         killed.arguments = ["run", "--quiet", "--force", "--journal", url, manifest]
         try killed.run()
-        usleep(700_000)
+        // Killed once it holds the job (its run is `running`), not after a guessed time.
+        let holding = Date().addingTimeInterval(10)
+        while Date() < holding,
+              try server.psql("SELECT count(*) FROM hoist_run WHERE status = 'running'", database: database).stdout != "1\n" {
+            usleep(20_000)
+        }
+        #expect(killed.isRunning, "the run ended before it was killed")
         kill(killed.processIdentifier, SIGKILL)
         killed.waitUntilExit()
         let next = try runProcess(hoist, ["run", "--journal", url, manifest])

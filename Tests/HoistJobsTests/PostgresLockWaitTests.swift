@@ -39,7 +39,15 @@ import Testing
 
         // A run that waits for the job, killed while it waits.
         let waiter = try StartedProcess(hoist, ["run", "--wait", "--journal", url, manifest])
-        usleep(1_500_000)
+        // Killed once it is trying the job's lock (its session's last query), not after a
+        // guessed time.
+        func trying() throws -> String {
+            try server.psql("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE '% pid \(waiter.pid) %' "
+                + "AND query LIKE '%pg_try_advisory_lock%'", database: database).stdout
+        }
+        deadline = Date().addingTimeInterval(10)
+        while Date() < deadline, try trying() == "0\n" { usleep(20_000) }
+        #expect(try trying() != "0\n", "the run never tried the job's lock")
         #expect(waiter.process.isRunning, "the run did not wait")
         kill(waiter.pid, SIGKILL)
         _ = waiter.finish()

@@ -147,7 +147,12 @@ import Testing
         process.executableURL = URL(fileURLWithPath: hoist)
         process.arguments = ["run", "--quiet", manifest]
         try process.run()
-        usleep(1_000_000)
+        // Killed once its upload is under way (bytes in the bucket's unnamed upload file), not
+        // after a guessed time.
+        let uploads = fixture.directory.url.appendingPathComponent("bucket/.hoist/uploads").path
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline, (openFiles(of: process.processIdentifier, under: uploads).first?.size ?? 0) == 0 { usleep(20_000) }
+        #expect(process.isRunning, "the run ended before it was killed")
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
         #expect(try runProcess(hoist, ["run", manifest]).status == 0)

@@ -6,6 +6,13 @@ import Testing
 
 /// The order and content of status events, as observers see them.
 @Suite struct TaskEventTests {
+    /// Returns once the callback queue (serial) has run every delivery handed to it before this
+    /// call: a task hands each event's handlers to it in one block, under its lock, as the event
+    /// happens. What a fixed wait hoped for, without guessing how long it takes.
+    func callbacksRun(_ storage: Storage) async {
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in storage.callbackQueue.async { done.resume() } }
+    }
+
     @Test func successOrder() async throws {
         let bucket = try LocalBucketFixture()
         let size = 3 << 20 + 5
@@ -127,7 +134,7 @@ import Testing
         _ = await recorder.finished()
         task.pause()    // finished: nothing
         task.resume()
-        try await Task.sleep(for: .milliseconds(50))
+        await callbacksRun(bucket.storage)
         #expect(recorder.statuses == [.resume, .progress, .success])
     }
 
@@ -147,7 +154,7 @@ import Testing
                 done.resume()
             }
         }
-        try await Task.sleep(for: .milliseconds(50))
+        await callbacksRun(bucket.storage)
         #expect(calls.withLock { $0 } == [.success])
 
         // After failure: a failure observer fires once with the error.
@@ -191,7 +198,7 @@ import Testing
         task.removeAllObservers(for: .pause)
         let recorder = EventRecorder(task)
         _ = await recorder.finished()
-        try await Task.sleep(for: .milliseconds(50))
+        await callbacksRun(bucket.storage)
         let seen = calls.withLock { $0 }
         #expect(!seen.contains("one"))
         #expect(!seen.contains("pause"))
@@ -210,7 +217,7 @@ import Testing
         task.removeAllObservers()
         let recorder = EventRecorder(task)
         _ = await recorder.finished()
-        try await Task.sleep(for: .milliseconds(50))
+        await callbacksRun(bucket.storage)
         #expect(calls.withLock { $0 } == 0)
     }
 
@@ -222,7 +229,7 @@ import Testing
         let calls = Mutex(0)
         task.observe(.progress) { _ in calls.withLock { $0 += 1 } }
         task.observe(.resume) { _ in calls.withLock { $0 += 1 } }
-        try await Task.sleep(for: .milliseconds(50))
+        await callbacksRun(bucket.storage)
         #expect(calls.withLock { $0 } == 0)
     }
 
