@@ -1,4 +1,5 @@
 import Foundation
+import HoistStorage
 
 /// A file found under a file set's root.
 public struct WalkedFile: Sendable {
@@ -110,7 +111,7 @@ public struct FileWalker: Sequence, IteratorProtocol {
             nanoseconds = Int(info.st_mtim.tv_nsec)
             device = UInt64(info.st_dev)
             inode = UInt64(info.st_ino)
-            changed = Int64(info.st_ctim.tv_sec) &* 1_000_000_000 &+ Int64(info.st_ctim.tv_nsec)
+            changed = info.ctimeNanoseconds
         }
 
         var kind: UInt32 { mode & UInt32(S_IFMT) }
@@ -298,6 +299,6 @@ extension WalkedFile {
         size = Int64(info.st_size)
         modified = FileWalker.modified(seconds: Int(info.st_mtim.tv_sec), nanoseconds: Int(info.st_mtim.tv_nsec))
         modifiedNanoseconds = Int64(info.st_mtim.tv_sec) &* 1_000_000_000 &+ Int64(info.st_mtim.tv_nsec)
-        changedNanoseconds = Int64(info.st_ctim.tv_sec) &* 1_000_000_000 &+ Int64(info.st_ctim.tv_nsec)
+        changedNanoseconds = info.ctimeNanoseconds
     }
 }

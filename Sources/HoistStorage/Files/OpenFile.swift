@@ -39,6 +39,12 @@ final class OpenFile: Sendable {
     }
 }
 
+extension stat {
+    /// The status change time in nanoseconds: it moves on with every write whatever the mtime
+    /// says, and no user can set it back.
+    package var ctimeNanoseconds: Int64 { Int64(st_ctim.tv_sec) &* 1_000_000_000 &+ Int64(st_ctim.tv_nsec) }
+}
+
 /// What `stat(2)` says of a path: enough to tell a regular file, its size, and whether it changed.
 struct FileStatus: Sendable, Equatable {
     let isRegular: Bool
@@ -63,7 +69,7 @@ struct FileStatus: Sendable, Equatable {
         size = Int64(status.st_size)
         modified = Int64(status.st_mtim.tv_sec)
         modifiedNanoseconds = Int(status.st_mtim.tv_nsec)
-        changed = Int64(status.st_ctim.tv_sec) &* 1_000_000_000 &+ Int64(status.st_ctim.tv_nsec)
+        changed = status.ctimeNanoseconds
         links = UInt64(status.st_nlink)
     }
 }

@@ -55,7 +55,7 @@ package final class RootFolder: Sendable {
         package init(_ info: stat) {
             self.init(device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int64(info.st_size),
                       mtime: Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9,
-                      ctimeNanoseconds: Int64(info.st_ctim.tv_sec) &* 1_000_000_000 &+ Int64(info.st_ctim.tv_nsec))
+                      ctimeNanoseconds: info.ctimeNanoseconds)
         }
     }
 

@@ -213,11 +213,7 @@ public final class GCSBackend: StorageBackend {
         do {
             response = try await send(request)
         } catch let failure as StorageFailure where failure.noAnswer {
-            let route = EnvironmentProxy.describe(for: endpoint).map { " through the proxy \($0)" } ?? ""
-            throw StorageFailure(
-                .unknown,
-                "Cannot reach Cloud Storage at \(endpoint)\(route) (\(failure.message)). Check the network, the proxy "
-                    + "(HTTPS_PROXY, NO_PROXY), or STORAGE_EMULATOR_HOST.", details: ["bucket": bucket])
+            throw HTTPBackend.unreachable(failure, service: "Cloud Storage", endpoint: endpoint, settings: "STORAGE_EMULATOR_HOST", bucket: bucket)
         }
         switch response.status {
         case 200, 403:

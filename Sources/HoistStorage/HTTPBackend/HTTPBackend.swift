@@ -33,6 +33,17 @@ enum HTTPBackend {
                               retryable: error.isTransient, noAnswer: true, details: ["bucket": bucket])
     }
 
+    /// What an access check says when no server answered (`StorageFailure.noAnswer`): the
+    /// service and endpoint, the proxy on the way if any, why, and where to look.
+    /// - Parameter settings: the backend's own settings that point at a server ("STORAGE_EMULATOR_HOST").
+    static func unreachable(_ failure: StorageFailure, service: String, endpoint: String, settings: String, bucket: String) -> StorageFailure {
+        let route = EnvironmentProxy.describe(for: endpoint).map { " through the proxy \($0)" } ?? ""
+        return StorageFailure(
+            .unknown,
+            "Cannot reach \(service) at \(endpoint)\(route) (\(failure.message)). Check the network, the proxy "
+                + "(HTTPS_PROXY, NO_PROXY), or \(settings).", details: ["bucket": bucket])
+    }
+
     /// One line for a TLS certificate that was not trusted: the server, curl's reason, and how to
     /// name the CA that signs it (every way a backend that speaks HTTP honours).
     static func certificateAdvice(_ error: HTTPTransportError, url: String, caBundle: String?) -> String {

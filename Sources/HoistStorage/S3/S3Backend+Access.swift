@@ -21,11 +21,8 @@ extension S3Backend {
         do {
             response = try await send("GET", key: nil, query: [("list-type", "2"), ("max-keys", "1")], quick: true)
         } catch let failure as StorageFailure where failure.noAnswer {
-            let route = EnvironmentProxy.describe(for: endpoint).map { " through the proxy \($0)" } ?? ""
-            throw StorageFailure(
-                .unknown,
-                "Cannot reach S3 at \(endpoint)\(route) (\(failure.message)). Check the network, the proxy (HTTPS_PROXY, "
-                    + "NO_PROXY), or the endpoint (AWS_ENDPOINT_URL, storage.endpoint).", details: ["bucket": bucket])
+            throw HTTPBackend.unreachable(failure, service: "S3", endpoint: endpoint, settings: "the endpoint (AWS_ENDPOINT_URL, storage.endpoint)",
+                                          bucket: bucket)
         }
         if response.status == 200 {
             // The bucket's own listing, or the check proved nothing: a server that takes the bucket
