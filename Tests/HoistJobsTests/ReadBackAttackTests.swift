@@ -355,7 +355,9 @@ import Testing
         holder.arguments = ["-x", lock, "sleep", "5"]
         try holder.run()
         defer { holder.terminate() }
-        usleep(300_000)
+        // Once flock holds the lock (a try of it fails), not after a guessed time.
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline, try runProcess("/usr/bin/flock", ["-n", lock, "true"]).status == 0 { usleep(20_000) }
         let run = try runProcess(hoist, ["run", manifest], environment: environment)
         #expect(run.status == 2)
         #expect(run.stderr.contains("is already running (pid unknown)"), "\(run.stderr)")
@@ -396,7 +398,11 @@ import Testing
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         try process.run()
-        usleep(1_500_000)
+        // Ctrl-C once big.bin's bytes are moving (its upload file in the bucket holds more than
+        // a.txt could), not after a guessed time.
+        let uploads = slow.directory.url.appendingPathComponent("bucket/.hoist/uploads")
+        #expect(waitForAnUpload(by: process.processIdentifier, in: uploads, holdingMoreThan: 100_000))
+        #expect(process.isRunning, "the run ended before its Ctrl-C")
         kill(process.processIdentifier, SIGINT)
         process.waitUntilExit()
         let said = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)

@@ -149,9 +149,8 @@ import Testing
         try process.run()
         // Killed once its upload is under way (bytes in the bucket's unnamed upload file), not
         // after a guessed time.
-        let uploads = fixture.directory.url.appendingPathComponent("bucket/.hoist/uploads").path
-        let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline, (openFiles(of: process.processIdentifier, under: uploads).first?.size ?? 0) == 0 { usleep(20_000) }
+        let uploads = fixture.directory.url.appendingPathComponent("bucket/.hoist/uploads")
+        #expect(waitForAnUpload(by: process.processIdentifier, in: uploads, holdingMoreThan: 0))
         #expect(process.isRunning, "the run ended before it was killed")
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()

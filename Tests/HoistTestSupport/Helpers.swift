@@ -100,6 +100,24 @@ public func waitForAPart(in uploads: URL, holdingMoreThan bytes: Int, seconds: D
     }
 }
 
+/// Waits (at most `seconds`) until process `pid` is writing an upload of more than `bytes` into
+/// a local bucket's `uploads` folder: an unnamed file it holds open (a small upload's) or a part
+/// file. Whether it is: a test kills or signals a run once its bytes move, not after a guessed time.
+@discardableResult
+public func waitForAnUpload(by pid: Int32, in uploads: URL, holdingMoreThan bytes: Int, seconds: Double = 10) -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if openFiles(of: pid, under: uploads.path).contains(where: { $0.size > bytes }) { return true }
+        let parts = (try? FileManager.default.contentsOfDirectory(atPath: uploads.path))?.filter { $0.hasSuffix(".part") } ?? []
+        for part in parts {
+            if let size = try? FileManager.default.attributesOfItem(atPath: uploads.appendingPathComponent(part).path)[.size] as? Int,
+               size > bytes { return true }
+        }
+        usleep(20_000)
+    }
+    return false
+}
+
 /// A program started in the background, its standard output and error read into one text as
 /// they come (so a chatty program never blocks on a full pipe).
 public final class StartedProcess: @unchecked Sendable {
