@@ -2,7 +2,7 @@ import Foundation
 import HoistTestSupport
 import Testing
 
-/// One set of counts (#29 item 10): the summary line, `--json`'s `job_end`, the metrics file and
+/// One set of counts: the summary line, `--json`'s `job_end`, the metrics file and
 /// `hoist status` say the same of a run, whatever ended its files.
 @Suite struct CountsAgreeTests {
     /// What a run said of itself in each place, and what `hoist status` says of it afterwards.

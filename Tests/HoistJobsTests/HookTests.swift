@@ -419,7 +419,7 @@ let recordEverything = """
     }
 }
 
-/// #35: Lua source is bytes. Older scripts (and Lua's own test files) hold Latin-1 in string
+/// Lua source is bytes. Older scripts (and Lua's own test files) hold Latin-1 in string
 /// literals; such a hook file loads and its strings keep their bytes. A file that cannot be a
 /// hook is refused with the reason.
 @Suite struct HookFileBytesTests {

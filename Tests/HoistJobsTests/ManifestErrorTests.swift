@@ -87,7 +87,7 @@ import Testing
         ])
     }
 
-    /// #29: `concurrency: eight` used to stop the reading of `upload:`, hiding the range error
+    /// `concurrency: eight` used to stop the reading of `upload:`, hiding the range error
     /// after it and the unknown key before it; a bad required value (`storage`'s url, a file
     /// set's root) stopped the whole manifest. Every mistake comes in one run, in file order.
     @Test func everyMistakeIsReportedInOnePass() {
@@ -181,7 +181,7 @@ import Testing
         #expect(mistakes(typo, file: "j.yaml") == ["j.yaml:3:27: unknown key 'ulr' (did you mean 'url'?): a file: storage takes only url"])
     }
 
-    /// #29 item 7: a manifest that cannot be read says why in words, not Foundation's "The
+    /// A manifest that cannot be read says why in words, not Foundation's "The
     /// operation could not be completed".
     @Test func aManifestThatCannotBeReadSaysWhy() throws {
         let directory = try TemporaryDirectory()

@@ -3,7 +3,7 @@ import HoistJobs
 import HoistTestSupport
 import Testing
 
-/// #36 item 5: names are bytes. "café" with U+00E9 and "café" with "e" + U+0301 are two files,
+/// Names are bytes. "café" with U+00E9 and "café" with "e" + U+0301 are two files,
 /// two rows and two objects, though Swift's String calls them equal.
 @Suite struct NameBytesTests {
     @Test func canonicallyEquivalentTwinsAreTwoFilesToTheJournal() throws {

@@ -29,7 +29,7 @@ import Testing
         #expect(end["uploaded"] as? Int == 30)
     }
 
-    /// #29: 40 files of 1 MB at 8 MB/s showed no total for most of the run, since the walk moves
+    /// 40 files of 1 MB at 8 MB/s showed no total for most of the run, since the walk moves
     /// only as slots free up. The totals are counted ahead while the walk waits: they come before
     /// the first upload ends (at 8 MB/s, four slots: half a second), and once.
     @Test func totalsArriveEarlyWhenUploadsHoldTheWalkBack() throws {

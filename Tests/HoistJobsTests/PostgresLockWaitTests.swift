@@ -2,7 +2,7 @@ import Foundation
 import HoistTestSupport
 import Testing
 
-/// #36 item 7: a `hoist run --wait` killed while it waited for the job left its wait queued in
+/// A `hoist run --wait` killed while it waited for the job left its wait queued in
 /// PostgreSQL (the server notices a closed connection only when the lock comes), and every new
 /// process of the job was refused as if it still ran. Waits are tries from the client now.
 @Suite(.serialized) struct PostgresLockWaitTests {

@@ -3,7 +3,7 @@ import HoistJobs
 import HoistTestSupport
 import Testing
 
-/// Issue #36: a shared run's journal steers which files, nothing else, and a run always ends:
+/// A shared run's journal steers which files, nothing else, and a run always ends:
 /// a worker thawed after its files were taken writes nothing over the taker's rows and sends
 /// nothing; rows edited under a worker do not keep it waiting; a file stored but not recorded is
 /// not sent again. On a real PostgreSQL (`PostgresServer`), with the real `hoist`.

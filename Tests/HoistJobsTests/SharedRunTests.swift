@@ -405,7 +405,7 @@ import Testing
         return try runProcess(hoist, ["run", "--worker", "--journal", url, manifest])
     }
 
-    /// Rows that lie about the file (#36): a 4 KiB file whose row says 100 bytes under
+    /// Rows that lie about the file (whoever can write the journal can write them): a 4 KiB file whose row says 100 bytes under
     /// `maxSize: 1KiB`, a hidden file, and a file of 2020 whose row says 1999 so that
     /// `{mtime:%Y}` names another object. Filters and templates are judged on the file itself.
     @Test func aClaimIsJudgedOnTheFileNotOnItsRow() throws {

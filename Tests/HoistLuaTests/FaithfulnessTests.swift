@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import HoistLua
 
-/// #35: the sandbox's own versions of Lua's looping library functions (written again so their
+/// The sandbox's own versions of Lua's looping library functions (written again so their
 /// work is charged to the budget) keep every check and message of Lua 5.4's C functions: a
 /// script fails at once with Lua's message, under a small budget and a large one alike, and no
 /// error names an internal chunk.

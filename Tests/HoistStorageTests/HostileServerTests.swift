@@ -5,8 +5,8 @@ import Synchronization
 import Testing
 @testable import HoistStorage
 
-/// Everything Hoist reads back from a server, or from a journal's row, is hostile input (issue
-/// #28): a session URL elsewhere, an endless answer, an answer dripped a byte at a time. Each
+/// Everything Hoist reads back from a server, or from a journal's row, is hostile input: a
+/// session URL elsewhere, an endless answer, an answer dripped a byte at a time. Each
 /// test is named after the attack, against Tests/servers/hostilehttp.py (answers no real server
 /// gives) or a real server with a forged session.
 @Suite struct HostileServerTests {
@@ -80,7 +80,7 @@ import Testing
         #expect(proxy.requests.allSatisfy { $0["bearer"] as? Bool == true })
     }
 
-    /// Issue #36: a journal's row names a session of the same server for another object. The
+    /// A journal's row (whoever can write the journal) names a session of the same server for another object. The
     /// file was stored under that other name, the task reported success, and the object the
     /// manifest names never existed. The stored object's bucket and name are checked against
     /// what was asked: the other object is taken back, and the file is stored under its own name.
