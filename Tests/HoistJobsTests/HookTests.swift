@@ -201,6 +201,31 @@ let recordEverything = """
         #expect(hooks.log.all.contains { $0.contains("broken.lua:1: broken on purpose") })
     }
 
+    /// A root that is a link to a file (`root: latest.log`, a link to the day's log) reaches
+    /// hooks as the manifest names it: `file.path` was the link's target, a path the user never
+    /// wrote. The bytes are the target's.
+    @Test func aLinkedFileRootReachesHooksAsWritten() throws {
+        let fixture = try JobFixture()
+        _ = try fixture.file("logs/2026-11-28.log", 100)
+        let link = fixture.directory.url.appendingPathComponent("latest.log")
+        try FileManager.default.createSymbolicLink(atPath: link.path, withDestinationPath: "src/logs/2026-11-28.log")
+        _ = try fixture.job("""
+            storage: { url: 'file:bucket' }
+            files: [{ root: latest.log }]
+            lua: { output: out }
+            hooks:
+              - inline: |
+                  function before_upload(f) hoist.append_file("paths.txt", f.path .. "\\n") end
+
+            """)
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        let run = try runProcess(hoist, ["run", manifest], environment: ["HOME": fixture.directory.path])
+        #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
+        let paths = try String(contentsOf: fixture.directory.url.appendingPathComponent("out/paths.txt"), encoding: .utf8)
+        #expect(paths == link.path + "\n")
+        #expect(try Data(contentsOf: fixture.directory.url.appendingPathComponent("bucket/latest.log")) == patternData(100))
+    }
+
     @Test func syntaxErrorsAreReportedByValidate() throws {
         let fixture = try JobFixture()
         try fixture.directory.write("bad.lua", Data("function on_success(s)\n  if s then\nend\n".utf8))

@@ -152,11 +152,10 @@ public struct FileWalker: Sequence, IteratorProtocol {
         if found, (info.st_mode & S_IFMT) == S_IFDIR {
             push(path: root, relative: "", identity: FileIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino)))
         } else if (info.st_mode & S_IFMT) == S_IFREG {
-            // Named by the root's own name; read through a link's target (uploads open regular files).
-            var link = stat()
-            let isLink = lstat(root, &link) == 0 && (link.st_mode & S_IFMT) == S_IFLNK
-            let path = isLink ? URL(fileURLWithPath: root).resolvingSymlinksInPath().path : root
-            single = Self.file(path, relative: (root as NSString).lastPathComponent, Status(info))
+            // Named by the root's own name, at the path the manifest gives, a link there
+            // included (hooks, messages and the journal see the path the user wrote); what it
+            // leads to is read (`Job.followsLinks`).
+            single = Self.file(root, relative: (root as NSString).lastPathComponent, Status(info))
         } else if found {
             // A missing root is the job's to tell (an error, or a note for an optional set).
             problems.append(WalkProblem(path: root, message: "not a readable folder", isFailure: false))

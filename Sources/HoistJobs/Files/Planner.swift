@@ -142,7 +142,7 @@ public struct Planner: Sequence, Sendable {
         guard let kept = record.content.flatMap(Journal.ContentHash.init(text:)) else { return false }
         let status = item.file.statusKey
         if kept.status == status { return true }
-        let followingLinks = job.manifest.files.indices.contains(item.fileSetIndex) && job.manifest.files[item.fileSetIndex].followSymlinks
+        let followingLinks = job.followsLinks(at: item.file.path, inSet: item.fileSetIndex)
         guard let crc = try? ByteSource.contentCRC32C(ofFileAt: item.file.path, followingLinks: followingLinks), crc == kept.crc32c
         else { return false }
         item.rehashed = Journal.ContentHash(crc32c: crc, status: status)

@@ -167,6 +167,16 @@ public struct Job: Sendable {
         resolve(set.root)
     }
 
+    /// Whether the file at `path`, of the file set at `index`, is read following a link at its
+    /// end: in a set that follows links, and for the set's root itself (a file the manifest
+    /// names, as `root: latest.log` names a link to the day's log: followed as a folder root
+    /// is). Elsewhere a link found where a file was leads nowhere.
+    func followsLinks(at path: String, inSet index: Int) -> Bool {
+        guard manifest.files.indices.contains(index) else { return false }
+        let set = manifest.files[index]
+        return set.followSymlinks || path == root(of: set)
+    }
+
     /// Checks that every file set's root is a folder Hoist can read, so that a mount that went
     /// away, a typo or a permission change stops the job instead of uploading nothing "successfully";
     /// and what the backend's options can check before it is made (`BackendOptions.check`: the

@@ -257,7 +257,7 @@ public final class JobRunner: Sendable {
         do {
             let root = roots.indices.contains(item.fileSetIndex) ? roots[item.fileSetIndex] : nil
             walked = try ByteSource.openWalked(file.path, relativePath: file.relativePath, beneath: root, device: file.device,
-                                               inode: file.inode, followingLinks: set.followSymlinks) {
+                                               inode: file.inode, followingLinks: job.followsLinks(at: file.path, inSet: item.fileSetIndex)) {
                 // Where the file must be, links resolved (a file set whose root is the file itself: the file is its root).
                 let root = ByteSource.realPath(job.root(of: set))
                 return file.path == job.root(of: set) ? root : (root == "/" ? "" : root) + "/" + file.relativePath

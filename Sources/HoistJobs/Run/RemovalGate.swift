@@ -152,8 +152,7 @@ enum RemovalGate {
         } catch {
             return "its object could not be read to prove it holds the file (\(describe(error)))"
         }
-        let sets = runner.job.manifest.files
-        let followingLinks = sets.indices.contains(item.fileSetIndex) && sets[item.fileSetIndex].followSymlinks
+        let followingLinks = runner.job.followsLinks(at: item.file.path, inSet: item.fileSetIndex)
         let file: (crc32c: String, md5: String, size: Int64)
         do { file = try ByteSource.contentDigests(ofFileAt: item.file.path, followingLinks: followingLinks) } catch {
             return "it could not be read to prove its object holds it (\(describe(error)))"
