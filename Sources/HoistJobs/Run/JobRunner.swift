@@ -335,20 +335,27 @@ public final class JobRunner: Sendable {
         recorder?.runIsStopping()
     }
 
-    func cancelInFlight() {
-        for task in state.withLock({ Array($0.tasks.values) }) { task.cancel() }
+    func cancelInFlight(keepingSessions: Bool = false) {
+        for task in state.withLock({ Array($0.tasks.values) }) { keepingSessions ? task.checkpoint() : task.cancel() }
     }
 
     /// Stops the job: nothing more starts, uploads in flight are cancelled (leaving no partial
     /// object), and the summary says it was interrupted.
-    public func cancelAll() {
+    public func cancelAll() { interrupt(keepingSessions: false) }
+
+    /// Stops the job as `cancelAll` does, but checkpoints the uploads in flight: each one's
+    /// resumable session stays on the server and in the journal (a `pending` row with its
+    /// session), so the next process continues it from the server's offset. A watcher's SIGTERM.
+    public func checkpointAll() { interrupt(keepingSessions: true) }
+
+    private func interrupt(keepingSessions: Bool) {
         state.withLock {
             $0.stopping = true
             $0.interrupted = true
         }
         recorder?.runIsStopping()
         hooks?.cancel()
-        cancelInFlight()
+        cancelInFlight(keepingSessions: keepingSessions)
     }
 
     /// Pauses every upload in flight, and those that start while paused.
