@@ -196,4 +196,28 @@ extension WatchTests {
             .flatMap { Double($0.split(separator: " ").last ?? "") } ?? -1
         #expect(age > 0 && age < 30, "\(seen)")
     }
+
+    /// `on_settle(file)` is called for each settled file the job takes (its filters and
+    /// template applied: not a hidden or excluded file), before that file's `before_upload`.
+    @Test func onSettleHearsEachSettledFileTheJobTakesBeforeItsUpload() throws {
+        let fixture = try JobFixture()
+        let watcher = try startWatcher(fixture, settle: "300ms", files: "[{ root: src, exclude: ['*.part'], destination: 'in/{relpath}' }]",
+                                       extra: """
+            hooks:
+              - inline: |
+                  function on_settle(file) log.info("settled " .. file.relpath .. " -> " .. file.destination .. " " .. file.size) end
+                  function before_upload(file) log.info("before " .. file.relpath) end
+            """, readyAs: "in/ready.txt")
+        try patternData(1000, seed: 2).write(to: source(fixture, "scan.pdf.part"))
+        try patternData(100, seed: 2).write(to: source(fixture, ".hidden.txt"))
+        try FileManager.default.moveItem(at: source(fixture, "scan.pdf.part"), to: source(fixture, "scan.pdf"))
+        let seen = waitFor(seconds: 10) { stored(fixture, "in/scan.pdf") == patternData(1000, seed: 2) }
+        let output = stop(watcher)
+        #expect(seen, "\(output.suffix(800))")
+        let settled = output.range(of: "info: settled scan.pdf -> in/scan.pdf 1000\n")
+        let before = output.range(of: "info: before scan.pdf\n")
+        #expect(settled != nil && before != nil && settled!.lowerBound < before!.lowerBound, "\(output.suffix(1500))")
+        #expect(!output.contains("settled .hidden.txt") && !output.contains("settled scan.pdf.part") && !output.contains("settled ready.txt"),
+                "\(output.suffix(1500))")
+    }
 }

@@ -9,17 +9,18 @@ import Testing
 
     /// A watcher of `fixture`'s `src` into `bucket`, once its catch-up pass has stored a first
     /// file (its folders are watched before that pass begins).
-    /// - Parameters: extra: more of the manifest; arguments: more of the command line.
-    func startWatcher(_ fixture: JobFixture, settle: String, maxWait: String = "1m", extra: String = "",
-                      arguments: [String] = []) throws -> StartedProcess {
+    /// - Parameters: files: the manifest's file sets; extra: more of the manifest; arguments: more
+    ///   of the command line; object: where `files` stores ready.txt.
+    func startWatcher(_ fixture: JobFixture, settle: String, maxWait: String = "1m", files: String = "[{ root: src }]",
+                      extra: String = "", arguments: [String] = [], readyAs object: String = "ready.txt") throws -> StartedProcess {
         try fixture.file("ready.txt", 5)
         _ = try fixture.job("""
             storage: { url: 'file:bucket' }
-            files: [{ root: src }]
+            files: \(files)
             watch: { settle: \(settle), maxWait: \(maxWait) }
             """ + (extra.isEmpty ? "" : "\n" + extra))
         let watcher = try StartedProcess(hoist, ["watch", "--json"] + arguments + [manifest(fixture)])
-        let ready = waitFor(seconds: 20) { stored(fixture, "ready.txt") == patternData(5) }
+        let ready = waitFor(seconds: 20) { stored(fixture, object) == patternData(5) }
         if !ready { _ = stop(watcher) }
         try #require(ready, "the catch-up pass did not store ready.txt")
         return watcher

@@ -168,8 +168,13 @@ public final class JobWatcher: Sendable {
             }
             // Folders that could not be watched before may be now (watches freed): a full pass covers them meanwhile.
             if batch.fullPassOwed { folders.watchAll() }
-            _ = clock.startPass()
+            let settled = clock.startPass()
             writeState(&watchState, clock)
+            if let hooks = session.hooks, hooks.hearsSettledFiles {
+                // on_settle for each file the job takes, before the pass's own hooks.
+                for item in Self.settledItems(settled, of: session.job) { hooks.fileSettled(item) }
+                await hooks.drain()
+            }
             guard let summary = await runPass(pass) else { break }
             last = summary
             writeState(&watchState, clock)
@@ -224,6 +229,32 @@ public final class JobWatcher: Sendable {
         do { try Metrics.write(last, watching: .init(queue: clock.pending.count, oldestUnsettledSeconds: oldest), to: metricsFile) } catch {
             notice(.metricsNotWritten("\(error)"))
         }
+    }
+
+    /// The plan items of the settled `paths` that `job` takes to upload (regular files, or
+    /// links its set follows, inside a root, not hidden unless the set takes hidden files, and
+    /// through its filters and templates), each as the walk would plan it.
+    static func settledItems(_ paths: [String], of job: Job) -> [PlanItem] {
+        let planner = Planner(job: job)
+        var items: [PlanItem] = []
+        for path in paths {
+            for (index, set) in job.manifest.files.enumerated() {
+                let root = job.root(of: set)
+                let prefix = root == "/" ? "/" : root + "/"
+                let relative = path == root ? (path as NSString).lastPathComponent : (path.hasPrefix(prefix) ? String(path.dropFirst(prefix.count)) : "")
+                let parts = relative.split(separator: "/", omittingEmptySubsequences: false)
+                guard !relative.isEmpty, !parts.contains(where: { $0.isEmpty || $0 == "." || $0 == ".." }),
+                      set.hidden || !parts.contains(where: { $0.hasPrefix(".") }) else { continue }
+                var info = stat()
+                guard lstat(path, &info) == 0 else { continue }
+                if (info.st_mode & S_IFMT) == S_IFLNK, !(set.followSymlinks && stat(path, &info) == 0) { continue }
+                guard (info.st_mode & S_IFMT) == S_IFREG else { continue }
+                var walked = WalkedFile(path: path, relativePath: relative, size: 0, modified: Date())
+                walked.update(from: info)
+                if case .success(let item) = planner.item(for: walked, set: index), case .upload = item.decision { items.append(item) }
+            }
+        }
+        return items
     }
 
     /// Reads what wakes have been written to the pipe (it is non-blocking).
