@@ -220,4 +220,35 @@ extension WatchTests {
         #expect(!output.contains("settled .hidden.txt") && !output.contains("settled scan.pdf.part") && !output.contains("settled ready.txt"),
                 "\(output.suffix(1500))")
     }
+
+    /// A pass for settled files plans those files alone, through the set's filters and
+    /// template: the tree's other files are not walked again (no `unchanged` among its counts),
+    /// an excluded file is left out, and a file in a folder made since is found by a whole pass.
+    @Test func aPassOfSettledFilesPlansThemAloneThroughTheFilters() throws {
+        let fixture = try JobFixture()
+        for index in 0..<20 { try fixture.file("old/f\(index).txt", 100 + index) }
+        let watcher = try startWatcher(fixture, settle: "300ms", files: "[{ root: src, exclude: ['*.part'], destination: 'in/{relpath}' }]",
+                                       arguments: [], readyAs: "in/ready.txt")
+        #expect(waitFor(seconds: 10) { stored(fixture, "in/old/f19.txt") != nil })
+        try patternData(500, seed: 3).write(to: source(fixture, "old/new.txt"))
+        try patternData(500, seed: 4).write(to: source(fixture, "old/skip.part"))
+        let seen = waitFor(seconds: 10) { stored(fixture, "in/old/new.txt") == patternData(500, seed: 3) }
+        // A folder made since: a whole pass finds its file, written before the folder was watched or not.
+        try FileManager.default.createDirectory(at: source(fixture, "made/later"), withIntermediateDirectories: true)
+        try patternData(600, seed: 5).write(to: source(fixture, "made/later/deep.txt"))
+        let deep = waitFor(seconds: 10) { stored(fixture, "in/made/later/deep.txt") == patternData(600, seed: 5) }
+        let output = stop(watcher)
+        #expect(seen && deep, "\(output.suffix(800))")
+        #expect(stored(fixture, "in/old/skip.part") == nil)
+        let ends = output.split(separator: "\n").compactMap { line -> [String: Any]? in
+            guard let event = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                  event["event"] as? String == "job_end" else { return nil }
+            return event
+        }
+        // The catch-up walked 21 files; the pass for new.txt (with skip.part, excluded) planned two.
+        #expect(ends.first?["uploaded"] as? Int == 21, "\(ends)")
+        #expect(ends.contains { $0["uploaded"] as? Int == 1 && $0["unchanged"] as? Int == 0 && ($0["skipped"] as? Int ?? 9) <= 1 }, "\(ends)")
+        #expect(successes(output, file: "/src/old/f3.txt") == 1)
+    }
 }
+

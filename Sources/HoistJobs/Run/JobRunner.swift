@@ -27,6 +27,9 @@ public final class JobRunner: Sendable {
     /// The shared run this process works on as one of its workers (`SharedRun`): the plan is
     /// written to the journal (when this process makes it), and files come from claims.
     let shared: SharedRun?
+    /// The only files this run plans, each with its file set, instead of walking the roots
+    /// (`hoist watch`'s settled files): no mirror deletes anything in such a run.
+    let listedFiles: [(file: WalkedFile, set: Int)]?
     /// Files larger than this use the large-file lane.
     public static let largeFile: Int64 = 8 << 20
 
@@ -52,10 +55,12 @@ public final class JobRunner: Sendable {
     ///   this run's outcomes are written to it.
     /// - Parameter remoteCheck: before skipping a file as unchanged, ask the server (also on with
     ///   `upload.remoteCheck`).
+    /// - Parameter listed: the files to plan instead of a walk (`listedFiles`).
     public init(job: Job, storage: Storage, observers: [any JobObserver], hooks: HookBus? = nil,
                 journal: (any JournalStore)? = nil, force: Bool = false, remoteCheck: Bool = false,
-                runID: String = UUID().uuidString.lowercased(), shared: SharedRun? = nil) {
+                runID: String = UUID().uuidString.lowercased(), shared: SharedRun? = nil, listing listed: [(file: WalkedFile, set: Int)]? = nil) {
         self.job = job
+        listedFiles = listed
         self.storage = storage
         self.journal = journal
         self.force = force

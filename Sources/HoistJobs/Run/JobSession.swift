@@ -199,11 +199,12 @@ public final class JobSession: Sendable {
     }
 
     /// The runner of this run, with `observers` after the journal's recorder and the hooks.
-    public func makeRunner(observers: [any JobObserver]) -> JobRunner {
+    /// - Parameter listed: the only files it plans, instead of a walk (`JobRunner.listedFiles`).
+    public func makeRunner(observers: [any JobObserver], listing listed: [(file: WalkedFile, set: Int)]? = nil) -> JobRunner {
         // A worker sends nothing while its hold on its files is unconfirmed (`SharedRun.isOpen`).
         if let shared { storage.transferFence = shared }
         let runner = JobRunner(job: job, storage: storage, observers: observers, hooks: hooks, journal: journal, force: options.force,
-                               remoteCheck: options.remoteCheck, runID: runID, shared: shared)
+                               remoteCheck: options.remoteCheck, runID: runID, shared: shared, listing: listed)
         // Cut off from the journal, the run's last writes may never return, and its files are
         // the others' now: the run ends within a lease whatever it waits for.
         shared?.onLost { [weak runner, lease = options.lease] message in runner?.stop(fatal: message, endWithin: lease) }

@@ -5,9 +5,11 @@ import Synchronization
 /// `hoist watch`: a job's catch-up pass, then a pass each time the files events touched have
 /// settled (`watch.settle`, `watch.maxWait`: `SettleClock`), for as long as it is not stopped.
 ///
-/// Each pass is a whole run of the job (a `JobRunner` from the session, journal-driven): files
-/// the journal knows unchanged are skipped cheaply, and filters, templates, metadata, hooks,
-/// `compress`, `move` and `mirror` keep every guarantee of `hoist run`. Events during a pass wait
+/// Each pass is a run of the job (a `JobRunner` from the session, journal-driven) through the
+/// same code path as `hoist run`: the catch-up and any pass owed whole (an overflow, a rescan, a
+/// reload, a folder made, a job that mirrors or moves) walk every root, skipping files the
+/// journal knows unchanged; the others plan the settled files alone (`JobRunner.listedFiles`),
+/// through the same filters, templates, metadata, hooks and `compress`. Events during a pass wait
 /// for the next one. Lost events (the kernel's queue overflowed) and folders that could not be
 /// watched owe a full pass, which is the rescan; `watch.rescan` forces one periodically.
 ///
@@ -168,14 +170,19 @@ public final class JobWatcher: Sendable {
             }
             // Folders that could not be watched before may be now (watches freed): a full pass covers them meanwhile.
             if batch.fullPassOwed { folders.watchAll() }
+            let whole = clock.fullPassOwed
             let settled = clock.startPass()
             writeState(&watchState, clock)
+            let job = session.job
+            let files = Self.settledFiles(settled, of: job)
             if let hooks = session.hooks, hooks.hearsSettledFiles {
                 // on_settle for each file the job takes, before the pass's own hooks.
-                for item in Self.settledItems(settled, of: session.job) { hooks.fileSettled(item) }
+                for item in Self.items(files, of: job) { hooks.fileSettled(item) }
                 await hooks.drain()
             }
-            guard let summary = await runPass(pass) else { break }
+            // The settled files alone, unless a whole pass is owed or only one can do right.
+            let listed = whole || !Self.passesMayBeListed(job) || files.folders ? nil : files.files
+            guard let summary = await runPass(pass, listing: listed) else { break }
             last = summary
             writeState(&watchState, clock)
             if summary.fatal != nil { break }
@@ -231,12 +238,21 @@ public final class JobWatcher: Sendable {
         }
     }
 
-    /// The plan items of the settled `paths` that `job` takes to upload (regular files, or
-    /// links its set follows, inside a root, not hidden unless the set takes hidden files, and
-    /// through its filters and templates), each as the walk would plan it.
-    static func settledItems(_ paths: [String], of job: Job) -> [PlanItem] {
-        let planner = Planner(job: job)
-        var items: [PlanItem] = []
+    /// Whether `job`'s passes may plan the settled files alone rather than walk every root: not
+    /// when a set mirrors (a deletion is judged on the whole tree) or moves (emptied folders are
+    /// found by the walk); those get whole passes.
+    static func passesMayBeListed(_ job: Job) -> Bool {
+        !job.manifest.files.contains { $0.mirror != .off || $0.move }
+    }
+
+    /// The settled `paths` as the files of `job`'s sets they are (regular files, or links the
+    /// set follows, inside its root, not hidden unless the set takes hidden files), each with its
+    /// set, unfiltered (the planner applies the set's filters); and whether a folder is among
+    /// them (its files may have come before it was watched: a whole pass finds them). A path
+    /// gone since is no file (nothing to upload).
+    static func settledFiles(_ paths: [String], of job: Job) -> (files: [(file: WalkedFile, set: Int)], folders: Bool) {
+        var files: [(file: WalkedFile, set: Int)] = []
+        var folders = false
         for path in paths {
             for (index, set) in job.manifest.files.enumerated() {
                 let root = job.root(of: set)
@@ -248,13 +264,24 @@ public final class JobWatcher: Sendable {
                 var info = stat()
                 guard lstat(path, &info) == 0 else { continue }
                 if (info.st_mode & S_IFMT) == S_IFLNK, !(set.followSymlinks && stat(path, &info) == 0) { continue }
+                if (info.st_mode & S_IFMT) == S_IFDIR { folders = true }
                 guard (info.st_mode & S_IFMT) == S_IFREG else { continue }
                 var walked = WalkedFile(path: path, relativePath: relative, size: 0, modified: Date())
                 walked.update(from: info)
-                if case .success(let item) = planner.item(for: walked, set: index), case .upload = item.decision { items.append(item) }
+                files.append((walked, index))
             }
         }
-        return items
+        return (files, folders)
+    }
+
+    /// The plan items of settled files that `job` takes to upload (through its filters and
+    /// templates), each as the walk would plan it.
+    static func items(_ settled: (files: [(file: WalkedFile, set: Int)], folders: Bool), of job: Job) -> [PlanItem] {
+        let planner = Planner(job: job)
+        return settled.files.compactMap { file, index in
+            guard case .success(let item) = planner.item(for: file, set: index), case .upload = item.decision else { return nil }
+            return item
+        }
     }
 
     /// Reads what wakes have been written to the pipe (it is non-blocking).
@@ -264,8 +291,10 @@ public final class JobWatcher: Sendable {
     }
 
     /// One pass, with its runner cancellable by `stop`; nil when stopped before it began.
-    private func runPass(_ pass: @Sendable (JobRunner) async -> JobSummary) async -> JobSummary? {
-        let runner = session.makeRunner(observers: observers + [stateObserver])
+    /// - Parameter listed: the only files the pass plans (nil: it walks every root).
+    private func runPass(_ pass: @Sendable (JobRunner) async -> JobSummary,
+                         listing listed: [(file: WalkedFile, set: Int)]? = nil) async -> JobSummary? {
+        let runner = session.makeRunner(observers: observers + [stateObserver], listing: listed)
         let stopped = state.withLock { state in
             if !state.stopped { state.runner = runner }
             return state.stopped
