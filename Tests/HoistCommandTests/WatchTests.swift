@@ -127,7 +127,12 @@ import Testing
         let fixture = try JobFixture()
         let watcher = try startWatcher(fixture, settle: "300ms")
         let run = try runProcess(hoist, ["run", manifest(fixture)])
+        // --wait does not wait for a watcher, which never lets go by itself.
+        let waiting = try StartedProcess(hoist, ["run", "--wait", manifest(fixture)])
+        let waited = waiting.finish(within: 10)
         let output = stop(watcher)
+        #expect(waited.ended && waited.status == 2, "\(waited.output)")
+        #expect(waited.output.contains("a watcher (pid \(watcher.pid)) holds the job"), "\(waited.output)")
         #expect(run.status == 2, "\(run.stdout)\(run.stderr)")
         #expect(run.stderr.contains("test is being watched: a watcher (pid \(watcher.pid)) holds the job"), "\(run.stderr)")
         #expect(output.contains("test: watching 1 folder"), "\(output.suffix(600))")

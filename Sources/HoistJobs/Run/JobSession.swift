@@ -117,6 +117,10 @@ public final class JobSession: Sendable {
         var journal: (any JournalStore)?
         var lock: (any JobRunLock)?
         var shared: SharedRun?
+        /// Whether a watcher holds the job: its state file says so (believed for the lock's live holder only).
+        func watched(_ busy: JobLock.Busy) -> Bool {
+            WatchState.path(journal: job.journalPath(override: options.journalOverride)).flatMap { WatchState.ofHolder(busy.holder, at: $0) } != nil
+        }
         func fail(_ error: any Error) -> StartError {
             let failure = error as? StartError ?? StartError(job: job.manifest.name, reason: .failed(describe(error)))
             if let metricsFile = options.metricsFile {
@@ -141,13 +145,14 @@ public final class JobSession: Sendable {
                     shared = try store.joinSharedRun(wait: options.wait, lease: options.lease, fingerprint: job.fingerprint)
                     lock = shared
                 } else {
-                    lock = try store.claimRun(wait: options.wait)
+                    do { lock = try store.claimRun(wait: false) } catch let error as JobLock.Busy {
+                        // A watcher never lets go by itself: waiting for one would wait for ever.
+                        guard options.wait, !watched(error) else { throw error }
+                        lock = try store.claimRun(wait: true)
+                    }
                 }
             } catch let error as JobLock.Busy {
-                // A watcher holding the job says so in its state file (believed for the lock's holder only).
-                let watched = WatchState.path(journal: job.journalPath(override: options.journalOverride))
-                    .flatMap { WatchState.ofHolder(error.holder, at: $0) } != nil
-                throw StartError(job: job.manifest.name, reason: watched ? .watched(holder: error.holder) : .busy(holder: error.holder))
+                throw StartError(job: job.manifest.name, reason: watched(error) ? .watched(holder: error.holder) : .busy(holder: error.holder))
             } catch {
                 // A journal that could not be claimed is not written to.
                 journal = nil
