@@ -86,6 +86,7 @@ extension Hoist {
                 throw ExitCode(2)
             }
             show("\(job.manifest.name): journal \(journal.location)")
+            printWatcher(journal: journal.location)
             let counts = (try? journal.fileCounts()) ?? [:]
             show("files: \((counts[.done] ?? 0) + (counts[.moved] ?? 0)) uploaded, \((counts[.uploading] ?? 0) + (counts[.pending] ?? 0)) pending, "
                   + "\(counts[.failed] ?? 0) failed" + ((counts[.deleted] ?? 0) > 0 ? ", \(counts[.deleted] ?? 0) deleted by mirror" : "")
@@ -135,6 +136,21 @@ func printWorkers(_ run: Journal.SharedRunStatus) {
         show("  \(worker.worker) pid \(worker.pid) on \(worker.host)  \(worker.status.padding(toLength: 11, withPad: " ", startingAt: 0))"
               + " \(worker.uploaded) uploaded, \(worker.failed) failed, \(ByteFormatter.string(worker.bytes)), \(rate), holding \(worker.holding)")
     }
+}
+
+/// The watcher holding the job (`hoist watch`), as its state file says: believed only for the
+/// process the job's lock file names, while it lives.
+func printWatcher(journal: String) {
+    guard let statePath = WatchState.path(journal: journal), FileManager.default.fileExists(atPath: statePath) else { return }
+    guard let state = WatchState.ofHolder(JobLock.holder(journal + ".lock"), at: statePath) else {
+        show("watcher: none running")
+        return
+    }
+    func time(_ seconds: Double) -> String { Date(timeIntervalSince1970: seconds).formatted(.iso8601) }
+    let oldest = state.oldestUnsettled.map { String(format: ", the oldest for %.0f s", max(0, Date().timeIntervalSince1970 - $0)) } ?? ""
+    show("watcher: pid \(state.pid), watching since \(time(state.since)), \(state.queue) file\(state.queue == 1 ? "" : "s") waiting to settle\(oldest)")
+    if let file = state.lastUpload, let at = state.lastUploadAt { show("  last upload: \(file) at \(time(at))") }
+    if let error = state.lastError, let at = state.lastErrorAt { show("  last error:  \(time(at)): \(error)") }
 }
 
 /// A line of `hoist status`, with what came from the journal made printable.

@@ -108,19 +108,7 @@ extension Hoist {
             var observers: [any JobObserver] = []
             let events = outputOptions.json ? JSONEventLog(sink: .standardOutput) : nil
             if let events { observers.append(events) }
-            // A log or metrics file is a regular file or none (/dev/null), checked before the run starts.
-            do {
-                if let metricsFile { _ = try OutputFile.state(of: metricsFile, what: "the metrics file") }
-                if let logFile, try OutputFile.state(of: logFile, what: "the log file") != .nullDevice {
-                    guard let log = JSONEventLog(appendingTo: logFile) else {
-                        throw OutputFile.Refused(description: "cannot open the log file \(logFile): \(String(cString: strerror(errno)))")
-                    }
-                    observers.append(log)
-                }
-            } catch {
-                printError("hoist: \(error)")
-                throw ExitCode(2)
-            }
+            observers += try checkOutputFiles(log: logFile, metrics: metricsFile)
             let output = RunOutput(outputOptions)
             var options = JobSession.Options()
             options.journalOverride = journalOptions.journal
@@ -409,6 +397,25 @@ struct TrustOptions: ParsableArguments {
     /// The bundle as an absolute path (curl resolves relative ones against the working directory too,
     /// but errors read better with the whole path).
     var caBundlePath: String? { caBundle.map { URL(fileURLWithPath: $0).standardizedFileURL.path } }
+}
+
+/// Checks a `--log-file` and a `--metrics-file` before a run starts: each a regular file or
+/// none (/dev/null); a bad one is said and exits 2.
+/// - Returns: the observer appending events to the log file, if one is to be written.
+func checkOutputFiles(log logFile: String?, metrics metricsFile: String?) throws -> [any JobObserver] {
+    do {
+        if let metricsFile { _ = try OutputFile.state(of: metricsFile, what: "the metrics file") }
+        if let logFile, try OutputFile.state(of: logFile, what: "the log file") != .nullDevice {
+            guard let log = JSONEventLog(appendingTo: logFile) else {
+                throw OutputFile.Refused(description: "cannot open the log file \(logFile): \(String(cString: strerror(errno)))")
+            }
+            return [log]
+        }
+        return []
+    } catch {
+        printError("hoist: \(error)")
+        throw ExitCode(2)
+    }
 }
 
 /// Lines to standard output, written in large blocks (a plan can have millions).

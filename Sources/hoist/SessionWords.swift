@@ -7,6 +7,8 @@ extension JobSession.StartError {
         switch reason {
         case .busy(let holder):
             "\(job) is already running (pid \(holder)); use --wait to wait for it"
+        case .watched(let holder):
+            "\(job) is being watched: a watcher (pid \(holder)) holds the job; stop it to run the job alone"
         case .sharedRunsUnsupported(let journal):
             "--worker shares a run through a PostgreSQL journal, and \(journal) is a file: name one with journal: postgres://... or --journal"
         case .workerOfAShard:

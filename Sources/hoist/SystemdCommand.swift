@@ -5,10 +5,11 @@ import HoistJobs
 import HoistStorage
 
 extension Hoist {
-    /// `hoist systemd JOB`: a `.service` and `.timer` pair that run the job on its schedule.
+    /// `hoist systemd JOB`: a `.service` and `.timer` pair that run the job on its schedule;
+    /// `hoist systemd --watch JOB`: a long-running service that watches it.
     struct Systemd: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Print (or write) a systemd service and timer that run a job on its schedule.",
+            abstract: "Print (or write) a systemd service and timer that run a job on its schedule, or a service that watches it.",
             discussion: """
                 The timer fires on the manifest's schedule: (OnCalendar, with Persistent=true so a \
                 run missed while the machine was off happens at boot); the service runs this hoist \
@@ -20,8 +21,14 @@ extension Hoist {
                 Install: hoist systemd --output /etc/systemd/system JOB.yaml, then \
                 systemctl daemon-reload && systemctl enable --now hoist-NAME.timer.
 
-                Exit status: 0; 2 when the manifest is invalid, has no schedule, or names a path \
-                a unit file cannot hold.
+                With --watch, one service instead, hoist-NAME-watch.service: it runs `hoist watch` for \
+                as long as the machine runs (Restart=on-failure, the same hardening; systemctl reload \
+                sends SIGHUP, which reads the manifest again; stop sends SIGTERM, which checkpoints \
+                uploads in flight). No schedule is needed. Install it with systemctl enable --now \
+                hoist-NAME-watch.service.
+
+                Exit status: 0; 2 when the manifest is invalid, has no schedule (without --watch), or \
+                names a path a unit file cannot hold.
                 """
         )
 
@@ -32,10 +39,14 @@ extension Hoist {
                 completion: .directory)
         var output: String?
 
+        @Flag(name: .long, help: "A long-running service that watches the job's roots (hoist watch) instead of a timer.")
+        var watch = false
+
         func run() throws {
             let binary = scheduledBinary(for: "systemd")
             let job = try loadJob(self.job)
-            guard let schedule = job.manifest.schedule else {
+            let schedule = job.manifest.schedule
+            guard schedule != nil || watch else {
                 printError("hoist: \(printable(self.job)): no schedule; add one, such as schedule: \"0 3 * * *\"")
                 throw ExitCode(2)
             }
@@ -43,18 +54,23 @@ extension Hoist {
             let home = ["HOME", "XDG_STATE_HOME"].reduce(into: [String: String]()) { $0[$1] = environment[$1].flatMap { $0.isEmpty ? nil : $0 } }
             let units: SystemdUnits
             do {
-                units = try SystemdUnits(job: job, schedule: schedule, binary: binary,
+                units = try SystemdUnits(job: job, schedule: watch ? nil : schedule, binary: binary,
                                          manifest: URL(fileURLWithPath: self.job).standardizedFileURL.path, home: home)
             } catch {
                 FileHandle.standardError.write(Data("hoist: \(printable(error.value)): \(error)\n".utf8))
                 throw ExitCode(2)
             }
             guard let output else {
-                print(units.service)
-                print(units.timer, terminator: "")
+                if let timer = units.timer {
+                    print(units.service)
+                    print(timer, terminator: "")
+                } else {
+                    print(units.service, terminator: "")
+                }
                 return
             }
             for (suffix, text) in [("service", units.service), ("timer", units.timer)] {
+                guard let text else { continue }
                 let path = URL(fileURLWithPath: output).appendingPathComponent("\(units.name).\(suffix)").path
                 // A unit file is replaced only where a regular file (or nothing) is: a link to
                 // /dev/null is a unit the operator masked.
@@ -72,7 +88,8 @@ extension Hoist {
                 }
                 FileHandle.standardError.write(Data("wrote \(printable(path))\n".utf8))
             }
-            FileHandle.standardError.write(Data("then: systemctl daemon-reload && systemctl enable --now \(units.name).timer\n".utf8))
+            let unit = units.name + (units.timer == nil ? ".service" : ".timer")
+            FileHandle.standardError.write(Data("then: systemctl daemon-reload && systemctl enable --now \(unit)\n".utf8))
         }
     }
 }

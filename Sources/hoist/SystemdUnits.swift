@@ -2,12 +2,14 @@ import HoistJobs
 import Foundation
 
 /// A job's systemd units: a oneshot `.service` that runs it and a `.timer` that starts the
-/// service on the job's `schedule:` (`hoist systemd`).
+/// service on the job's `schedule:` (`hoist systemd`), or, for a watcher (`hoist systemd
+/// --watch`), one long-running `.service` (`hoist watch`, restarted on failure) and no timer.
 public struct SystemdUnits: Sendable {
-    /// `hoist-NAME`: the units' name without the suffix.
+    /// `hoist-NAME` (`hoist-NAME-watch` for a watcher): the units' name without the suffix.
     public let name: String
     public let service: String
-    public let timer: String
+    /// Nil for a watcher's service, which runs for as long as the machine does.
+    public let timer: String?
 
     /// A value a unit file cannot hold (a control character would end its line).
     public struct Unwritable: Error, CustomStringConvertible {
@@ -16,25 +18,45 @@ public struct SystemdUnits: Sendable {
     }
 
     /// - Parameters:
+    ///   - schedule: the timer's; nil for a watcher's service.
     ///   - binary: the `hoist` to run, absolute.
     ///   - manifest: the job's manifest, absolute.
     ///   - home: `HOME` (and `XDG_STATE_HOME`) as the job should see them, so the run finds the
     ///     same default journal, plugins and credentials as the user who made the units.
-    public init(job: Job, schedule: CronExpression, binary: String, manifest: String, home: [String: String]) throws(Unwritable) {
-        name = "hoist-\(job.manifest.name)"
+    public init(job: Job, schedule: CronExpression?, binary: String, manifest: String, home: [String: String]) throws(Unwritable) {
+        let watches = schedule == nil
+        name = "hoist-\(job.manifest.name)" + (watches ? "-watch" : "")
         let writable = Self.writableFolders(of: job)
         var service = """
-            # \(name).service: made by `hoist systemd` from \(manifest)
+            # \(name).service: made by `hoist systemd\(watches ? " --watch" : "")` from \(manifest)
             [Unit]
-            Description=Hoist job \(job.manifest.name)
+            Description=Hoist job \(job.manifest.name)\(watches ? ", watching its roots" : "")
             Wants=network-online.target
             After=network-online.target
 
             [Service]
-            Type=oneshot
-            ExecStart=\(try Self.quotedCommand([binary, "run", "--quiet", manifest]))
 
             """
+        if watches {
+            service += """
+                Type=simple
+                ExecStart=\(try Self.quotedCommand([binary, "watch", "--quiet", manifest]))
+                # SIGHUP reads the manifest again (one that does not load is said, and the old one stays).
+                ExecReload=/bin/kill -HUP $MAINPID
+                # SIGTERM checkpoints the uploads in flight (continued at the next start) and exits 0 within 10 s.
+                KillSignal=SIGTERM
+                TimeoutStopSec=30s
+                Restart=on-failure
+                RestartSec=10s
+
+                """
+        } else {
+            service += """
+                Type=oneshot
+                ExecStart=\(try Self.quotedCommand([binary, "run", "--quiet", manifest]))
+
+                """
+        }
         // Readable by every user (systemctl show): keep secrets in the manifest's envFile.
         for (key, value) in home.sorted(by: { $0.key < $1.key }) + job.manifest.env.sorted(by: { $0.key < $1.key }) {
             service += "Environment=\(try Self.quoted("\(key)=\(value)"))\n"
@@ -58,7 +80,19 @@ public struct SystemdUnits: Sendable {
         service += usesTmp ? "# No PrivateTmp=: the job keeps files in /tmp or /var/tmp.\n" : "PrivateTmp=yes\n"
         // '-': a folder not made yet does not stop the unit (the run says what it cannot write).
         for folder in writable { service += "ReadWritePaths=\(try Self.quoted("-" + folder))\n" }
+        if watches {
+            service += """
+
+                [Install]
+                WantedBy=multi-user.target
+
+                """
+        }
         self.service = service
+        guard let schedule else {
+            timer = nil
+            return
+        }
         var timer = """
             # \(name).timer: made by `hoist systemd` from \(manifest)
             [Unit]

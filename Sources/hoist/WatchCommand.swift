@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import HoistHTTP
 import HoistJobs
+import HoistYAML
 
 extension Hoist {
     /// `hoist watch JOB`: a run, then a run again each time the files changed have settled.
@@ -12,13 +13,19 @@ extension Hoist {
                 First a run as `hoist run` makes it (the journal makes a restart cheap), then every \
                 folder of every root is watched (inotify). When no event has touched the changed files \
                 for watch.settle (default 2s), or one has kept changing for watch.maxWait (default 1m), \
-                the job runs again: unchanged files are skipped through the journal. See docs/manifest.md, \
-                "Watching a folder".
+                the job runs again on the settled files (through its filters, templates and hooks; the \
+                hooks' on_settle first), or on the whole tree after lost events, a rescan, a new folder, or \
+                for a job that mirrors or moves (unchanged files skipped through the journal). See \
+                docs/manifest.md, "Watching a folder".
 
-                The job stays locked while it watches: a `hoist run` of it meanwhile exits 2.
+                The job stays locked while it watches: a `hoist run` of it meanwhile exits 2, saying a \
+                watcher holds it; `hoist status` shows the watcher's state (since when, files waiting to \
+                settle, last upload, last error). A metrics file is rewritten every 15 s while watching.
 
-                Signals: SIGINT or SIGTERM stop the watcher within seconds (uploads in flight are \
-                cancelled and leave nothing behind; exit 0).
+                Signals: SIGINT or SIGTERM stop the watcher within seconds (exit 0): uploads in flight are \
+                checkpointed, their resumable sessions kept for the next start, which continues them. \
+                SIGHUP reads the manifest again (one that does not load, or whose roots or storage do not \
+                open, is said and the one loaded stays); a full pass follows.
 
                 Exit status: 0 stopped by a signal, 2 the job could not start or a run stopped fatally.
                 """
@@ -29,6 +36,12 @@ extension Hoist {
 
         @OptionGroup var outputOptions: OutputOptions
 
+        @Option(name: .long, help: "Also append every event as a JSON line to this file.")
+        var logFile: String?
+
+        @Option(name: .long, help: "Write Prometheus text-format metrics here every 15 s and at the end (atomically).")
+        var metricsFile: String?
+
         @OptionGroup var journalOptions: JournalOptions
 
         @OptionGroup var trustOptions: TrustOptions
@@ -36,10 +49,12 @@ extension Hoist {
         func run() async throws {
             let job = try loadJob(self.job)
             let events = outputOptions.json ? JSONEventLog(sink: .standardOutput) : nil
+            let logs = try checkOutputFiles(log: logFile, metrics: metricsFile)
             let output = RunOutput(outputOptions)
             var options = JobSession.Options()
             options.journalOverride = journalOptions.journal
             options.caBundle = trustOptions.caBundlePath
+            options.metricsFile = metricsFile
             options.log = { output.say($0.commandLineText, isError: true) }
             options.quiet = outputOptions.quiet
             let session: JobSession
@@ -48,8 +63,17 @@ extension Hoist {
                 events?.startFailed(job: job.manifest.name, reason: error.commandLineText)
                 throw ExitCode(2)
             }
-            let watcher = JobWatcher(session: session, observers: (events.map { [$0] } ?? []) + output.observers)
-            let signals = SignalSources.termination { watcher.stop() }
+            let watcher = JobWatcher(session: session, observers: (events.map { [$0] } ?? []) + logs + output.observers,
+                                     metricsFile: metricsFile)
+            let path = self.job
+            let stop: @Sendable () -> Void = { watcher.stop() }
+            let reload: @Sendable () -> Void = {
+                // A manifest that no longer loads is said where it is wrong (file, line, column); the old one stays.
+                do { watcher.reload(try Job(file: path)) } catch {
+                    printError("hoist: \(path) was not reloaded, the manifest loaded stays: \((error as? YAMLError)?.description ?? "\(error)")")
+                }
+            }
+            let signals = SignalSources([(SIGINT, stop), (SIGTERM, stop), (SIGHUP, reload)])
             defer { signals.cancel() }
             let quiet = outputOptions.quiet, json = outputOptions.json
             let last = await watcher.run(notice: { notice in
@@ -61,7 +85,7 @@ extension Hoist {
                 output.report(summary)
                 return summary
             })
-            if let last, let problem = session.finish(last) { printError("hoist: \(problem)") }
+            if let last, let problem = watcher.session.finish(last) { printError("hoist: \(problem)") }
             guard let last else {
                 if !watcher.isStopped { throw ExitCode(2) }   // no inotify: said
                 return
@@ -76,7 +100,12 @@ extension Hoist {
 
 extension JobWatcher.Notice {
     /// Said on standard output (unless --quiet), not as an error.
-    var isInformation: Bool { if case .watching = self { true } else { false } }
+    var isInformation: Bool {
+        switch self {
+        case .watching, .reloaded: true
+        default: false
+        }
+    }
 
     func commandLineText(job: String) -> String? {
         switch self {
@@ -91,6 +120,12 @@ extension JobWatcher.Notice {
             "hoist: warning: the kernel dropped file events (its queue overflowed): a full pass follows"
         case .noInotify(let reason):
             "hoist: cannot watch: no inotify instance (\(reason)); raise fs.inotify.max_user_instances"
+        case .reloaded:
+            "\(job): manifest reloaded: a full pass follows"
+        case .reloadFailed(let reason):
+            "hoist: the manifest was not reloaded, the one loaded stays: \(reason)"
+        case .metricsNotWritten(let reason):
+            "hoist: \(reason)"
         }
     }
 }

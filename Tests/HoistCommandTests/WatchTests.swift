@@ -7,15 +7,18 @@ import Testing
 @Suite(.serialized) struct WatchTests {
     /// A watcher of `fixture`'s `src` into `bucket`, once its catch-up pass has stored a first
     /// file (its folders are watched before that pass begins).
-    func startWatcher(_ fixture: JobFixture, settle: String, maxWait: String = "1m") throws -> StartedProcess {
+    /// - Parameters: files: the manifest's file sets; extra: more of the manifest; arguments: more
+    ///   of the command line; object: where `files` stores ready.txt.
+    func startWatcher(_ fixture: JobFixture, settle: String, maxWait: String = "1m", files: String = "[{ root: src }]",
+                      extra: String = "", arguments: [String] = [], readyAs object: String = "ready.txt") throws -> StartedProcess {
         try fixture.file("ready.txt", 5)
         _ = try fixture.job("""
             storage: { url: 'file:bucket' }
-            files: [{ root: src }]
+            files: \(files)
             watch: { settle: \(settle), maxWait: \(maxWait) }
-            """)
-        let watcher = try StartedProcess(hoist, ["watch", "--json", manifest(fixture)])
-        let ready = waitFor(seconds: 20) { stored(fixture, "ready.txt") == patternData(5) }
+            """ + (extra.isEmpty ? "" : "\n" + extra))
+        let watcher = try StartedProcess(hoist, ["watch", "--json"] + arguments + [manifest(fixture)])
+        let ready = waitFor(seconds: 20) { stored(fixture, object) == patternData(5) }
         if !ready { _ = stop(watcher) }
         try #require(ready, "the catch-up pass did not store ready.txt")
         return watcher
@@ -122,9 +125,14 @@ import Testing
         let fixture = try JobFixture()
         let watcher = try startWatcher(fixture, settle: "300ms")
         let run = try runProcess(hoist, ["run", manifest(fixture)])
+        // --wait does not wait for a watcher, which never lets go by itself.
+        let waiting = try StartedProcess(hoist, ["run", "--wait", manifest(fixture)])
+        let waited = waiting.finish(within: 10)
         let output = stop(watcher)
+        #expect(waited.ended && waited.status == 2, "\(waited.output)")
+        #expect(waited.output.contains("a watcher (pid \(watcher.pid)) holds the job"), "\(waited.output)")
         #expect(run.status == 2, "\(run.stdout)\(run.stderr)")
-        #expect(run.stderr.contains("test is already running (pid \(watcher.pid))"), "\(run.stderr)")
+        #expect(run.stderr.contains("test is being watched: a watcher (pid \(watcher.pid)) holds the job"), "\(run.stderr)")
         #expect(output.contains("test: watching 1 folder"), "\(output.suffix(600))")
         // Let go: the next run takes the job.
         #expect(try runProcess(hoist, ["run", manifest(fixture)]).status == 0)

@@ -54,6 +54,40 @@ import Testing
         #expect(object["args"] as? [String] == ["run", "--worker", "--lease", "30", "/etc/hoist/job/job.yaml"])
     }
 
+    /// The watcher's Deployment: one pod, never two at once (Recreate), `hoist watch` on a valid
+    /// manifest whose journal is on a volume that outlives the pod (sessions to continue).
+    @Test func theKubernetesDeploymentWatchesAValidManifest() throws {
+        let file = packageRoot.appendingPathComponent("deploy/kubernetes/hoist-watch.yaml").path
+        let facts = try python("""
+            import yaml, json
+            docs = {d['kind']: d for d in yaml.safe_load_all(open('\(file)'))}
+            spec = docs['Deployment']['spec']
+            pod = spec['template']['spec']
+            mounts = {m['name']: m['mountPath'] for m in pod['containers'][0]['volumeMounts']}
+            volumes = {v['name']: v for v in pod['volumes']}
+            print(json.dumps({'manifest': docs['ConfigMap']['data']['job.yaml'], 'replicas': spec['replicas'],
+                'strategy': spec['strategy']['type'], 'args': pod['containers'][0]['args'],
+                'grace': pod['terminationGracePeriodSeconds'], 'state': mounts.get('state'),
+                'claim': volumes['state']['persistentVolumeClaim']['claimName'], 'pvc': docs['PersistentVolumeClaim']['metadata']['name'],
+                'configmap': volumes['job']['configMap']['name'], 'name': docs['ConfigMap']['metadata']['name']}))
+            """)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(facts.utf8)) as? [String: Any])
+        #expect(object["replicas"] as? Int == 1)
+        #expect(object["strategy"] as? String == "Recreate")
+        #expect(object["args"] as? [String] == ["watch", "--quiet", "/etc/hoist/job/job.yaml"])
+        #expect((object["grace"] as? Int ?? 0) > 10)
+        #expect(object["configmap"] as? String == object["name"] as? String)
+        #expect(object["claim"] as? String == object["pvc"] as? String)
+        let manifest = try #require(object["manifest"] as? String)
+        let state = try #require(object["state"] as? String)
+        #expect(manifest.contains("journal: \(state)/"), "\(manifest)")
+        #expect(manifest.contains("watch:"))
+        let directory = try TemporaryDirectory()
+        let path = try directory.write("job.yaml", Data(manifest.utf8)).path
+        let validated = try runProcess(hoist, ["validate", "--syntax-only", path])
+        #expect(validated.status == 0, "\(validated.stdout)\(validated.stderr)")
+    }
+
     @Test func theSlurmWorkersScriptRunsAWorkerPerTask() throws {
         let file = packageRoot.appendingPathComponent("deploy/slurm/hoist-workers.sbatch").path
         #expect(try runProcess("/bin/bash", ["-n", file]).status == 0)

@@ -104,6 +104,38 @@ import Testing
         #expect(printed.stdout == service + "\n" + timer)
     }
 
+    /// `--watch`: one long-running service that runs `hoist watch` (restarted on failure,
+    /// reloaded by SIGHUP, stopped by SIGTERM), hardened as the timer's service is, and no timer;
+    /// a job without a schedule may have one.
+    @Test func aWatchersServiceRunsHoistWatchForAsLongAsTheMachineRuns() throws {
+        let directory = try TemporaryDirectory()
+        let manifest = try directory.write("job.yaml", Data(
+            "version: 1\nname: camera\nstorage: { url: 'file:bucket' }\nfiles: [{ root: src }]\njournal: state/camera.sqlite\n".utf8))
+        _ = try directory.write("src/scan.pdf", Data("x".utf8))
+        let out = try TemporaryDirectory()
+        let run = try runProcess(hoist, ["systemd", "--watch", "--output", out.path, manifest.path], environment: ["HOME": "/home/ops"])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stderr.contains("systemctl enable --now hoist-camera-watch.service"), "\(run.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: out.path) == ["hoist-camera-watch.service"])
+        let service = try String(contentsOf: out.url.appendingPathComponent("hoist-camera-watch.service"), encoding: .utf8)
+        #expect(service.contains("ExecStart=\"\(hoist)\" \"watch\" \"--quiet\" \"\(manifest.path)\"\n"), "\(service)")
+        for line in ["Type=simple", "Restart=on-failure", "ExecReload=/bin/kill -HUP $MAINPID", "KillSignal=SIGTERM",
+                     "WantedBy=multi-user.target", "ProtectSystem=strict", "ProtectHome=read-only", "NoNewPrivileges=yes",
+                     "ReadWritePaths=\"-\(directory.path)/state\"", "ReadWritePaths=\"-\(directory.path)/bucket\""] {
+            #expect(service.contains(line + "\n"), "\(line): \(service)")
+        }
+        #expect(!service.contains("Type=oneshot"))
+        if let analyze = Self.analyze {
+            let verify = try runProcess(analyze, ["verify", out.url.appendingPathComponent("hoist-camera-watch.service").path])
+            #expect(verify.status == 0 && verify.stderr.isEmpty, "\(verify.stderr)")
+        }
+        let printed = try runProcess(hoist, ["systemd", "--watch", manifest.path], environment: ["HOME": "/home/ops"])
+        #expect(printed.status == 0)
+        #expect(printed.stdout == service)
+        // Without --watch, the job has no schedule for a timer.
+        #expect(try runProcess(hoist, ["systemd", manifest.path]).status == 2)
+    }
+
     /// Issue 42: under `ProtectSystem=strict` a root left read-only is one the job never removes
     /// a file from, and the disk fills. Each root that moves is writable (a root that is one
     /// file: its folder); a root that only uploads stays read-only.

@@ -83,12 +83,26 @@ public struct Planner: Sequence, Sendable {
     let journal: (any JournalStore)?
     /// Upload everything, whatever the journal says.
     let force: Bool
+    /// The files to plan instead of walking the roots (`hoist watch`'s settled files), each with
+    /// its file set; nil: walk.
+    let listed: [(file: WalkedFile, set: Int)]?
 
     public init(job: Job, now: Date = Date(), journal: (any JournalStore)? = nil, force: Bool = false) {
+        self.init(job: job, now: now, journal: journal, force: force, listed: nil)
+    }
+
+    init(job: Job, now: Date, journal: (any JournalStore)?, force: Bool, listed: [(file: WalkedFile, set: Int)]?) {
         self.job = job
         self.now = now
         self.journal = journal
         self.force = force
+        self.listed = listed
+    }
+
+    /// This planner for `files` only, each planned as the walk would plan it (filters,
+    /// template, metadata, journal), in place of a walk; nil: walk as before.
+    func listing(_ files: [(file: WalkedFile, set: Int)]?) -> Planner {
+        Planner(job: job, now: now, journal: journal, force: force, listed: files)
     }
 
     public func makeIterator() -> Iterator { Iterator(planner: self) }
@@ -203,9 +217,22 @@ public struct Planner: Sequence, Sendable {
             return item
         }
 
+        /// The next listed file planned (`Planner.listed`).
+        private var listedIndex = 0
+
         /// The next file's plan item, without the check for a shared destination.
         mutating func nextPlanned() -> PlanItem? {
             let sets = planner.job.manifest.files
+            if let listed = planner.listed {
+                while listedIndex < listed.count, error == nil {
+                    let (file, index) = listed[listedIndex]
+                    listedIndex += 1
+                    guard sets.indices.contains(index) else { continue }
+                    root = planner.job.root(of: sets[index])
+                    if let item = plan(file, sets[index], index) { return item }
+                }
+                return nil
+            }
             while setIndex < sets.count, error == nil {
                 if walker == nil {
                     root = planner.job.root(of: sets[setIndex])
@@ -271,8 +298,10 @@ public struct Planner: Sequence, Sendable {
                     // through a followed link, out of order) is looked up on its own.
                     // A file the rows prove absent (new) is not looked up: over a network journal
                     // that is a round trip per new file.
-                    let known = try merge.find(source: file.path, destination: destination, set: index, root: root, in: journal)
-                        ?? (merge.provedAbsent ? nil : journal.lookup(source: file.path, destination: destination))
+                    // Listed files come in no walk order: each is looked up on its own.
+                    let known = planner.listed != nil ? try journal.lookup(source: file.path, destination: destination)
+                        : try merge.find(source: file.path, destination: destination, set: index, root: root, in: journal)
+                            ?? (merge.provedAbsent ? nil : journal.lookup(source: file.path, destination: destination))
                     planner.decide(&item, known, attributesText: text)
                 }
                 return item

@@ -118,7 +118,7 @@ public final class HookBus: JobObserver, @unchecked Sendable {
     }
 
     static let hookNames = ["on_resume", "on_progress", "on_pause", "on_success", "on_failure", "on_job_start",
-                            "on_job_end", "before_upload", "before_delete", "on_delete", "on_remove"]
+                            "on_job_end", "before_upload", "before_delete", "on_delete", "on_remove", "on_settle"]
 
     /// Lets hooks pause and resume the whole job (`hoist.pause_job()`, `hoist.resume_job()`).
     public func attach(pause: @escaping @Sendable () -> Void, resume: @escaping @Sendable () -> Void) {
@@ -165,6 +165,15 @@ public final class HookBus: JobObserver, @unchecked Sendable {
             log(HookLogLine(level: .error, script: script.name, message: "\(text) (in \(function))"))
             return .failure(HookError(description: text))
         }
+    }
+
+    /// Whether a script defines `on_settle` (`hoist watch` then works out which files settled).
+    public var hearsSettledFiles: Bool { defined.contains("on_settle") }
+
+    /// `hoist watch`: a file the job takes has settled, and the pass that uploads it follows
+    /// (its `before_upload` and status events come after: the watcher drains the hooks first).
+    public func fileSettled(_ item: PlanItem) {
+        deliver("on_settle", Self.fileTable(item))
     }
 
     /// `files` and `bytes` are in the table only when counted before the run (a run walks once).

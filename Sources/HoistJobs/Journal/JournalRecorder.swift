@@ -186,8 +186,8 @@ final class JournalRecorder: JobObserver {
                 // Cancelled because the run stops (Ctrl-C, a fatal error, failFast): pending, as
                 // the run counts it (cancelled, not failed; a hook's own cancel is a failure in
                 // both). A shared run's file goes back to the queue, for the other workers once
-                // this one has ended.
-                record(.file(row(item, state: .pending, session: nil)), key: key)
+                // this one has ended. A checkpointed upload keeps its session for the next process.
+                record(.file(row(item, state: .pending, session: task?.keptSession)), key: key)
                 return
             }
             var failed = row(item, state: .failed, session: nil)

@@ -27,6 +27,9 @@ public final class JobRunner: Sendable {
     /// The shared run this process works on as one of its workers (`SharedRun`): the plan is
     /// written to the journal (when this process makes it), and files come from claims.
     let shared: SharedRun?
+    /// The only files this run plans, each with its file set, instead of walking the roots
+    /// (`hoist watch`'s settled files): no mirror deletes anything in such a run.
+    let listedFiles: [(file: WalkedFile, set: Int)]?
     /// Files larger than this use the large-file lane.
     public static let largeFile: Int64 = 8 << 20
 
@@ -52,10 +55,12 @@ public final class JobRunner: Sendable {
     ///   this run's outcomes are written to it.
     /// - Parameter remoteCheck: before skipping a file as unchanged, ask the server (also on with
     ///   `upload.remoteCheck`).
+    /// - Parameter listed: the files to plan instead of a walk (`listedFiles`).
     public init(job: Job, storage: Storage, observers: [any JobObserver], hooks: HookBus? = nil,
                 journal: (any JournalStore)? = nil, force: Bool = false, remoteCheck: Bool = false,
-                runID: String = UUID().uuidString.lowercased(), shared: SharedRun? = nil) {
+                runID: String = UUID().uuidString.lowercased(), shared: SharedRun? = nil, listing listed: [(file: WalkedFile, set: Int)]? = nil) {
         self.job = job
+        listedFiles = listed
         self.storage = storage
         self.journal = journal
         self.force = force
@@ -335,20 +340,27 @@ public final class JobRunner: Sendable {
         recorder?.runIsStopping()
     }
 
-    func cancelInFlight() {
-        for task in state.withLock({ Array($0.tasks.values) }) { task.cancel() }
+    func cancelInFlight(keepingSessions: Bool = false) {
+        for task in state.withLock({ Array($0.tasks.values) }) { keepingSessions ? task.checkpoint() : task.cancel() }
     }
 
     /// Stops the job: nothing more starts, uploads in flight are cancelled (leaving no partial
     /// object), and the summary says it was interrupted.
-    public func cancelAll() {
+    public func cancelAll() { interrupt(keepingSessions: false) }
+
+    /// Stops the job as `cancelAll` does, but checkpoints the uploads in flight: each one's
+    /// resumable session stays on the server and in the journal (a `pending` row with its
+    /// session), so the next process continues it from the server's offset. A watcher's SIGTERM.
+    public func checkpointAll() { interrupt(keepingSessions: true) }
+
+    private func interrupt(keepingSessions: Bool) {
         state.withLock {
             $0.stopping = true
             $0.interrupted = true
         }
         recorder?.runIsStopping()
         hooks?.cancel()
-        cancelInFlight()
+        cancelInFlight(keepingSessions: keepingSessions)
     }
 
     /// Pauses every upload in flight, and those that start while paused.

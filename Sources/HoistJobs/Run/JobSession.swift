@@ -56,6 +56,8 @@ public final class JobSession: Sendable {
         public enum Reason: Sendable, Equatable {
             /// Another run holds the job: the process holding it, as it wrote itself.
             case busy(holder: String)
+            /// A watcher (`hoist watch`) holds the job: its process.
+            case watched(holder: String)
             /// A worker of a shared run was asked for on a journal without shared runs.
             case sharedRunsUnsupported(journal: String)
             /// A worker of a shared run was asked for on one shard of the job: the two split it two ways.
@@ -69,11 +71,17 @@ public final class JobSession: Sendable {
         public let reason: Reason
 
         /// Another run holds the job.
-        public var busy: Bool { if case .busy = reason { true } else { false } }
+        public var busy: Bool {
+            switch reason {
+            case .busy, .watched: true
+            default: false
+            }
+        }
 
         public var description: String {
             switch reason {
             case .busy(let holder): "\(job) is already running (pid \(holder))"
+            case .watched(let holder): "\(job) is being watched: a watcher (pid \(holder)) holds the job"
             case .sharedRunsUnsupported(let journal): "a shared run needs a PostgreSQL journal, and \(journal) is a file"
             case .workerOfAShard: "a worker of a shared run and a shard split a job two ways: workers share one plan; choose one"
             case .failed(let message): message
@@ -109,6 +117,10 @@ public final class JobSession: Sendable {
         var journal: (any JournalStore)?
         var lock: (any JobRunLock)?
         var shared: SharedRun?
+        /// Whether a watcher holds the job: its state file says so (believed for the lock's live holder only).
+        func watched(_ busy: JobLock.Busy) -> Bool {
+            WatchState.path(journal: job.journalPath(override: options.journalOverride)).flatMap { WatchState.ofHolder(busy.holder, at: $0) } != nil
+        }
         func fail(_ error: any Error) -> StartError {
             let failure = error as? StartError ?? StartError(job: job.manifest.name, reason: .failed(describe(error)))
             if let metricsFile = options.metricsFile {
@@ -133,44 +145,71 @@ public final class JobSession: Sendable {
                     shared = try store.joinSharedRun(wait: options.wait, lease: options.lease, fingerprint: job.fingerprint)
                     lock = shared
                 } else {
-                    lock = try store.claimRun(wait: options.wait)
+                    do { lock = try store.claimRun(wait: false) } catch let error as JobLock.Busy {
+                        // A watcher never lets go by itself: waiting for one would wait for ever.
+                        guard options.wait, !watched(error) else { throw error }
+                        lock = try store.claimRun(wait: true)
+                    }
                 }
             } catch let error as JobLock.Busy {
-                throw StartError(job: job.manifest.name, reason: .busy(holder: error.holder))
+                throw StartError(job: job.manifest.name, reason: watched(error) ? .watched(holder: error.holder) : .busy(holder: error.holder))
             } catch {
                 // A journal that could not be claimed is not written to.
                 journal = nil
                 throw fail(error)
             }
         }
-        let storage: Storage
         let runID = shared?.runID ?? UUID().uuidString.lowercased()
-        var hooks: HookBus?
         do {
-            for note in try job.checkRoots() where !options.quiet { options.log(.note(note)) }
-            storage = try job.makeStorage(caBundle: options.caBundle)
-            for warning in job.warnings() { options.log(.warning(warning)) }
-            try await storage.backend.checkAccess()
-            if !job.manifest.hooks.isEmpty {
-                let alsoReads = [options.caBundle, options.journalOverride].compactMap { $0 }.filter { !PostgresLocation.isPostgres($0) }
-                hooks = try HookBus(job: job, storage: storage, runID: runID, alsoReads: alsoReads) { line in
-                    if options.quiet, line.level == .debug || line.level == .info { return }
-                    options.log(.hook(line))
-                }
-            }
+            let (storage, hooks) = try await prepare(job, runID: runID, options: options)
+            return JobSession(job: job, storage: storage, journal: journal, hooks: hooks, runID: runID, options: options, lock: lock,
+                              shared: shared)
         } catch {
             throw fail(error)
         }
-        return JobSession(job: job, storage: storage, journal: journal, hooks: hooks, runID: runID, options: options, lock: lock,
-                          shared: shared)
+    }
+
+    /// Checks `job`'s roots, makes and checks its storage, loads its hooks.
+    private static func prepare(_ job: Job, runID: String, options: Options) async throws -> (Storage, HookBus?) {
+        for note in try job.checkRoots() where !options.quiet { options.log(.note(note)) }
+        let storage = try job.makeStorage(caBundle: options.caBundle)
+        for warning in job.warnings() { options.log(.warning(warning)) }
+        try await storage.backend.checkAccess()
+        guard !job.manifest.hooks.isEmpty else { return (storage, nil) }
+        let alsoReads = [options.caBundle, options.journalOverride].compactMap { $0 }.filter { !PostgresLocation.isPostgres($0) }
+        let hooks = try HookBus(job: job, storage: storage, runID: runID, alsoReads: alsoReads) { line in
+            if options.quiet, line.level == .debug || line.level == .info { return }
+            options.log(.hook(line))
+        }
+        return (storage, hooks)
+    }
+
+    /// This session with `job` (its manifest loaded again) in place of its own: the same
+    /// journal, lock and run, the new job's roots checked, its storage and hooks made anew.
+    /// A job of another name or journal is refused (the lock is the old one's).
+    public func reloaded(_ job: Job) async throws(StartError) -> JobSession {
+        func refuse(_ message: String) -> StartError { StartError(job: self.job.manifest.name, reason: .failed(message)) }
+        guard shared == nil else { throw refuse("a shared run's worker cannot take a new manifest") }
+        guard job.manifest.name == self.job.manifest.name,
+              job.journalPath(override: options.journalOverride) == self.job.journalPath(override: options.journalOverride) else {
+            throw refuse("the job's name or journal changed: the watcher holds the old one's lock; restart it to take them")
+        }
+        do {
+            let (storage, hooks) = try await Self.prepare(job, runID: runID, options: options)
+            return JobSession(job: job, storage: storage, journal: journal, hooks: hooks, runID: runID, options: options, lock: lock,
+                              shared: nil)
+        } catch {
+            throw refuse(describe(error))
+        }
     }
 
     /// The runner of this run, with `observers` after the journal's recorder and the hooks.
-    public func makeRunner(observers: [any JobObserver]) -> JobRunner {
+    /// - Parameter listed: the only files it plans, instead of a walk (`JobRunner.listedFiles`).
+    public func makeRunner(observers: [any JobObserver], listing listed: [(file: WalkedFile, set: Int)]? = nil) -> JobRunner {
         // A worker sends nothing while its hold on its files is unconfirmed (`SharedRun.isOpen`).
         if let shared { storage.transferFence = shared }
         let runner = JobRunner(job: job, storage: storage, observers: observers, hooks: hooks, journal: journal, force: options.force,
-                               remoteCheck: options.remoteCheck, runID: runID, shared: shared)
+                               remoteCheck: options.remoteCheck, runID: runID, shared: shared, listing: listed)
         // Cut off from the journal, the run's last writes may never return, and its files are
         // the others' now: the run ends within a lease whatever it waits for.
         shared?.onLost { [weak runner, lease = options.lease] message in runner?.stop(fatal: message, endWithin: lease) }

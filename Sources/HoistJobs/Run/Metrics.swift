@@ -3,8 +3,18 @@ import HoistStorage
 
 /// Prometheus text-format metrics for node_exporter's textfile collector, written atomically.
 public enum Metrics {
-    /// The metrics of a run that ended.
-    public static func write(_ summary: JobSummary, to path: String) throws {
+    /// What a watcher adds to its last pass's metrics: the files waiting to settle.
+    public struct Watching: Sendable {
+        public var queue: Int
+        public var oldestUnsettledSeconds: Double
+        public init(queue: Int, oldestUnsettledSeconds: Double) {
+            self.queue = queue
+            self.oldestUnsettledSeconds = oldestUnsettledSeconds
+        }
+    }
+
+    /// The metrics of a run that ended; a watcher's (`hoist watch`) also give its queue.
+    public static func write(_ summary: JobSummary, watching: Watching? = nil, to path: String) throws {
         let job = label(summary.job)
         let success = summary.succeeded
         let text = head(job: job, success: success) + """
@@ -27,7 +37,15 @@ public enum Metrics {
             # TYPE hoist_last_run_bytes gauge
             hoist_last_run_bytes{job="\(job)"} \(summary.bytes)
 
-            """
+            """ + (watching.map { watching in """
+                # HELP hoist_watch_queue_files Files a watcher saw change that wait to settle.
+                # TYPE hoist_watch_queue_files gauge
+                hoist_watch_queue_files{job="\(job)"} \(watching.queue)
+                # HELP hoist_watch_oldest_unsettled_seconds How long the oldest file waiting to settle has waited (0: none waits).
+                # TYPE hoist_watch_oldest_unsettled_seconds gauge
+                hoist_watch_oldest_unsettled_seconds{job="\(job)"} \(String(format: "%.3f", watching.oldestUnsettledSeconds))
+
+                """ } ?? "")
         try writeAtomically(text, to: path)
     }
 

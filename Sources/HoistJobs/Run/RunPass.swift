@@ -38,7 +38,7 @@ final class RunPass {
         self.totalsKnown = totalsKnown
         tally = RunTally(job: job.manifest.name, failFast: settings.failFast, maxErrors: settings.maxErrors)
         slots = UploadSlots(concurrency: settings.concurrency, largeFile: JobRunner.largeFile)
-        let planner = Planner(job: job, journal: runner.journal, force: runner.force)
+        let planner = Planner(job: job, journal: runner.journal, force: runner.force).listing(runner.listedFiles)
         if runner.shared?.plans ?? true { walk = WalkSource(planner: planner) }
         claims = runner.shared.map { ClaimSource(shared: $0, job: job, concurrency: settings.concurrency) }
         leftOut = LeftOut(roots: job.manifest.files.map { job.root(of: $0) })
@@ -305,6 +305,9 @@ final class RunPass {
         for (path, why) in kept { for observer in observers { observer.walkWarning(path: path, message: why) } }
         // A file a move cannot remove is a failure (exit 1, said even with -q): a disk fills.
         for (path, destination, why) in unremoved { tally.afterUploadsFailed(manifest: path, destination: destination, message: why) }
+        // A pass of listed files (`hoist watch`'s settled ones) saw no other file: it deletes
+        // nothing a mirror would, and leaves stale uploads to whole passes.
+        guard runner.listedFiles == nil else { return tally.summary }
         if runner.job.manifest.files.contains(where: { $0.mirror != .off }) { await mirror() }
         await endStaleUploads()
         return tally.summary

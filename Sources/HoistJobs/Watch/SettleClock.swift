@@ -18,6 +18,16 @@ struct SettleClock {
         self.maxWait = maxWait
     }
 
+    /// A clock with new durations (a manifest reloaded) and what `earlier` still waits for.
+    init(settle: Double, maxWait: Double, carrying earlier: SettleClock) {
+        self.init(settle: settle, maxWait: maxWait)
+        pending = earlier.pending
+        fullPassOwed = earlier.fullPassOwed
+    }
+
+    /// When the oldest path waiting was first touched; nil when none waits.
+    var oldestFirst: Double? { pending.values.map(\.first).min() }
+
     mutating func touch(_ path: String, at now: Double) {
         if let seen = pending[path] { pending[path] = (seen.first, now) } else { pending[path] = (now, now) }
     }

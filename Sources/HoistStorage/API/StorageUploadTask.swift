@@ -28,6 +28,12 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
         set { lock.withLock { _sessionID = newValue } }
     }
     private var _sessionID: String?
+    /// The session `checkpoint()` left on the server for a later process, once the task ended so.
+    public private(set) var keptSession: String? {
+        get { lock.withLock { _keptSession } }
+        set { lock.withLock { _keptSession = newValue } }
+    }
+    private var _keptSession: String?
     /// Awaited once a session another process can continue has started, before its first byte
     /// moves (`onSessionStarted`).
     private var sessionStarted: (@Sendable (String) async -> Void)?
@@ -132,6 +138,13 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
         control.cancel()
     }
 
+    /// Ends the task as `cancel()` does, but leaves its session on the server (when a later
+    /// process can continue it: `keptSession`), for the next process to resume: a watcher
+    /// stopped by SIGTERM. Package API, for the job runner.
+    package func checkpoint() {
+        control.cancel(keepingSession: true)
+    }
+
     // MARK: - The transfer
 
     /// How many times a task uploads its file again from zero after the stored object did not match it.
@@ -149,7 +162,8 @@ public final class StorageUploadTask: StorageObservableTask, StorageTaskManageme
                                   reports: .init(session: { [weak self] in self?.sessionID = $0 },
                                                  sessionStarted: { [weak self] id in await self?.lock.withLock({ self?.sessionStarted })?(id) },
                                                  progress: { [weak self] sent in self?.report(sent) },
-                                                 retry: { [weak self] in self?.reportRetry(attempt: $0, delay: $1, after: $2) }))
+                                                 retry: { [weak self] in self?.reportRetry(attempt: $0, delay: $1, after: $2) },
+                                                 kept: { [weak self] in self?.keptSession = $0 }))
         } catch {
             return fail(control.isCancelled ? TransferControl.cancelledError : NSError.storage(error))
         }

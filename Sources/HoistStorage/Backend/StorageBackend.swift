@@ -148,6 +148,10 @@ public protocol UploadSession: Sendable {
     /// multipart upload); false (the default) for one request that either stores or not.
     var continuesElsewhere: Bool { get }
 
+    /// Whether a later process can continue the session by its `id` once this one stops
+    /// without abandoning it (a checkpoint): `continuesElsewhere` unless the backend says more.
+    var continuesLater: Bool { get }
+
     /// How many bytes the server holds, from the start of the object.
     func confirmedOffset() async throws -> Int64
 
@@ -170,6 +174,7 @@ public protocol UploadSession: Sendable {
 
 extension UploadSession {
     public var continuesElsewhere: Bool { false }
+    public var continuesLater: Bool { continuesElsewhere }
 }
 
 /// What one `send` achieved.

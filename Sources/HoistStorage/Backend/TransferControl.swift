@@ -13,6 +13,8 @@ public final class TransferControl: Sendable {
     private struct State {
         var paused = false
         var cancelled = false
+        /// Cancelled to be continued later (`checkpoint` of a task): the session is kept.
+        var keepsSession = false
         /// Past `commitCheckpoint()`: the object is being stored, a cancel comes too late.
         var committed = false
         var waiters: [CheckedContinuation<Void, any Error>] = []
@@ -102,6 +104,8 @@ public final class TransferControl: Sendable {
     public var isPaused: Bool { state.withLock { $0.paused } }
     /// True once cancelled.
     public var isCancelled: Bool { state.withLock { $0.cancelled } }
+    /// True once cancelled to be continued by a later process: its session is not abandoned.
+    public var keepsSession: Bool { state.withLock { $0.cancelled && $0.keepsSession } }
 
     func pause() { state.withLock { $0.paused = true } }
 
@@ -114,9 +118,12 @@ public final class TransferControl: Sendable {
         for waiter in waiters { waiter.resume() }
     }
 
-    func cancel() {
+    /// - Parameter keepingSession: the session stays on the server, for a later process to
+    ///   continue (a watcher stopped by SIGTERM), where a cancel abandons it.
+    func cancel(keepingSession: Bool = false) {
         let waiters = state.withLock { state in
             guard !state.committed else { return [CheckedContinuation<Void, any Error>]() }
+            if !state.cancelled { state.keepsSession = keepingSession }
             state.cancelled = true
             defer { state.waiters.removeAll() }
             return state.waiters

@@ -23,6 +23,10 @@ actor LocalUploadSession: UploadSession {
     private let mayBeUnnamed: Bool
     private var unnamed: Int32 = -1
 
+    /// A large upload's part file and descriptor stay in `uploads/` for a later process (a small
+    /// one's unnamed file goes with this one).
+    nonisolated var continuesLater: Bool { descriptor.size > LocalBucket.sessionFileThreshold }
+
     /// Bytes copied per piece: the most a pause or cancel waits for.
     static let pieceSize = 1 << 20
 

@@ -24,6 +24,8 @@ struct UploadDriver {
         var sessionStarted: @Sendable (String) async -> Void = { _ in }
         var progress: @Sendable (Int64) -> Void = { _ in }
         var retry: (_ attempt: Int, _ delay: TimeInterval, _ failure: StorageFailure) -> Void = { _, _, _ in }
+        /// The session a checkpoint left on the server for a later process (its id).
+        var kept: (String) -> Void = { _ in }
     }
     var reports = Reports()
 
@@ -72,7 +74,12 @@ struct UploadDriver {
                 }
             }
         } catch {
-            if let session = attempt.session { await session.abandon() }
+            if control.keepsSession, let kept = attempt.session.map({ $0.continuesLater ? $0.id : nil }) ?? attempt.resumable {
+                // Checkpointed: a later process continues it from what the server holds.
+                reports.kept(kept)
+            } else if let session = attempt.session {
+                await session.abandon()
+            }
             throw control.isCancelled ? StorageFailure(.cancelled, TransferControl.cancelledError.localizedDescription) : Self.failure(error)
         }
     }
