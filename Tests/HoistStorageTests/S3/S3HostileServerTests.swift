@@ -145,6 +145,37 @@ import Testing
         #expect(methods(server) == ["PUT /bkt/obj"])
     }
 
+    /// An SSE-KMS answer to a `PutObject` (an ETag that is no MD5, and says so) is checked by
+    /// what the server verified: here it returns a CRC32C that is not the file's, so the
+    /// upload fails with `nonMatchingChecksum`, and nothing is deleted (no request after the `PUT`).
+    @Test func anSSEKMSPutWithAnotherCRC32CFailsAndDeletesNothing() async throws {
+        let data = patternData(1000)
+        let kms = ["ETag: \"\(String(repeating: "c", count: 32))\"", "x-amz-server-side-encryption: aws:kms", "x-amz-checksum-crc32c: AAAAAA=="]
+        let server = try HostileHTTPServer(.script([raw(200, kms), raw(200, kms), raw(204)]))
+        let session = try await backend(server).startUpload(to: "obj", attributes: ObjectResource(), size: Int64(data.count))
+        await #expect { _ = try await session.send(from: ByteSource(data: data), at: 0, control: TransferControl()) { _ in } } throws: {
+            StorageErrorCode(of: $0) == .nonMatchingChecksum && "\($0)".contains("CRC32C AAAAAA==") && "\($0)".contains("left as it is")
+        }
+        #expect(methods(server) == ["PUT /bkt/obj"])
+    }
+
+    /// An SSE-KMS Complete (its ETag no MD5 of MD5s, and no CRC32C of the object): the object's
+    /// size is read (`HEAD`), and a byte short fails with `nonMatchingChecksum`, nothing deleted.
+    @Test func anSSEKMSCompleteIsCheckedBySizeFromAHead() async throws {
+        let data = patternData(6 << 20 + 5)
+        let kms = String(repeating: "d", count: 32) + "-2"
+        let server = try HostileHTTPServer(.script(Array(multipartScript(data, composite: kms).dropLast()) + [
+            raw(200, ["x-amz-server-side-encryption: aws:kms"],
+                body: "<CompleteMultipartUploadResult><ETag>&quot;\(kms)&quot;</ETag></CompleteMultipartUploadResult>"),
+            raw(200, ["ETag: \"\(kms)\"", "x-amz-server-side-encryption: aws:kms"], length: data.count - 1), raw(204),
+        ]))
+        let session = try await backend(server).startUpload(to: "obj", attributes: ObjectResource(), size: Int64(data.count))
+        await #expect { _ = try await session.send(from: ByteSource(data: data), at: 0, control: TransferControl()) { _ in } } throws: {
+            StorageErrorCode(of: $0) == .nonMatchingChecksum && "\($0)".contains("has \(data.count - 1) bytes")
+        }
+        #expect(methods(server) == ["POST /bkt/obj", "PUT /bkt/obj", "PUT /bkt/obj", "POST /bkt/obj", "HEAD /bkt/obj"])
+    }
+
     /// Not read back (the default, and every job that neither moves nor mirrors): the parts' MD5s and
     /// Complete's ETag are the check, as a `PutObject`'s answer is, so the upload ends at
     /// `CompleteMultipartUpload` with no request after it (a `HEAD` there costs `rclone serve s3`
