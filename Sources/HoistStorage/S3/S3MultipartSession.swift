@@ -45,11 +45,14 @@ final class S3MultipartSession: UploadSession {
         var etag: S3ETag?
         var crc32c: String?
 
+        /// The ETag's MD5, when it has the form of one.
+        var md5: [UInt8]? { etag?.parts == nil ? etag?.digest : nil }
+
         /// Whether it holds the bytes whose checksums are `sums`: nil when it cannot tell.
         func holds(_ sums: S3Checksums) -> Bool? {
-            if etag?.digest == sums.md5 { return true }
+            if md5 == sums.md5 { return true }
             if let crc32c { return crc32c == sums.crc32c }
-            return etag?.digest == nil ? nil : false
+            return md5 == nil ? nil : false
         }
     }
     private let state: Mutex<State>
@@ -206,8 +209,8 @@ final class S3MultipartSession: UploadSession {
     }
 
     /// Every part the server holds for this upload, by number: those with a number in the plan,
-    /// the size the plan gives it, and an ETag of an MD5's form or a CRC32C (anything else is
-    /// sent again).
+    /// the size the plan gives it, and an ETag, of an MD5's form or with a CRC32C (anything else
+    /// is sent again).
     private func listParts() async throws -> [Int: HeldPart] {
         var held: [Int: HeldPart] = [:]
         var marker = 0
@@ -221,10 +224,9 @@ final class S3MultipartSession: UploadSession {
                 guard let number = part["PartNumber"].flatMap({ Int($0) }), (1...plan.partCount).contains(number),
                       part["Size"].flatMap({ Int64($0) }) == plan.range(of: number).length
                 else { continue }
-                let etag = part["ETag"].flatMap(S3ETag.init).flatMap { $0.digest != nil && $0.parts == nil ? $0 : nil }
-                let crc32c = S3Headers.objectCRC32C(part["ChecksumCRC32C"], type: nil)
-                guard etag != nil || crc32c != nil else { continue }
-                held[number] = HeldPart(etag: etag, crc32c: crc32c)
+                let found = HeldPart(etag: part["ETag"].flatMap(S3ETag.init), crc32c: S3Headers.objectCRC32C(part["ChecksumCRC32C"], type: nil))
+                guard found.etag != nil, found.md5 != nil || found.crc32c != nil else { continue }
+                held[number] = found
             }
             guard xml.first("*/IsTruncated") == "true",
                   let next = xml.first("*/NextPartNumberMarker").flatMap({ Int($0) }), next > marker
