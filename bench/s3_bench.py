@@ -64,32 +64,61 @@ def wait_for_port(port, process, name):
 
 class Server:
     """A fresh S3 server with one empty bucket: `rclone serve s3` over a new folder in /dev/shm
-    (the bucket is a folder in it), or moto's server."""
+    (the bucket is a folder in it), moto's server, or Ceph's radosgw on a one-node cluster of its
+    own (Tests/servers/ceph.py: memstore, so no disk either; about 20 s to start)."""
 
     def __init__(self, args):
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.folder = None
-        if args.server == "rclone":
+        self.kind = args.server
+        if args.server == "ceph":
+            script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Tests", "servers", "ceph.py")
+            command = [sys.executable, script, "--port", str(self.port), "--access-key", ACCESS_KEY,
+                       "--secret-key", SECRET_KEY, "--memory", str(3 << 30)]
+            self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            line = self.process.stdout.readline().strip()
+            if not line.startswith("ready"):
+                sys.exit(f"ceph.py did not start: {line}")
+        elif args.server == "rclone":
             self.folder = tempfile.mkdtemp(prefix="hoist-s3bench-", dir="/dev/shm")
             os.mkdir(os.path.join(self.folder, BUCKET))
             command = [args.rclone, "serve", "s3", "--addr", f"127.0.0.1:{self.port}",
                        "--auth-key", f"{ACCESS_KEY},{SECRET_KEY}", "--config", "/dev/null", self.folder]
         else:
             command = [args.moto, "-H", "127.0.0.1", "-p", str(self.port)]
-        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for_port(self.port, self.process, command[0])
+        if args.server != "ceph":
+            self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            wait_for_port(self.port, self.process, command[0])
         self.client = boto3.client("s3", endpoint_url=self.endpoint, region_name=REGION,
                                    aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY,
                                    config=Config(s3={"addressing_style": "path"}))
-        if args.server == "moto":
+        if args.server in ("moto", "ceph"):
             self.client.create_bucket(Bucket=BUCKET)
 
     def cpu(self):
-        """The server's CPU seconds so far (utime + stime of /proc/PID/stat)."""
-        with open(f"/proc/{self.process.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        """The server's CPU seconds so far (utime + stime of /proc/PID/stat), its child
+        processes' included (radosgw, the OSD and the monitor under ceph.py)."""
+        total, parents = 0.0, {self.process.pid}
+        stats = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/stat") as f:
+                        stats[int(entry)] = f.read().rsplit(")", 1)[1].split()
+                except OSError:
+                    pass
+        found = True
+        while found:
+            found = False
+            for pid, fields in stats.items():
+                if pid not in parents and int(fields[1]) in parents:
+                    parents.add(pid)
+                    found = True
+        for pid in parents:
+            if pid in stats:
+                total += (int(stats[pid][11]) + int(stats[pid][12])) / os.sysconf("SC_CLK_TCK")
+        return total
 
     def objects(self, prefix):
         """{key: size} of the bucket's objects under `prefix`, listed page by page."""
@@ -100,7 +129,10 @@ class Server:
         return found
 
     def stop(self):
-        self.process.kill()
+        if self.kind == "ceph":   # ceph.py: SIGTERM stops its daemons and removes its folder
+            self.process.terminate()
+        else:
+            self.process.kill()
         self.process.wait()
         if self.folder:
             shutil.rmtree(self.folder, ignore_errors=True)
@@ -249,8 +281,9 @@ def main():
     parser.add_argument("--s5cmd", required=True)
     parser.add_argument("--rclone", required=True)
     parser.add_argument("--moto", help="moto_server, for --server moto")
-    parser.add_argument("--server", choices=("rclone", "moto"), default="rclone",
-                        help="the S3 server: rclone serve s3 (default), or moto (too slow to measure a client with)")
+    parser.add_argument("--server", choices=("rclone", "moto", "ceph"), default="rclone",
+                        help="the S3 server: rclone serve s3 (default), moto (too slow to measure a client with), "
+                             "or Ceph's radosgw (Tests/servers/ceph.py)")
     parser.add_argument("--files", type=int, default=2000)
     parser.add_argument("--large-mib", type=int, default=256)
     parser.add_argument("--concurrency", type=int, default=8,
@@ -270,7 +303,8 @@ def main():
         large = os.path.join(work, "large")
         os.makedirs(large)
         write_large_file(os.path.join(large, "large.bin"), args.large_mib)
-        print(f"server: {args.server} ({'rclone serve s3 over /dev/shm' if args.server == 'rclone' else 'moto_server'});"
+        described = {"rclone": "rclone serve s3 over /dev/shm", "moto": "moto_server", "ceph": "radosgw 16.2, one node, memstore"}
+        print(f"server: {args.server} ({described[args.server]});"
               f" {os.cpu_count()} cores; hoist {subprocess.run([args.hoist, '--version'], capture_output=True, text=True).stdout.strip()},"
               f" {subprocess.run([args.s5cmd, 'version'], capture_output=True, text=True).stdout.strip()},"
               f" {subprocess.run([args.rclone, 'version'], capture_output=True, text=True).stdout.splitlines()[0]}")

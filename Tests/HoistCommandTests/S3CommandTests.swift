@@ -248,6 +248,26 @@ import Testing
         #expect(Set(try await server.pendingUploads(bucket: bucket)) == theirs)
     }
 
+    /// radosgw without `rgw dns name`, asked with virtual-host addressing, answers the bucket's
+    /// pre-flight listing with the list of all buckets (played by the fault proxy, in front of
+    /// each server): `hoist cp` stops there (exit 2) saying what came back and naming
+    /// `pathStyle`, and no byte reaches the server.
+    @Test(arguments: S3TestServer.plain)
+    func aPreflightAnsweredWithAllBucketsStopsTheCopy(server: S3TestServer) async throws {
+        let bucket = try await server.makeBucket()
+        let proxy = try FaultProxy(upstreamPort: try server.port(), ["--preflight", "all-buckets"])
+        let directory = try TemporaryDirectory()
+        let file = try directory.write("report.csv", Data("a,b\n1,2\n".utf8))
+        let home = try awsHome()
+        let environment = ["HOME": home.path, "AWS_PROFILE": "uploader", "AWS_ENDPOINT_URL": "http://127.0.0.1:\(proxy.port)",
+                           "PATH": "/usr/bin:/bin"]
+        let copy = try runProcess(hoist, ["cp", file.path, "s3://\(bucket)/in/"], environment: environment)
+        #expect(copy.status == 2 && copy.stderr.contains("ListAllMyBucketsResult") && copy.stderr.contains("pathStyle"),
+                "\(copy.stdout)\(copy.stderr)")
+        #expect(!proxy.requests.contains { ($0["method"] as? String) == "PUT" })
+        #expect(try await server.storedBytes(bucket: bucket, key: "in/report.csv") == nil)
+    }
+
     @Test func cpToAnS3URLAndAMistypedKey() async throws {
         let server = S3TestServer.rclone
         let bucket = try await server.makeBucket()

@@ -52,6 +52,11 @@ public enum S3TestServer: String, Sendable, CaseIterable {
             var root: String?
             switch self {
             case .moto:
+                // Without the crc32c package moto computes a CRC32 and reports it as an object's
+                // CRC32C (a multipart object's, `FULL_OBJECT`), which Hoist rightly refuses.
+                guard (try? runProcess("\(bin)/python3", ["-c", "import crc32c"]))?.status == 0 else {
+                    throw TestServerError("moto's python lacks the crc32c package: run scripts/setup --test")
+                }
                 server = try ServerProcess("\(bin)/moto_server", ["-H", "127.0.0.1", "-p", "\(port)"])
             case .rclone, .rcloneTLS:
                 let tls = self == .rcloneTLS ? try TestCertificates.shared() : nil

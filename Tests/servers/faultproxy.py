@@ -19,11 +19,25 @@ closes. Faults, each for a limited number of matching requests:
                                  each listed key ten times; `endless` says every page is truncated,
                                  with the same NextContinuationToken each time (the token is taken
                                  off the request before it goes upstream)
+  --sse-kms                      play an S3 bucket with default SSE-KMS encryption: every ETag answered
+                                 (PutObject, UploadPart, Complete, HEAD, listings) is replaced by one
+                                 that is no MD5 of the bytes (a hash of the real one, so each object
+                                 keeps one), with `x-amz-server-side-encryption: aws:kms`; the part
+                                 ETags of a Complete request are mapped back before it goes upstream
+  --complete-checksum right|wrong  answer CompleteMultipartUpload as AWS does for a FULL_OBJECT upload:
+                                 with <ChecksumCRC32C> (the request's `x-amz-checksum-crc32c`, or it
+                                 with one bit flipped; `AAAAAA==` when the request had none) and
+                                 <ChecksumType>FULL_OBJECT</ChecksumType>
+  --preflight all-buckets        answer S3's pre-flight `GET /BUCKET?list-type=2&max-keys=1` with the list
+                                 of all buckets (ListAllMyBucketsResult), as radosgw without
+                                 `rgw dns name` answers a virtual-host request
 
 It prints "ready PORT" once listening, and logs one JSON line per request to --log.
 """
 import argparse
 import asyncio
+import base64
+import hashlib
 import json
 import re
 import socket
@@ -83,6 +97,31 @@ def rewrite_listing(body, mode):
     return text.encode("utf-8")
 
 
+def dechunk(body):
+    """A chunked body's bytes (Transfer-Encoding: chunked), trailers dropped."""
+    out, rest = bytearray(), body
+    while rest:
+        size_line, _, rest = rest.partition(b"\r\n")
+        size = int(size_line.split(b";")[0] or b"0", 16)
+        if size == 0:
+            break
+        out += rest[:size]
+        rest = rest[size + 2:]
+    return bytes(out)
+
+
+def kms_etag(real):
+    """An SSE-KMS bucket's ETag for an object whose real ETag is `real`: 32 hex digits that are
+    no MD5 of its bytes (the part count kept), the same each time."""
+    digits, dash, count = real.partition("-")
+    return hashlib.md5(("kms:" + digits).encode()).hexdigest() + dash + count
+
+
+ALL_BUCKETS = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListAllMyBucketsResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+               "<Owner><ID>hoist</ID><DisplayName>hoist</DisplayName></Owner><Buckets><Bucket><Name>127.0.0.1</Name>"
+               "<CreationDate>2026-01-01T00:00:00.000Z</CreationDate></Bucket></Buckets></ListAllMyBucketsResult>")
+
+
 class Proxy:
     def __init__(self, args):
         self.args = args
@@ -94,6 +133,7 @@ class Proxy:
         self.resets = [Rule("reset:" + spec) for spec in args.reset]
         self.log = open(args.log, "a", buffering=1) if args.log else None
         self.port = None
+        self.real_etags = {}  # --sse-kms: the ETag given out -> the server's
 
     def record(self, **fields):
         fields["time"] = time.monotonic()
@@ -117,7 +157,13 @@ class Proxy:
         auth = header(headers, "Authorization")
         self.record(method=method, target=target, contentRange=header(headers, "Content-Range"),
                     contentType=header(headers, "Content-Type"), length=length,
-                    bearer=(auth or "").startswith("Bearer "), reused=reused)
+                    bearer=(auth or "").startswith("Bearer "), reused=reused,
+                    checksumCRC32C=header(headers, "x-amz-checksum-crc32c"),
+                    checksumAlgorithm=header(headers, "x-amz-checksum-algorithm"),
+                    checksumType=header(headers, "x-amz-checksum-type"))
+        if self.args.preflight and method == "GET" and "list-type=2" in target and "max-keys=1" in target:
+            await reader.readexactly(length)
+            return await self.answer(writer, 200, None, body=ALL_BUCKETS.encode(), content_type="application/xml")
 
         if self.args.require_bearer and auth != "Bearer " + self.args.require_bearer:
             await reader.readexactly(length)
@@ -146,6 +192,7 @@ class Proxy:
         corrupt = next((int(r.value) for r in self.corrupts if length > int(r.value) and r.take(method)), None)
 
         listing = self.args.listing if method == "GET" and "list-type=2" in target else None
+        complete = method == "POST" and "uploadId=" in target
         if listing == "endless":
             target = re.sub(r"&?continuation-token=[^&]*", "", target).replace("?&", "?")
 
@@ -158,6 +205,14 @@ class Proxy:
         up_writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
 
         sent = 0
+        if complete and self.args.sse_kms and length:
+            # The part ETags given out, back to the server's (the same length: 32 hex digits).
+            text = (await reader.readexactly(length)).decode("utf-8")
+            for fake, real in self.real_etags.items():
+                text = text.replace(fake, real)
+            up_writer.write(text.encode("utf-8"))
+            await up_writer.drain()
+            sent = length
         while sent < length:
             piece = await reader.read(min(1 << 16, length - sent))
             if not piece:
@@ -190,20 +245,58 @@ class Proxy:
         upstream = f"http://{self.upstream_host}:{self.upstream_port}".encode()
         mine = f"http://127.0.0.1:{self.port}".encode()
         head = head.replace(upstream, mine)
+        status = int(status_line.split(" ")[1]) if " " in status_line else 0
+        rewrite = bool(listing) or (status == 200 and (self.args.sse_kms or (complete and self.args.complete_checksum)))
+        if rewrite and any(l.lower().startswith("transfer-encoding:") and "chunked" in l.lower() for l in header_lines):
+            body = dechunk(body)
         if listing:
             body = rewrite_listing(body, listing)
+        extra = []
+        if status == 200 and self.args.sse_kms:
+            head, body = self.as_kms(head, body)
+            extra.append(b"x-amz-server-side-encryption: aws:kms")
+        if status == 200 and complete and self.args.complete_checksum:
+            body = self.with_full_checksum(body, header(headers, "x-amz-checksum-crc32c"))
         out = []
         for line in head.split(b"\r\n"):
             if line.lower().startswith(b"connection:"):
                 continue
-            if listing and (line.lower().startswith(b"content-length:") or line.lower().startswith(b"transfer-encoding:")):
+            if rewrite and (line.lower().startswith(b"content-length:") or line.lower().startswith(b"transfer-encoding:")):
                 continue
             out.append(line)
-        if listing:
+        out += extra
+        if rewrite and method != "HEAD":
             out.append(f"Content-Length: {len(body)}".encode())
+        elif rewrite:
+            out += [l.encode("latin-1") for l in header_lines if l.lower().startswith("content-length:")]
         out.append(b"Connection: close")
         writer.write(b"\r\n".join(out) + b"\r\n\r\n" + body)
         await writer.drain()
+
+    def as_kms(self, head, body):
+        """An answer's ETags (header and XML) replaced by SSE-KMS-like ones (`kms_etag`)."""
+        def fake(real):
+            given = kms_etag(real)
+            self.real_etags[given] = real
+            return given
+
+        head = re.sub(rb'(?im)^(etag:\s*"?)([0-9a-f]{32}(?:-\d+)?)',
+                      lambda m: m.group(1) + fake(m.group(2).decode()).encode(), head)
+        body = re.sub(rb'(<ETag>(?:&quot;|")?)([0-9a-f]{32}(?:-\d+)?)',
+                      lambda m: m.group(1) + fake(m.group(2).decode()).encode(), body)
+        return head, body
+
+    def with_full_checksum(self, body, sent):
+        """A Complete answer with the whole object's CRC32C (`sent`, or it with a bit flipped)."""
+        value = sent or "AAAAAA=="
+        if self.args.complete_checksum == "wrong":
+            raw = bytearray(base64.b64decode(value))
+            raw[0] ^= 0x01
+            value = base64.b64encode(bytes(raw)).decode()
+        elif not sent:
+            return body
+        added = f"<ChecksumCRC32C>{value}</ChecksumCRC32C><ChecksumType>FULL_OBJECT</ChecksumType>"
+        return body.replace(b"</CompleteMultipartUploadResult>", added.encode() + b"</CompleteMultipartUploadResult>", 1)
 
     async def answer_xml(self, writer, status, message):
         """An injected S3 error: `<Error>` with the code InvalidRequest and `message`, escaped as XML."""
@@ -238,6 +331,9 @@ async def main():
     parser.add_argument("--reset", action="append", default=[])
     parser.add_argument("--keep-alive", action="store_true")
     parser.add_argument("--listing", choices=["repeat", "endless"], default=None)
+    parser.add_argument("--sse-kms", action="store_true")
+    parser.add_argument("--complete-checksum", choices=["right", "wrong"], default=None)
+    parser.add_argument("--preflight", choices=["all-buckets"], default=None)
     parser.add_argument("--log", default=None)
     args = parser.parse_args()
     proxy = Proxy(args)

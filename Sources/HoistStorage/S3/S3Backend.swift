@@ -42,14 +42,19 @@ public final class S3Backend: StorageBackend {
             return S3PutSession(backend: self, resource: resource, headers: headers, size: size)
         }
         let partSize = S3MultipartSession.partSize(for: size, configured: configuration.partSize, chunkSize: chunkSize)
-        let response = try await send("POST", key: key(path), query: [("uploads", "")], headers: headers)
+        // CRC32C on every part, and the whole object's on Complete, for the server to check
+        // (`FULL_OBJECT`: AWS since 2025; servers that do not know it ignore both headers).
+        let checksummed = configuration.sendsCRC32C
+        let checksums: [(name: String, value: String)] =
+            checksummed ? [("x-amz-checksum-algorithm", "CRC32C"), ("x-amz-checksum-type", "FULL_OBJECT")] : []
+        let response = try await send("POST", key: key(path), query: [("uploads", "")], headers: headers + checksums)
         guard response.status == 200 else { throw failure(response, object: path, bucketLevel: true) }
         let xml = try parse(response)
         guard let uploadID = xml.first("*/UploadId"), S3MultipartSession.isValidUploadID(uploadID) else {
             throw StorageFailure(.unknown, "S3 answered CreateMultipartUpload without an upload id Hoist accepts.",
                                  httpStatus: response.status, details: ["bucket": bucket, "object": path])
         }
-        let state = S3MultipartSession.Plan(key: key(path), uploadID: uploadID, size: size, partSize: partSize)
+        let state = S3MultipartSession.Plan(key: key(path), uploadID: uploadID, size: size, partSize: partSize, checksummed: checksummed)
         return S3MultipartSession(backend: self, plan: state, path: path, attributes: resource, fresh: true)
     }
 
@@ -97,12 +102,13 @@ public final class S3Backend: StorageBackend {
         try await head(path).resource
     }
 
-    /// `HEAD`: the object's description and its ETag as the server gives it.
-    func head(_ path: String) async throws -> (resource: ObjectResource, etag: S3ETag?) {
+    /// `HEAD`: the object's description, its ETag as the server gives it, and whether that ETag
+    /// is S3's own (not an SSE-KMS or SSE-C object's: `S3Headers.etagIsMD5`).
+    func head(_ path: String) async throws -> (resource: ObjectResource, etag: S3ETag?, plainETag: Bool) {
         let response = try await send("HEAD", key: key(path), headers: [("x-amz-checksum-mode", "ENABLED")])
         guard response.status == 200 else { throw failure(response, object: path, bucketLevel: false) }
         let etag = response.header("etag").flatMap(S3ETag.init)
-        return (try S3Headers.resource(response, bucket: bucket, name: path, given: nil, etag: etag), etag)
+        return (try S3Headers.resource(response, bucket: bucket, name: path, given: nil, etag: etag), etag, S3Headers.etagIsMD5(response))
     }
 
     /// S3 has no generations: a `generation` is the hash of the object's ETag (`S3Headers`), so

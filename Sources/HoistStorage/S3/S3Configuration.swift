@@ -37,7 +37,8 @@ extension S3Backend {
         public var stallTimeout: Double = 60
         /// How long a presigned download URL stays valid, in seconds (at most 7 days, S3's limit).
         public var presignExpiry = 7 * 24 * 3600
-        /// Send `x-amz-checksum-crc32c` with each `PutObject` for the server to check and keep.
+        /// Send `x-amz-checksum-crc32c` with each `PutObject` and each part for the server to check
+        /// and keep, and a multipart object's whole CRC32C on Complete (`FULL_OBJECT`).
         public var sendsCRC32C = true
         /// Read a multipart object back (`HEAD`) after `CompleteMultipartUpload`: its size must be
         /// the file's, and the ETag later reads report is the one recorded (`rclone serve s3`

@@ -59,14 +59,34 @@ enum S3Headers {
             resource.timeCreated = resource.updated
         }
         if let etag {
-            resource.md5Hash = etag.md5Base64 ?? (given?.md5Hash)
+            // An SSE-KMS or SSE-C object's ETag is no MD5: the object's MD5 is then only the one
+            // the server checked (`Content-MD5`, given), never read from the ETag.
+            resource.md5Hash = (etagIsMD5(response) ? etag.md5Base64 : nil) ?? (given?.md5Hash)
             resource.generation = etag.generation
             resource.metageneration = 1
         }
-        if let crc = response.header("x-amz-checksum-crc32c"), crc.count == 8, Data(base64Encoded: crc)?.count == 4 {
+        if let crc = objectCRC32C(response.header("x-amz-checksum-crc32c"), type: response.header("x-amz-checksum-type")) {
             resource.crc32c = crc
         }
         return resource
+    }
+
+    /// Whether an answer's ETag (a `PutObject`'s, a part's, Complete's, a `HEAD`'s) is an MD5 of
+    /// the bytes, as S3 makes it for objects stored plain or with SSE-S3: only when the answer
+    /// names no encryption or `AES256`, and no customer key. SSE-KMS (`aws:kms`, `aws:kms:dsse`),
+    /// SSE-C, and any kind Hoist does not know give ETags that are not, and are never compared.
+    static func etagIsMD5(_ response: HTTPResponse) -> Bool {
+        guard response.header("x-amz-server-side-encryption-customer-algorithm") == nil else { return false }
+        guard let kind = response.header("x-amz-server-side-encryption") else { return true }
+        return kind == "AES256"
+    }
+
+    /// A CRC32C that is the whole object's: S3's base64 of four bytes, with a type (S3's
+    /// `x-amz-checksum-type`, `ChecksumType`) that is none or `FULL_OBJECT`. A `COMPOSITE` one (the
+    /// CRC of the parts' CRCs, `...-N`) is no CRC32C of the bytes, and nil, as is anything else.
+    static func objectCRC32C(_ value: String?, type: String?) -> String? {
+        guard let value, value.count == 8, Data(base64Encoded: value)?.count == 4, type == nil || type == "FULL_OBJECT" else { return nil }
+        return value
     }
 
     /// `value` as it may go in a header: as it is when printable ASCII, else RFC 2047 base64.

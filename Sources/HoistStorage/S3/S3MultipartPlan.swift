@@ -2,26 +2,33 @@ import Foundation
 
 extension S3MultipartSession {
     /// What a multipart upload is, all a later process needs to resume it: the key, S3's upload
-    /// id, the object's size and the part size. Its `id` is the session id a journal keeps:
-    /// `s3mpu1:SIZE:PARTSIZE:BASE64URL(KEY):UPLOADID`, checked field by field when read back.
+    /// id, the object's size and the part size, and whether it was created with CRC32C
+    /// checksums. Its `id` is the session id a journal keeps:
+    /// `s3mpu2:SIZE:PARTSIZE:BASE64URL(KEY):UPLOADID` (`s3mpu1:` for one created without
+    /// checksums, by an earlier Hoist), checked field by field when read back.
     struct Plan: Equatable, Sendable {
         let key: String
         let uploadID: String
         let size: Int64
         let partSize: Int64
+        /// Created with `x-amz-checksum-algorithm: CRC32C` and `x-amz-checksum-type: FULL_OBJECT`:
+        /// each part goes with its CRC32C, and Complete names them and the whole object's (S3
+        /// refuses a Complete whose checksums are not the kind the upload was created with).
+        let checksummed: Bool
 
-        init(key: String, uploadID: String, size: Int64, partSize: Int64) {
+        init(key: String, uploadID: String, size: Int64, partSize: Int64, checksummed: Bool = true) {
             self.key = key
             self.uploadID = uploadID
             self.size = size
             self.partSize = partSize
+            self.checksummed = checksummed
         }
 
         /// The plan a session id names, or nil for text that is not one (any other form, a
         /// size or part size out of S3's bounds, a key that is not UTF-8, an upload id outside
         /// the allow-list).
         init?(id: String) {
-            guard id.count <= 4096, id.hasPrefix("s3mpu1:") else { return nil }
+            guard id.count <= 4096, id.hasPrefix("s3mpu1:") || id.hasPrefix("s3mpu2:") else { return nil }
             let fields = id.dropFirst("s3mpu1:".count).split(separator: ":", maxSplits: 3, omittingEmptySubsequences: false)
             guard fields.count == 4, let size = Int64(fields[0]), let partSize = Int64(fields[1]),
                   size > 0, (S3Backend.Configuration.minimumPartSize...(5 << 30)).contains(partSize),
@@ -30,13 +37,13 @@ extension S3MultipartSession {
                   let key = String(data: keyData, encoding: .utf8), (1...1024).contains(keyData.count),
                   S3MultipartSession.isValidUploadID(String(fields[3]))
             else { return nil }
-            self.init(key: key, uploadID: String(fields[3]), size: size, partSize: partSize)
+            self.init(key: key, uploadID: String(fields[3]), size: size, partSize: partSize, checksummed: id.hasPrefix("s3mpu2:"))
         }
 
         var id: String {
             let key = Data(key.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-")
                 .replacingOccurrences(of: "/", with: "_")
-            return "s3mpu1:\(size):\(partSize):\(key):\(uploadID)"
+            return "s3mpu\(checksummed ? 2 : 1):\(size):\(partSize):\(key):\(uploadID)"
         }
 
         private static func unURLSafe(_ text: String) -> String {

@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import HoistHTTP
 
@@ -42,13 +41,18 @@ struct S3PutSession: UploadSession {
         let stored = try S3Headers.resource(response, bucket: backend.bucket, name: path, given: expected, etag: etag)
         // The server hashed what arrived: an ETag that is an MD5 must be the source's, and a
         // CRC32C it returns must be ours (it would have refused a mismatch; this checks it did).
+        // An SSE-KMS or SSE-C answer's ETag is no MD5 (`etagIsMD5`): the `Content-MD5` and CRC32C
+        // the server checked before its 200 are then the evidence, with a CRC32C it returns.
         // A mismatch leaves the object in place: an S3 key has no generation, so what is there
         // may be an earlier good version, the only copy; the file fails, to be sent again.
-        if let digest = etag?.digest, etag?.parts == nil, digest != sums.md5 || stored.crc32c != sums.crc32c {
+        let md5Differs = S3Headers.etagIsMD5(response) && etag?.parts == nil && etag?.digest.map { $0 != sums.md5 } == true
+        if md5Differs || stored.crc32c != sums.crc32c {
+            let said = md5Differs ? "MD5 \(etag!.value)" : "CRC32C \(stored.crc32c ?? "-")"
+            let ours = md5Differs ? SigV4.hex(sums.md5) : sums.crc32c
             throw StorageFailure(
                 .nonMatchingChecksum,
-                "Uploaded object \(path) has MD5 \(etag!.value) on the server, but the local file's is "
-                    + "\(SigV4.hex(sums.md5)). The object was left as it is (it may be an earlier version); the upload is to be retried.",
+                "Uploaded object \(path) has \(said) on the server, but the local file's is "
+                    + "\(ours). The object was left as it is (it may be an earlier version); the upload is to be retried.",
                 details: ["bucket": backend.bucket, "object": path])
         }
         return .finished(stored)
@@ -59,7 +63,7 @@ struct S3PutSession: UploadSession {
 
 /// The MD5 (for `Content-MD5` and ETags) and CRC32C (base64, S3's `x-amz-checksum-crc32c`) of a
 /// range of a source, read in 1 MiB pieces.
-struct S3Checksums {
+struct S3Checksums: Sendable, Equatable {
     var md5: [UInt8]
     var crc32c: String
 
@@ -69,17 +73,17 @@ struct S3Checksums {
         return S3Checksums(md5: sums.md5Digest(), crc32c: sums.crc32cBase64())
     }
 
-    /// The MD5 alone of a part, its bytes counted into `frontier` too (the object's CRC32C, when
-    /// the part is next in order): a multipart upload's parts need no CRC32C of their own.
-    static func md5(of source: ByteSource, from offset: Int64, length: Int64, frontier: ChecksumFrontier) throws -> [UInt8] {
-        var md5 = Insecure.MD5()
+    /// A part's MD5 and CRC32C, its bytes counted into `frontier` too (the object's CRC32C,
+    /// when the part is next in order).
+    static func part(of source: ByteSource, from offset: Int64, length: Int64, frontier: ChecksumFrontier) throws -> S3Checksums {
+        var sums = Checksums()
         try read(source, from: offset, length: length) { piece, position in
             piece.withUnsafeBytes { bytes in
-                md5.update(bufferPointer: bytes)
+                sums.update(bytes)
                 frontier.add(bytes, at: position)
             }
         }
-        return Array(md5.finalize())
+        return S3Checksums(md5: sums.md5Digest(), crc32c: sums.crc32cBase64())
     }
 
     /// Feeds `length` bytes of `source` from `offset` to `body`, 1 MiB at a time, with each

@@ -64,6 +64,84 @@ import Testing
         #expect((stored.generation == S3ETag(etag)?.generation) == (server != .rclone), "recorded \(stored.generation), reads give \(etag)")
     }
 
+    /// A bucket with default SSE-KMS (played by the fault proxy: every ETag answered is no MD5,
+    /// and says `x-amz-server-side-encryption: aws:kms`) failed every upload: the ETags were
+    /// compared with the MD5s. They are now checked through what the server verified
+    /// (`Content-MD5`, `x-amz-checksum-crc32c`), and a multipart object's size through a `HEAD`;
+    /// the object's MD5 is the file's, never read from such an ETag; nothing is deleted.
+    @Test(arguments: S3TestServer.plain)
+    func anSSEKMSBucketsETagsAreCheckedThroughWhatTheServerVerified(_ server: S3TestServer) async throws {
+        let bucket = try await server.makeBucket()
+        let proxy = try FaultProxy(upstreamPort: try server.port(), ["--sse-kms"])
+        let storage = try smallParts(server, bucket: bucket, port: proxy.port)
+        let small = patternData(70_001, seed: 3)
+        let large = patternData(11 << 20 + 5, seed: 4)   // 3 parts
+        let storedSmall = try await storage.reference(withPath: "kms/small.bin").putDataAsync(small)
+        let storedLarge = try await storage.reference(withPath: "kms/large.bin").putDataAsync(large)
+        #expect(try await server.storedBytes(bucket: bucket, key: "kms/small.bin") == small)
+        #expect(try await server.storedBytes(bucket: bucket, key: "kms/large.bin") == large)
+        #expect(storedSmall.md5Hash == Data(Insecure.MD5.hash(data: small)).base64EncodedString())
+        #expect(storedSmall.resource.crc32c == crc32cBase64(small) && storedLarge.resource.crc32c == crc32cBase64(large))
+        #expect(storedLarge.size == Int64(large.count) && storedLarge.md5Hash == nil)
+        let methods = proxy.requests.map { "\($0["method"] as? String ?? "") \((($0["target"] as? String) ?? "").components(separatedBy: "?")[0])" }
+        #expect(methods.last == "HEAD /\(bucket)/kms/large.bin", "\(methods)")
+        #expect(!methods.contains { $0.hasPrefix("DELETE") }, "\(methods)")
+        #expect(try await server.pendingUploads(bucket: bucket) == [])
+    }
+
+    /// S3 checks the checksums it is given (AWS: every one; issue 44): the upload is created
+    /// with `x-amz-checksum-algorithm: CRC32C` and `x-amz-checksum-type: FULL_OBJECT`, each part
+    /// goes with its CRC32C, and Complete with the whole file's, as seen at the proxy; moto,
+    /// `rclone serve s3` and radosgw take them all (none checks them).
+    @Test(arguments: S3TestServer.plain)
+    func partsAndCompleteCarryTheirCRC32C(_ server: S3TestServer) async throws {
+        let bucket = try await server.makeBucket()
+        let proxy = try FaultProxy(upstreamPort: try server.port(), [])
+        let storage = try smallParts(server, bucket: bucket, port: proxy.port)
+        let data = patternData(11 << 20 + 5, seed: 5)   // 3 parts
+        _ = try await storage.reference(withPath: "crc/large.bin").putDataAsync(data)
+        #expect(try await server.storedBytes(bucket: bucket, key: "crc/large.bin") == data)
+        let requests = proxy.requests
+        let create = try #require(requests.first { ($0["method"] as? String) == "POST" && (($0["target"] as? String) ?? "").contains("uploads") })
+        #expect(create["checksumAlgorithm"] as? String == "CRC32C" && create["checksumType"] as? String == "FULL_OBJECT")
+        var parts: [Int: String] = [:]
+        for request in requests where (isPart(request)) {
+            let target = request["target"] as? String ?? ""
+            let number = Int(target.components(separatedBy: "partNumber=")[1].prefix { $0.isNumber }) ?? 0
+            parts[number] = request["checksumCRC32C"] as? String
+        }
+        #expect(parts == [1: crc32cBase64(data.prefix(5 << 20)), 2: crc32cBase64(data.dropFirst(5 << 20).prefix(5 << 20)),
+                          3: crc32cBase64(data.dropFirst(10 << 20))])
+        let complete = try #require(requests.last { ($0["method"] as? String) == "POST" })
+        #expect(complete["checksumCRC32C"] as? String == crc32cBase64(data) && complete["checksumType"] as? String == "FULL_OBJECT")
+    }
+
+    private func isPart(_ request: [String: Any]) -> Bool {
+        (request["method"] as? String) == "PUT" && ((request["target"] as? String) ?? "").contains("partNumber=")
+    }
+
+    /// AWS answers a `FULL_OBJECT` upload's Complete with the object's CRC32C (played by the
+    /// fault proxy): the file's, the upload is done; another, it fails with
+    /// `nonMatchingChecksum` naming it, and the object is left as it is (no `DELETE`).
+    @Test(arguments: S3TestServer.plain)
+    func aFullObjectCRC32CInCompletesAnswerIsCompared(_ server: S3TestServer) async throws {
+        let bucket = try await server.makeBucket()
+        let data = patternData(11 << 20 + 5, seed: 6)   // 3 parts
+        let right = try FaultProxy(upstreamPort: try server.port(), ["--complete-checksum", "right"])
+        let stored = try await smallParts(server, bucket: bucket, port: right.port).reference(withPath: "full/right.bin").putDataAsync(data)
+        #expect(stored.resource.crc32c == crc32cBase64(data))
+        let wrong = try FaultProxy(upstreamPort: try server.port(), ["--complete-checksum", "wrong"])
+        let storage = try smallParts(server, bucket: bucket, port: wrong.port)
+        // The completion handler's NSError keeps Hoist's message (the async StorageError cannot).
+        let error = try #require(await putDataError(storage.reference(withPath: "full/wrong.bin"), data))
+        #expect(error.code == StorageErrorCode.nonMatchingChecksum.rawValue && error.localizedDescription.contains("CRC32C")
+                    && error.localizedDescription.contains("left as it is"), "\(error)")
+        // No object deleted (an upload the retries abandon is aborted: `DELETE ?uploadId=`).
+        let deletes = wrong.requests.filter { ($0["method"] as? String) == "DELETE" }.map { $0["target"] as? String ?? "" }
+        #expect(deletes.allSatisfy { $0.contains("uploadId=") }, "\(deletes)")
+        #expect(try await server.storedBytes(bucket: bucket, key: "full/wrong.bin") == data)
+    }
+
     /// The parts of one file go up at once (`partConcurrency`, 4): at the proxy, which closes
     /// every connection after its answer, four part `PUT`s were in flight together.
     @Test(arguments: S3TestServer.plain)

@@ -161,6 +161,27 @@ import Testing
                     "s3mpu1:20971520:5242880::up", "s3mpu1:20971520:1024:a2V5:up"] {
             #expect(S3MultipartSession.Plan(id: bad) == nil, "\(bad)")
         }
+        // An upload created with checksums is `s3mpu2:`; one an earlier Hoist made, without, `s3mpu1:`.
+        #expect(plan.checksummed && plan.id.hasPrefix("s3mpu2:"))
+        let old = S3MultipartSession.Plan(id: "s3mpu1:" + plan.id.dropFirst("s3mpu2:".count))
+        #expect(old?.checksummed == false && old?.key == plan.key && old?.id.hasPrefix("s3mpu1:") == true)
+    }
+
+    /// An ETag is an MD5 only for objects stored plain or with SSE-S3 (an allow-list: SSE-KMS,
+    /// its dual-layer form, SSE-C and a kind Hoist does not know are not); a CRC32C is the
+    /// object's only in S3's form and unless `COMPOSITE` (the CRC of the parts' CRCs).
+    @Test func whichETagsAreMD5sAndWhichCRC32CsAreTheObjects() {
+        func answer(_ headers: [String: String]) -> HTTPResponse { HTTPResponse(status: 200, headers: headers, body: Data()) }
+        #expect(S3Headers.etagIsMD5(answer([:])) && S3Headers.etagIsMD5(answer(["x-amz-server-side-encryption": "AES256"])))
+        for kind in ["aws:kms", "aws:kms:dsse", "aws:fsx", ""] {
+            #expect(!S3Headers.etagIsMD5(answer(["x-amz-server-side-encryption": kind])), "\(kind)")
+        }
+        #expect(!S3Headers.etagIsMD5(answer(["x-amz-server-side-encryption-customer-algorithm": "AES256"])))
+        #expect(S3Headers.objectCRC32C("yZRlqg==", type: nil) == "yZRlqg==")
+        #expect(S3Headers.objectCRC32C("yZRlqg==", type: "FULL_OBJECT") == "yZRlqg==")
+        for (value, type) in [("yZRlqg==", "COMPOSITE"), ("yZRlqg==-3", nil), ("yZRlqg==", "full_object"), ("not-b64!", nil), ("", nil)] {
+            #expect(S3Headers.objectCRC32C(value, type: type) == nil, "\(value) \(type ?? "-")")
+        }
     }
 
     @Test func resumingAnotherObjectsSessionIsRefused() async throws {

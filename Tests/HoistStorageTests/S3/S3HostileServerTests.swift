@@ -146,6 +146,61 @@ import Testing
         #expect(methods(server) == ["PUT /bkt/obj"])
     }
 
+    /// An SSE-KMS answer to a `PutObject` (an ETag that is no MD5, and says so) is checked by
+    /// what the server verified: here it returns a CRC32C that is not the file's, so the
+    /// upload fails with `nonMatchingChecksum`, and nothing is deleted (no request after the `PUT`).
+    @Test func anSSEKMSPutWithAnotherCRC32CFailsAndDeletesNothing() async throws {
+        let data = patternData(1000)
+        let kms = ["ETag: \"\(String(repeating: "c", count: 32))\"", "x-amz-server-side-encryption: aws:kms", "x-amz-checksum-crc32c: AAAAAA=="]
+        let server = try HostileHTTPServer(.script([raw(200, kms), raw(200, kms), raw(204)]))
+        let session = try await backend(server).startUpload(to: "obj", attributes: ObjectResource(), size: Int64(data.count))
+        await #expect { _ = try await session.send(from: ByteSource(data: data), at: 0, control: TransferControl()) { _ in } } throws: {
+            StorageErrorCode(of: $0) == .nonMatchingChecksum && "\($0)".contains("CRC32C AAAAAA==") && "\($0)".contains("left as it is")
+        }
+        #expect(methods(server) == ["PUT /bkt/obj"])
+    }
+
+    /// An SSE-KMS Complete (its ETag no MD5 of MD5s, and no CRC32C of the object): the object's
+    /// size is read (`HEAD`), and a byte short fails with `nonMatchingChecksum`, nothing deleted.
+    @Test func anSSEKMSCompleteIsCheckedBySizeFromAHead() async throws {
+        let data = patternData(6 << 20 + 5)
+        let kms = String(repeating: "d", count: 32) + "-2"
+        let server = try HostileHTTPServer(.script(Array(multipartScript(data, composite: kms).dropLast()) + [
+            raw(200, ["x-amz-server-side-encryption: aws:kms"],
+                body: "<CompleteMultipartUploadResult><ETag>&quot;\(kms)&quot;</ETag></CompleteMultipartUploadResult>"),
+            raw(200, ["ETag: \"\(kms)\"", "x-amz-server-side-encryption: aws:kms"], length: data.count - 1), raw(204),
+        ]))
+        let session = try await backend(server).startUpload(to: "obj", attributes: ObjectResource(), size: Int64(data.count))
+        await #expect { _ = try await session.send(from: ByteSource(data: data), at: 0, control: TransferControl()) { _ in } } throws: {
+            StorageErrorCode(of: $0) == .nonMatchingChecksum && "\($0)".contains("has \(data.count - 1) bytes")
+        }
+        #expect(methods(server) == ["POST /bkt/obj", "PUT /bkt/obj", "PUT /bkt/obj", "POST /bkt/obj", "HEAD /bkt/obj"])
+    }
+
+    /// An SSE-KMS upload resumed by a later process: `ListParts` gives ETags that are no MD5s,
+    /// with each part's CRC32C (an upload created with checksums): a part whose CRC32C is the
+    /// local bytes' is kept (not sent again) and named in Complete by the ETag the server gave it.
+    @Test func aResumedSSEKMSUploadKeepsPartsByTheirCRC32C() async throws {
+        let data = patternData(6 << 20 + 5)
+        let first = String(repeating: "a", count: 32), second = String(repeating: "b", count: 32)
+        let kms = String(repeating: "d", count: 32) + "-2"
+        let sse = "x-amz-server-side-encryption: aws:kms"
+        let listing = "<ListPartsResult><Part><PartNumber>1</PartNumber><Size>\(5 << 20)</Size><ETag>&quot;\(first)&quot;</ETag>"
+            + "<ChecksumCRC32C>\(crc32cBase64(data.prefix(5 << 20)))</ChecksumCRC32C></Part><IsTruncated>false</IsTruncated></ListPartsResult>"
+        let server = try HostileHTTPServer(.script([
+            raw(200, body: listing), raw(200, ["ETag: \"\(second)\"", sse]),
+            raw(200, [sse], body: "<CompleteMultipartUploadResult><ETag>&quot;\(kms)&quot;</ETag></CompleteMultipartUploadResult>"),
+            raw(200, ["ETag: \"\(kms)\"", sse], length: data.count), raw(204),
+        ]))
+        let plan = S3MultipartSession.Plan(key: "obj", uploadID: "u-1", size: Int64(data.count), partSize: 5 << 20)
+        let session = try await backend(server).resumeUpload(id: plan.id, for: "obj")
+        #expect(try await session.confirmedOffset() == 5 << 20)
+        let outcome = try await session.send(from: ByteSource(data: data), at: 5 << 20, control: TransferControl()) { _ in }
+        guard case .finished(let stored) = outcome else { Issue.record("not finished: \(outcome)"); return }
+        #expect(methods(server) == ["GET /bkt/obj", "PUT /bkt/obj", "POST /bkt/obj", "HEAD /bkt/obj"])
+        #expect(stored.size == Int64(data.count) && stored.crc32c == crc32cBase64(data))
+    }
+
     /// Not read back (the default, and every job that neither moves nor mirrors): the parts' MD5s and
     /// Complete's ETag are the check, as a `PutObject`'s answer is, so the upload ends at
     /// `CompleteMultipartUpload` with no request after it (a `HEAD` there costs `rclone serve s3`
