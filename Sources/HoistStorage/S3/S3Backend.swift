@@ -140,6 +140,7 @@ public final class S3Backend: StorageBackend {
     /// a one-part object is the MD5 the server computed of the copy.) An answer of 200 whose body is an `<Error>` (S3 may fail a
     /// copy after it began answering) is a failure. A copy that fails its check is left in place,
     /// as a failed upload's check leaves it: an S3 key has no generation to delete by. Sources
+    /// with neither MD5 nor CRC32C (a multipart upload's, on most servers) and sources
     /// over 5 GiB are refused (`CopyObject`'s limit; `UploadPartCopy` is not implemented): the
     /// caller uploads instead.
     public func copy(from source: String, to destination: String, ifSourceGeneration generation: Int64?) async throws -> CopyOutcome {
@@ -152,6 +153,14 @@ public final class S3Backend: StorageBackend {
         guard let size = stored.size, size <= Self.largestCopy else {
             throw StorageFailure(.invalidArgument, "s3://\(bucket)/\(key(source)) is larger than 5 GiB, the most S3's CopyObject copies: "
                                     + "upload the file instead.", details: ["bucket": bucket, "object": source])
+        }
+        // A multipart upload's object (its ETag no MD5) with no CRC32C has nothing a copy could be
+        // checked against (AWS and moto give the copy the MD5 of its bytes, radosgw the source's
+        // ETag): refused before anything is written.
+        guard stored.md5Hash != nil || stored.crc32c != nil else {
+            throw StorageFailure(.invalidArgument, "s3://\(bucket)/\(key(source)) carries no MD5 or CRC32C (its ETag \(etag.value) is a "
+                                    + "multipart upload's), so a copy could not be verified: upload the file instead.",
+                                 details: ["bucket": bucket, "object": source])
         }
         let response = try await send("PUT", key: key(destination), headers: [
             ("x-amz-copy-source", SigV4.encodePath("/\(bucket)/\(key(source))")),

@@ -144,3 +144,32 @@ import Testing
         #expect(written)
     }
 }
+
+extension CopyConformanceTests {
+    /// 20 MiB: a local bucket's session file, a GCS resumable upload, an S3 multipart upload.
+    /// An S3 multipart object carries no MD5 (its ETag is the parts') and no CRC32C, so a copy
+    /// could not be checked: refused, nothing written, where the server says no MD5 of it
+    /// (moto, radosgw); `rclone serve s3` reads it with the MD5 of its bytes, and copies it.
+    @Test(arguments: ConformanceBackend.all)
+    func aLargeObjectIsCopiedWhereItCanBeChecked(_ backend: ConformanceBackend) async throws {
+        let target = try await backend.makeTarget([])
+        let data = patternData(20 << 20)
+        let source = target.storage.reference(withPath: target.object("big.bin"))
+        _ = try await source.putDataAsync(data)
+        let destination = target.storage.reference(withPath: target.object("big copy.bin"))
+        if ["s3-moto", "s3-ceph"].contains(backend.name) {
+            do {
+                _ = try await target.backend.copy(from: target.object("big.bin"), to: target.object("big copy.bin"), ifSourceGeneration: nil)
+                Issue.record("an unverifiable copy was made")
+            } catch let failure as StorageFailure {
+                #expect(failure.code == .invalidArgument)
+                #expect(failure.message.contains("multipart upload's"), "\(failure.message)")
+            }
+            #expect(try await target.storedBytes("big copy.bin") == nil)
+            return
+        }
+        let copy = try await source.copy(to: destination)
+        #expect(copy.md5Hash == md5Base64(data))
+        #expect(try await target.storedBytes("big copy.bin") == data)
+    }
+}
