@@ -135,9 +135,9 @@ public final class S3Backend: StorageBackend {
     /// `HEAD` of the source (its generation must be `generation` when given), then `CopyObject`
     /// (`x-amz-copy-source`, the bucket and key percent-encoded; the metadata copied, as by
     /// default) conditional on the ETag read (`x-amz-copy-source-if-match`); then a `HEAD` of the
-    /// copy, whose CRC32C or MD5 must be the source's. (No `x-amz-checksum-algorithm` asking for a
-    /// CRC32C computed anew: moto 5.2 answers it with a CRC32, not a CRC32C; the ETag of a copy of
-    /// a one-part object is the MD5 the server computed of the copy.) An answer of 200 whose body is an `<Error>` (S3 may fail a
+    /// copy, whose CRC32C or MD5 must be the source's: the ETag of a one-part object's copy is
+    /// the MD5 the server computed of the copy's bytes. (No `x-amz-checksum-algorithm` asks for
+    /// a CRC32C computed anew: the servers tested keep the source's, or none.) An answer of 200 whose body is an `<Error>` (S3 may fail a
     /// copy after it began answering) is a failure. A copy that fails its check is left in place,
     /// as a failed upload's check leaves it: an S3 key has no generation to delete by. Sources
     /// with neither MD5 nor CRC32C (a multipart upload's, on most servers) and sources
