@@ -1,11 +1,29 @@
 import Foundation
+import HoistHTTP
 import HoistTestSupport
 import Testing
 @testable import HoistStorage
 
 /// A local bucket's copy (`LocalBucket.copy(from:to:ifSourceGeneration:)`): a file of its own,
-/// never a rename nor a link to the source's, checked against the source's sidecar.
+/// never a rename nor a link to the source's, checked against the source's sidecar; and a
+/// backend that cannot copy, which says so.
 @Suite struct LocalCopyTests {
+    /// A backend without `copiesObjects` (the protocol's default `copy`) fails `invalidArgument`
+    /// saying to upload instead: what a caller falls back on.
+    @Test func aBackendThatCannotCopySaysSo() async throws {
+        let backend = UnsupportedBackend(url: "other://bkt", bucket: "bkt")
+        #expect(!backend.capabilities.copiesObjects)
+        #expect(LocalBucket.capabilities.copiesObjects && GCSBackend.capabilities(HTTPTransports.standard, caBundle: nil).copiesObjects
+                && S3Backend.capabilities.copiesObjects)
+        do {
+            _ = try await backend.copy(from: "a", to: "b", ifSourceGeneration: nil)
+            Issue.record("a backend that cannot copy copied")
+        } catch let failure as StorageFailure {
+            #expect(failure.code == .invalidArgument)
+            #expect(failure.message.contains("cannot copy objects: upload the file instead"), "\(failure.message)")
+        }
+    }
+
     @Test func aCopyIsANewFileWithAGenerationOfItsOwn() async throws {
         let fixture = try LocalBucketFixture()
         let source = fixture.storage.reference(withPath: "a/src.txt")
