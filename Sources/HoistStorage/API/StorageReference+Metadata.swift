@@ -110,7 +110,7 @@ extension StorageReference {
 
     /// Runs `operation` again after a transient failure, with backoff, until the storage's
     /// `maxOperationRetryTime` is spent; then fails with `retryLimitExceeded`.
-    private func withOperationRetries<T: Sendable>(_ operation: @Sendable () async throws -> T) async throws -> T {
+    func withOperationRetries<T: Sendable>(_ operation: @Sendable () async throws -> T) async throws -> T {
         let policy = storage.operationRetryPolicy
         let deadline = policy.deadline()
         var failures = 0
@@ -127,7 +127,7 @@ extension StorageReference {
     }
 
     /// Runs `operation` and hands its outcome to `completion` on the callback queue.
-    private func deliver<T: Sendable>(
+    func deliver<T: Sendable>(
         _ completion: @escaping @Sendable (T?, (any Error)?) -> Void, _ operation: @escaping @Sendable () async throws -> T
     ) {
         let queue = storage.callbackQueue

@@ -226,13 +226,17 @@ public struct BackendCapabilities: Sendable {
     /// multipart uploads), which `endStaleUploads` ends: a run asks its journal which are its own
     /// only then (a question that reads every row).
     public var leavesStaleUploads: Bool
+    /// Objects are copied on the server (`copy(from:to:ifSourceGeneration:)`); where not, a
+    /// caller uploads the file again instead.
+    public var copiesObjects: Bool
 
     public init(preferredExecutor: (any TaskExecutor)? = nil, checksums: Set<Checksum> = [], resumesAcrossProcesses: Bool = false,
-                caBundle: String? = nil, leavesStaleUploads: Bool = false) {
+                caBundle: String? = nil, leavesStaleUploads: Bool = false, copiesObjects: Bool = false) {
         self.preferredExecutor = preferredExecutor
         self.checksums = checksums
         self.resumesAcrossProcesses = resumesAcrossProcesses
         self.caBundle = caBundle
         self.leavesStaleUploads = leavesStaleUploads
+        self.copiesObjects = copiesObjects
     }
 }

@@ -47,6 +47,18 @@ public protocol StorageBackend: Sendable {
     /// alone (`changed`). The default reads the metadata, then deletes that generation.
     func deleteObject(_ path: String, generation: Int64) async throws -> DeleteOutcome
 
+    /// Copies the object at `source` to `destination` in the same bucket on the server, no byte
+    /// through this process (GCS `rewrite`, S3 `CopyObject`, a local bucket a new file), with the
+    /// source's metadata; the source is left as it is. With `generation`, only while the source is
+    /// still that generation (GCS `ifSourceGenerationMatch`; S3 `x-amz-copy-source-if-match` on
+    /// the ETag the generation stands for; a local bucket under the object's lock): otherwise
+    /// nothing is written and the outcome is `sourceChanged`. The copy is verified: its CRC32C or
+    /// MD5 must be the source's (else `nonMatchingChecksum`; a GCS or local copy that fails it is
+    /// deleted). Where `capabilities.copiesObjects` is false the default fails with
+    /// `invalidArgument`, and a caller uploads instead.
+    /// - Throws: `objectNotFound` when there is no source.
+    func copy(from source: String, to destination: String, ifSourceGeneration generation: Int64?) async throws -> CopyOutcome
+
     /// One page of the objects whose paths start with `prefix`, in the order the server lists
     /// them, from `page` (a token of the previous page; nil for the first). The default fails
     /// with `invalidArgument`: a backend that cannot list.
@@ -102,6 +114,11 @@ extension StorageBackend {
     }
 
     public func endStaleUploads(olderThan age: TimeInterval, startedBy sessions: Set<String>) async throws -> [String] { [] }
+
+    public func copy(from source: String, to destination: String, ifSourceGeneration generation: Int64?) async throws -> CopyOutcome {
+        throw StorageFailure(.invalidArgument, "This storage (\(bucket)) cannot copy objects: upload the file instead.",
+                             details: ["bucket": bucket, "object": source])
+    }
 
     public func list(prefix: String, page: String?) async throws -> ObjectListing {
         throw StorageFailure(.invalidArgument, "This storage (\(bucket)) cannot list its objects.", details: ["bucket": bucket])
@@ -206,6 +223,14 @@ extension DeleteOutcome {
         default: return nil
         }
     }
+}
+
+/// What a copy (`copy(from:to:ifSourceGeneration:)`) did.
+public enum CopyOutcome: Sendable, Equatable {
+    /// The destination holds the source's bytes and metadata, verified: its description.
+    case copied(ObjectResource)
+    /// The source is another generation than the one asked for: nothing was written.
+    case sourceChanged
 }
 
 /// One object of a listing: its path (below the storage URL's prefix) and generation.

@@ -113,14 +113,26 @@ package final class RootFolder: Sendable {
     /// The bytes of the regular file at `relative` (below this root, no link followed on the
     /// way or at its end), at most `limit` of them; nil for anything else.
     package func contents(of relative: String, limit: Int) -> Data? {
+        guard let (file, info) = openRegularFile(relative) else { return nil }
+        defer { close(file) }
+        guard info.st_size <= limit else { return nil }
+        return try? FileHandle(fileDescriptor: file, closeOnDealloc: false).readToEnd() ?? Data()
+    }
+
+    /// The regular file at `relative` (below this root, no link followed on the way or at its
+    /// end) open for reading, with what `fstat` says of it; nil for anything else. The caller
+    /// closes the descriptor.
+    package func openRegularFile(_ relative: String) -> (descriptor: Int32, info: stat)? {
         guard let folder = folder(holding: relative) else { return nil }
         defer { if folder.descriptor != descriptor { close(folder.descriptor) } }
         let file = openat(folder.descriptor, folder.name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard file >= 0 else { return nil }
-        defer { close(file) }
         var info = stat()
-        guard fstat(file, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_size <= limit else { return nil }
-        return try? FileHandle(fileDescriptor: file, closeOnDealloc: false).readToEnd() ?? Data()
+        guard fstat(file, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+            close(file)
+            return nil
+        }
+        return (file, info)
     }
 
     /// Whether `relative` is a folder below this root reached following no link.

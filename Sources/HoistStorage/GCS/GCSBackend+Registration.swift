@@ -75,7 +75,7 @@ extension GCSBackend {
     /// by any process.
     static func capabilities(_ transport: any HTTPTransport, caBundle: String?) -> BackendCapabilities {
         BackendCapabilities(preferredExecutor: transport.preferredExecutor, checksums: [.md5, .crc32c], resumesAcrossProcesses: true,
-                            caBundle: caBundle)
+                            caBundle: caBundle, copiesObjects: true)
     }
 
     public var capabilities: BackendCapabilities { Self.capabilities(configuration.transport, caBundle: configuration.caBundle) }

@@ -253,6 +253,58 @@ public final class GCSBackend: StorageBackend {
         return outcome
     }
 
+    /// `objects.rewrite` with no body (the server copies the source's metadata, its download
+    /// token included), called again with the `rewriteToken` of each answer until `done`, at most
+    /// `rewriteRounds` times. The source is read first: its generation must be `generation` when
+    /// given (fake-gcs-server and gcp-storage-emulator ignore `ifSourceGenerationMatch`:
+    /// `CopyPreconditionTests`), and the rewrite is conditional on the generation read, whose CRC32C and MD5
+    /// the copy must then have; a copy that has not is deleted (that generation).
+    public func copy(from source: String, to destination: String, ifSourceGeneration generation: Int64?) async throws -> CopyOutcome {
+        let stored = try await metadata(of: source)
+        if let generation, stored.generation != generation { return .sourceChanged }
+        guard let read = stored.generation else {
+            throw StorageFailure(.unknown, "Cloud Storage described \(source) without a generation.", details: ["bucket": bucket, "object": source])
+        }
+        let url = objectURL(source) + "/rewriteTo/b/\(Self.encode(bucket))/o/\(Self.encode(destination))?ifSourceGenerationMatch=\(read)"
+        var token: String?
+        for _ in 0..<Self.rewriteRounds {
+            let response = try await send(HTTPRequest(method: "POST", url: url + (token.map { "&rewriteToken=\(Self.encode($0))" } ?? "")))
+            if response.status == 412 {
+                guard generation == nil else { return .sourceChanged }
+                throw StorageFailure(.unknown, "Object \(source) changed while it was copied.", retryable: true, httpStatus: 412,
+                                     details: ["bucket": bucket, "object": source])
+            }
+            guard response.status == 200 else { throw failure(response, object: source, bucketLevel: false) }
+            guard let answer = try? JSONSerialization.jsonObject(with: response.body) as? [String: Any] else {
+                throw StorageFailure(.unknown, "Cloud Storage answered a rewrite with something else than JSON.", httpStatus: response.status,
+                                     responseBody: String(response.bodyText.prefix(500)), details: ["bucket": bucket, "object": destination])
+            }
+            if answer["done"] as? Bool == true, let body = answer["resource"] as? [String: Any],
+               let copied = try? ObjectResource(json: JSONSerialization.data(withJSONObject: body)) {
+                guard copied.bucket == bucket, copied.name == destination else {
+                    throw StorageFailure(.unknown, "Cloud Storage's rewrite of \(source) described another object than \(destination).",
+                                         details: ["bucket": bucket, "object": destination])
+                }
+                if let why = stored.copyMismatch(copied) {
+                    try? await delete(destination, generation: copied.generation)
+                    throw ObjectResource.copyFailure(why, bucket: bucket, source: source, destination: destination, deleted: true)
+                }
+                return .copied(copied)
+            }
+            guard let next = answer["rewriteToken"] as? String, (1...4096).contains(next.utf8.count) else {
+                throw StorageFailure(.unknown, "Cloud Storage answered a rewrite of \(source) neither done nor with a token to go on.",
+                                     httpStatus: response.status, details: ["bucket": bucket, "object": destination])
+            }
+            token = next
+        }
+        throw StorageFailure(.unknown, "Cloud Storage did not finish copying \(source) to \(destination) in \(Self.rewriteRounds) rewrite calls.",
+                             retryable: true, details: ["bucket": bucket, "object": destination])
+    }
+
+    /// The most `objects.rewrite` calls one copy makes: Cloud Storage copies within a location
+    /// and storage class in one, and some GiB a call otherwise.
+    static let rewriteRounds = 1_000
+
     /// `objects.list` with `prefix`, 500 names a page (`fields` keeps each answer small where
     /// the server honours it; the engine bounds it anyway). Names and generations are checked
     /// as they are read: an item that is not an object's is refused.

@@ -10,7 +10,8 @@ extension LocalBucket {
         }
 
     /// Objects carry MD5 and CRC32C; a large upload's session file lets another process continue it.
-    static let capabilities = BackendCapabilities(checksums: [.md5, .crc32c], resumesAcrossProcesses: true)
+    static let capabilities = BackendCapabilities(checksums: [.md5, .crc32c], resumesAcrossProcesses: true,
+                                                  copiesObjects: true)
 
     public var capabilities: BackendCapabilities { Self.capabilities }
 }

@@ -177,6 +177,48 @@ public final class LocalBucket: StorageBackend {
         }
     }
 
+    /// A new file with the source's bytes and metadata and a generation of its own, committed as
+    /// an upload's. The source's file is opened under its object's lock, while its sidecar says
+    /// `generation`; as an object is replaced by a new file renamed or linked into place, never
+    /// written over, what is open stays that generation's bytes while they are copied (outside
+    /// the lock: the destination's commit takes its own, which may be the same stripe's). They
+    /// are checksummed as they are written and must be the source's. Never a rename (the source
+    /// stays), nor a hard link: two names of one file would change together were one written over
+    /// in place, and an object with no sidecar has its file's mtime as its generation.
+    public func copy(from source: String, to destination: String, ifSourceGeneration generation: Int64?) async throws -> CopyOutcome {
+        try validate(source)
+        try validate(destination)
+        let opened: (file: OpenFile, info: stat, stored: ObjectResource)? = try locked(source) {
+            let missing = StorageFailure(.objectNotFound, "Object \(source) does not exist.", details: ["bucket": bucket, "object": source])
+            guard let root = openFolder() else { throw missing }
+            let stored = try storedMetadata(of: source, in: root)
+            if let generation, stored.generation != generation { return nil }
+            guard let (descriptor, info) = root.openRegularFile(source) else { throw missing }
+            return (OpenFile(path: objectPath(source), descriptor: descriptor), info, stored)
+        }
+        guard let opened else { return .sourceChanged }
+        let bytes = ByteSource(file: opened.file, info: opened.info)
+        let session = try await startUpload(to: destination, attributes: opened.stored.writable, size: bytes.size)
+        let copied: ObjectResource
+        do {
+            guard case .finished(let resource) = try await session.send(from: bytes, at: 0, control: TransferControl(), progress: { _ in })
+            else { throw StorageFailure(.internalError, "Copying \(source) to \(destination) stopped short.") }
+            copied = resource
+        } catch {
+            await session.abandon()
+            throw error
+        }
+        // A sidecar's checksums are the source's bytes; a file put there by other means has none
+        // but its bytes, read under the lock: then the copy's own are all there is.
+        var expected = opened.stored
+        if expected.md5Hash == nil, expected.crc32c == nil { expected = copied }
+        if let why = expected.copyMismatch(copied) {
+            let deleted = (try? await deleteObject(destination, generation: copied.generation ?? -1)) == .deleted
+            throw ObjectResource.copyFailure(why, bucket: bucket, source: source, destination: destination, deleted: deleted)
+        }
+        return .copied(copied)
+    }
+
     /// Removes object `path` and its sidecar, each unlinked from its folder located beneath the
     /// bucket's folder following no link (`RootFolder`): a link on the way, or as the
     /// object, removes nothing (a link at the object's place is left too).

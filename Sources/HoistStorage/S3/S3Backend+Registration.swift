@@ -96,7 +96,7 @@ extension S3Backend {
     /// multipart upload's id lets another process list its parts and send the rest.
     static var capabilities: BackendCapabilities {
         BackendCapabilities(preferredExecutor: HTTPTransports.standard.preferredExecutor, checksums: [.md5, .crc32c],
-                            resumesAcrossProcesses: true, leavesStaleUploads: true)
+                            resumesAcrossProcesses: true, leavesStaleUploads: true, copiesObjects: true)
     }
 
     public var capabilities: BackendCapabilities {

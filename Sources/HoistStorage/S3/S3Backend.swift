@@ -138,6 +138,60 @@ public final class S3Backend: StorageBackend {
         return outcome
     }
 
+    /// `HEAD` of the source (its generation must be `generation` when given), then `CopyObject`
+    /// (`x-amz-copy-source`, the bucket and key percent-encoded; the metadata copied, as by
+    /// default) conditional on the ETag read (`x-amz-copy-source-if-match`); then a `HEAD` of the
+    /// copy, whose CRC32C or MD5 must be the source's: the ETag of a one-part object's copy is
+    /// the MD5 the server computed of the copy's bytes. (No `x-amz-checksum-algorithm` asks for
+    /// a CRC32C computed anew: the servers tested keep the source's, or none.) An answer of 200 whose body is an `<Error>` (S3 may fail a
+    /// copy after it began answering) is a failure. A copy that fails its check is left in place,
+    /// as a failed upload's check leaves it: an S3 key has no generation to delete by. Sources
+    /// with neither MD5 nor CRC32C (a multipart upload's, on most servers) and sources
+    /// over 5 GiB are refused (`CopyObject`'s limit; `UploadPartCopy` is not implemented): the
+    /// caller uploads instead.
+    public func copy(from source: String, to destination: String, ifSourceGeneration generation: Int64?) async throws -> CopyOutcome {
+        let (stored, etag) = try await head(source)
+        guard let etag else {
+            throw StorageFailure(.unknown, "S3 described s3://\(bucket)/\(key(source)) without an ETag Hoist reads.",
+                                 details: ["bucket": bucket, "object": source])
+        }
+        if let generation, etag.generation != generation { return .sourceChanged }
+        guard let size = stored.size, size <= Self.largestCopy else {
+            throw StorageFailure(.invalidArgument, "s3://\(bucket)/\(key(source)) is larger than 5 GiB, the most S3's CopyObject copies: "
+                                    + "upload the file instead.", details: ["bucket": bucket, "object": source])
+        }
+        // A multipart upload's object (its ETag no MD5) with no CRC32C has nothing a copy could be
+        // checked against (AWS and moto give the copy the MD5 of its bytes, radosgw the source's
+        // ETag): refused before anything is written.
+        guard stored.md5Hash != nil || stored.crc32c != nil else {
+            throw StorageFailure(.invalidArgument, "s3://\(bucket)/\(key(source)) carries no MD5 or CRC32C (its ETag \(etag.value) is a "
+                                    + "multipart upload's), so a copy could not be verified: upload the file instead.",
+                                 details: ["bucket": bucket, "object": source])
+        }
+        let response = try await send("PUT", key: key(destination), headers: [
+            ("x-amz-copy-source", SigV4.encodePath("/\(bucket)/\(key(source))")),
+            ("x-amz-copy-source-if-match", "\"\(etag.value)\""),
+        ])
+        if response.status == 412 {
+            guard generation == nil else { return .sourceChanged }
+            throw StorageFailure(.unknown, "Object \(source) changed while it was copied.", retryable: true, httpStatus: 412,
+                                 details: ["bucket": bucket, "object": source])
+        }
+        guard response.status == 200 else { throw failure(response, object: source, bucketLevel: false) }
+        let xml = try parse(response)
+        guard xml.first("Error/Code") == nil, xml.first("CopyObjectResult/ETag").flatMap(S3ETag.init) != nil else {
+            throw failure(response, object: source, bucketLevel: false)
+        }
+        let copied = try await head(destination).resource
+        if let why = stored.copyMismatch(copied) {
+            throw ObjectResource.copyFailure(why, bucket: bucket, source: source, destination: destination, deleted: false)
+        }
+        return .copied(copied)
+    }
+
+    /// The largest object one `CopyObject` copies.
+    static let largestCopy: Int64 = 5 << 30
+
     /// `ListObjectsV2` under the URL's prefix and `prefix`, 500 keys a page; keys are read back
     /// as paths below the URL's prefix, and one outside it is refused.
     public func list(prefix: String, page: String?) async throws -> ObjectListing {
