@@ -150,7 +150,7 @@ public final class S3Backend: StorageBackend {
     /// over 5 GiB are refused (`CopyObject`'s limit; `UploadPartCopy` is not implemented): the
     /// caller uploads instead.
     public func copy(from source: String, to destination: String, ifSourceGeneration generation: Int64?) async throws -> CopyOutcome {
-        let (stored, etag) = try await head(source)
+        let (stored, etag, _) = try await head(source)
         guard let etag else {
             throw StorageFailure(.unknown, "S3 described s3://\(bucket)/\(key(source)) without an ETag Hoist reads.",
                                  details: ["bucket": bucket, "object": source])
