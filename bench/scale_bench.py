@@ -64,33 +64,37 @@ def main():
     tree = os.path.join(args.work, f"tree-{args.files}")
     print(f"building a tree of {args.files:,} one-byte files in {tree} ...", flush=True)
     make_tree(tree, args.files)
-    job = os.path.join(tree, "job.yaml")
-    with open(job, "w") as out:
-        out.write(f"version: 1\nname: scale\njournal: journal.sqlite\nstorage: {{ url: 'file:bucket' }}\n"
-                  f"files: [{{ root: src }}]\nupload: {{ concurrency: {args.concurrency} }}\n")
     rclone = ["--transfers", str(args.concurrency), "--checkers", str(args.concurrency), "-q"]
-    rclone_copy = [args.rclone, "copy", os.path.join(tree, "src"), os.path.join(tree, "rclone-dest")] + rclone
 
-    def fresh(names):
+    def fresh(names, settle=None):
         for leftover in names:
             path = os.path.join(tree, leftover)
             shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else (os.path.exists(path) and os.remove(path))
         # On ext4 without a journal, creating inodes soon after many were deleted scans past the
         # recently deleted ones: let the last run's deletions age so neither tool pays for them.
         subprocess.run(["sync"])
-        time.sleep(args.settle)
+        time.sleep(args.settle if settle is None else settle)
 
-    hoist_state = ["bucket", "journal.sqlite", "journal.sqlite-wal", "journal.sqlite-shm", "journal.sqlite.lock"]
-    fresh(hoist_state + ["rclone-dest"])
     print(f"\n{args.files:,} files, concurrency {args.concurrency}, local bucket / local folder:")
     find_command = ["find", os.path.join(tree, "src"), "-type", "f", "-printf", "%p %s %T@\n"]
     find = timed(find_command)
     row("find -printf", find)
-    # First runs A B B A (rclone, hoist, hoist, rclone), each into a fresh destination.
+    # First runs A B B A (rclone, hoist, hoist, rclone), each into a destination of its own: none
+    # is deleted between runs (on ext4, creating inodes soon after many were deleted scans past
+    # the deleted ones, and deleting 300,000 files loads the disk for minutes).
     firsts = {"rclone": [], "hoist": []}
-    for tool in ["rclone", "hoist", "hoist", "rclone"]:
-        fresh(hoist_state if tool == "hoist" else ["rclone-dest"])
-        measured = timed([args.hoist, "run", "--quiet", job] if tool == "hoist" else rclone_copy)
+    for number, tool in enumerate(["rclone", "hoist", "hoist", "rclone"]):
+        fresh([f"bucket-{number}", f"journal-{number}.sqlite", f"journal-{number}.sqlite-wal", f"journal-{number}.sqlite-shm",
+               f"journal-{number}.sqlite.lock", f"rclone-dest-{number}"])
+        if tool == "hoist":
+            job = os.path.join(tree, f"job-{number}.yaml")
+            with open(job, "w") as out:
+                out.write(f"version: 1\nname: scale\njournal: journal-{number}.sqlite\nstorage: {{ url: 'file:bucket-{number}' }}\n"
+                          f"files: [{{ root: src }}]\nupload: {{ concurrency: {args.concurrency} }}\n")
+            measured = timed([args.hoist, "run", "--quiet", job])
+        else:
+            rclone_copy = [args.rclone, "copy", os.path.join(tree, "src"), os.path.join(tree, f"rclone-dest-{number}")] + rclone
+            measured = timed(rclone_copy)
         firsts[tool].append(measured)
         row(f"first run: {'hoist run' if tool == 'hoist' else 'rclone copy'}", measured,
             firsts["rclone"][-1] if tool == "hoist" and firsts["rclone"] else None)

@@ -1,6 +1,4 @@
-import Dispatch
 import Foundation
-import Synchronization
 
 /// A file found under a file set's root.
 public struct WalkedFile: Sendable {
@@ -76,62 +74,27 @@ public struct FileWalker: Sequence, IteratorProtocol {
         let identity: FileIdentity
     }
 
-    private struct Entry: Sendable {
+    private struct Entry {
         let name: String
         /// What `lstat` said (nil: it failed, with `error`).
         let status: Status?
         let error: Int32
         /// A folder to walk into (a link to one, when links are followed).
         let isFolder: Bool
+        /// The name's bytes, and a `/` after a folder's: entries sort by it.
+        let key: [UInt8]
 
-        /// Whether `a` comes before `b` in walk order: their names' bytes, a folder's with a `/`
-        /// after it (the order of full paths). Compared in place: a key array per entry cost an
-        /// allocation per walked file.
-        static func precedes(_ a: Entry, _ b: Entry) -> Bool {
-            let x = a.name.utf8Span.span, y = b.name.utf8Span.span
-            let lengthA = x.count + (a.isFolder ? 1 : 0), lengthB = y.count + (b.isFolder ? 1 : 0)
-            var index = 0
-            while index < lengthA, index < lengthB {
-                let p = index < x.count ? x[index] : 0x2F
-                let q = index < y.count ? y[index] : 0x2F
-                if p != q { return p < q }
-                index += 1
-            }
-            return lengthA < lengthB
-        }
-    }
-
-    /// A folder's entries in walk order, as `push` takes them, or why it could not be listed.
-    private struct Listing: Sendable {
-        var entries: [Entry] = []
-        var problem: String?
-    }
-
-    /// A folder listed on another thread while the walk goes through the folder before it (its
-    /// files planned, their journal rows read): the two cores each do one.
-    private final class ReadAhead: Sendable {
-        let path: String
-        private let done = DispatchSemaphore(value: 0)
-        private let listing = Mutex<Listing?>(nil)
-
-        init(_ path: String, hidden: Bool, followSymlinks: Bool) {
-            self.path = path
-            DispatchQueue.global(qos: .userInitiated).async { [self] in
-                let listed = FileWalker.list(path, hidden: hidden, followSymlinks: followSymlinks)
-                listing.withLock { $0 = listed }
-                done.signal()
-            }
-        }
-
-        /// The listing, once made.
-        func wait() -> Listing {
-            done.wait()
-            return listing.withLock { $0 ?? Listing() }
+        init(name: String, status: Status?, error: Int32, isFolder: Bool) {
+            self.name = name
+            self.status = status
+            self.error = error
+            self.isFolder = isFolder
+            key = isFolder ? Array(name.utf8) + [0x2F] : Array(name.utf8)
         }
     }
 
     /// The part of a `stat` the walk keeps (a whole `stat` is 144 bytes, moved by every sort).
-    private struct Status: Sendable {
+    private struct Status {
         let mode: UInt32
         let size: Int64
         let seconds: Int
@@ -176,8 +139,6 @@ public struct FileWalker: Sequence, IteratorProtocol {
     /// Links not followed (`followSymlinks` off), told as one problem at the end of the walk.
     private var unfollowedLinks = 0
     private var firstUnfollowedLink = ""
-    /// The next folder, being listed ahead.
-    private var readAhead: ReadAhead?
 
     public init(root: String, hidden: Bool = false, followSymlinks: Bool = false, skipping: String? = nil, fencedOff: [String] = []) {
         self.hidden = hidden
@@ -202,37 +163,11 @@ public struct FileWalker: Sequence, IteratorProtocol {
     }
 
     private mutating func push(path: String, relative: String, identity: FileIdentity) {
-        let listing: Listing
-        if let ahead = readAhead, ahead.path == path {
-            listing = ahead.wait()
-            readAhead = nil
-        } else {
-            listing = Self.list(path, hidden: hidden, followSymlinks: followSymlinks)
-        }
-        if let problem = listing.problem {
-            problems.append(WalkProblem(path: path, message: problem, isFailure: true))
-            return
-        }
-        stack.append(Frame(path: path, relative: relative, entries: listing.entries, identity: identity))
-        ancestors.insert(identity)
-    }
-
-    /// Lists the folder `path` ahead when it is the next folder of `frame` the walk goes into
-    /// (a real folder, not a link: not the skipped bucket, not a loop).
-    private mutating func readAheadNextFolder(of frame: Frame) {
-        guard let entry = frame.entries[frame.next...].first(where: { $0.isFolder }), let status = entry.status,
-              status.kind == UInt32(S_IFDIR), !ancestors.contains(FileIdentity(device: status.device, inode: status.inode))
-        else { return }
-        let path = frame.path + "/" + entry.name
-        guard readAhead?.path != path, (frame.relative.isEmpty ? entry.name : frame.relative + "/" + entry.name) != skipping else { return }
-        readAhead = ReadAhead(path, hidden: hidden, followSymlinks: followSymlinks)
-    }
-
-    /// The entries of the folder `path`, each `lstat`ed, in walk order; or why it cannot be listed.
-    private static func list(_ path: String, hidden: Bool, followSymlinks: Bool) -> Listing {
         // FileManager lists as root would, whatever the folder's mode: ask the kernel first.
         guard access(path, R_OK | X_OK) == 0 else {
-            return Listing(problem: "cannot list the folder: \(String(cString: strerror(errno))); its files are not uploaded")
+            problems.append(WalkProblem(path: path, message: "cannot list the folder: \(String(cString: strerror(errno))); its files are not uploaded",
+                                        isFailure: true))
+            return
         }
         do {
             var names = try FileManager.default.contentsOfDirectory(atPath: path)
@@ -254,10 +189,11 @@ public struct FileWalker: Sequence, IteratorProtocol {
             }
             // Full paths in byte order (a folder `a` sorts as `a/`, after `a.txt` and `a-b`): the
             // order of a journal's rows by source, so a plan can read them alongside the walk.
-            entries.sort(by: Entry.precedes)
-            return Listing(entries: entries)
+            entries.sort { $0.key.lexicographicallyPrecedes($1.key) }
+            stack.append(Frame(path: path, relative: relative, entries: entries, identity: identity))
+            ancestors.insert(identity)
         } catch {
-            return Listing(problem: "cannot list the folder; its files are not uploaded")
+            problems.append(WalkProblem(path: path, message: "cannot list the folder; its files are not uploaded", isFailure: true))
         }
     }
 
@@ -321,7 +257,6 @@ public struct FileWalker: Sequence, IteratorProtocol {
                 }
                 if relative == skipping { continue }
                 push(path: path, relative: relative, identity: identity)
-                readAheadNextFolder(of: frame)
             case UInt32(S_IFREG):
                 return Self.file(target, relative: relative, status)
             default:
