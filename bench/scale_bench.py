@@ -57,36 +57,71 @@ def main():
     parser.add_argument("--work", default="/tmp/hoist-scale")
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--settle", type=float, default=40, help="seconds to wait after deleting the last run's output")
+    parser.add_argument("--hoist-before", help="another hoist build: no-change runs of both, interleaved, beside find's")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the interleaved no-change runs")
     args = parser.parse_args()
 
     tree = os.path.join(args.work, f"tree-{args.files}")
     print(f"building a tree of {args.files:,} one-byte files in {tree} ...", flush=True)
     make_tree(tree, args.files)
-    job = os.path.join(tree, "job.yaml")
-    for leftover in ["bucket", "journal.sqlite", "journal.sqlite-wal", "journal.sqlite-shm", "journal.sqlite.lock", "rclone-dest"]:
-        path = os.path.join(tree, leftover)
-        shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else (os.path.exists(path) and os.remove(path))
-    with open(job, "w") as out:
-        out.write(f"version: 1\nname: scale\njournal: journal.sqlite\nstorage: {{ url: 'file:bucket' }}\n"
-                  f"files: [{{ root: src }}]\nupload: {{ concurrency: {args.concurrency} }}\n")
-    # On ext4 without a journal, creating inodes soon after many were deleted scans past the
-    # recently deleted ones: let the last run's deletions age so neither tool pays for them.
-    subprocess.run(["sync"])
-    time.sleep(args.settle)
+    rclone = ["--transfers", str(args.concurrency), "--checkers", str(args.concurrency), "-q"]
+
+    def fresh(names, settle=None):
+        for leftover in names:
+            path = os.path.join(tree, leftover)
+            shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else (os.path.exists(path) and os.remove(path))
+        # On ext4 without a journal, creating inodes soon after many were deleted scans past the
+        # recently deleted ones: let the last run's deletions age so neither tool pays for them.
+        subprocess.run(["sync"])
+        time.sleep(args.settle if settle is None else settle)
 
     print(f"\n{args.files:,} files, concurrency {args.concurrency}, local bucket / local folder:")
-    find = timed(["find", os.path.join(tree, "src"), "-type", "f", "-printf", "%p %s %T@\n"])
+    find_command = ["find", os.path.join(tree, "src"), "-type", "f", "-printf", "%p %s %T@\n"]
+    find = timed(find_command)
     row("find -printf", find)
-    rclone = ["--transfers", str(args.concurrency), "--checkers", str(args.concurrency), "-q"]
-    rclone_first = timed([args.rclone, "copy", os.path.join(tree, "src"), os.path.join(tree, "rclone-dest")] + rclone)
-    hoist_first = timed([args.hoist, "run", "--quiet", job])
-    row("first run: rclone copy", rclone_first)
-    row("first run: hoist run", hoist_first, rclone_first)
-    rclone_again = timed([args.rclone, "copy", os.path.join(tree, "src"), os.path.join(tree, "rclone-dest")] + rclone)
+    # First runs A B B A (rclone, hoist, hoist, rclone), each into a destination of its own: none
+    # is deleted between runs (on ext4, creating inodes soon after many were deleted scans past
+    # the deleted ones, and deleting 300,000 files loads the disk for minutes).
+    firsts = {"rclone": [], "hoist": []}
+    for number, tool in enumerate(["rclone", "hoist", "hoist", "rclone"]):
+        fresh([f"bucket-{number}", f"journal-{number}.sqlite", f"journal-{number}.sqlite-wal", f"journal-{number}.sqlite-shm",
+               f"journal-{number}.sqlite.lock", f"rclone-dest-{number}"])
+        if tool == "hoist":
+            job = os.path.join(tree, f"job-{number}.yaml")
+            with open(job, "w") as out:
+                out.write(f"version: 1\nname: scale\njournal: journal-{number}.sqlite\nstorage: {{ url: 'file:bucket-{number}' }}\n"
+                          f"files: [{{ root: src }}]\nupload: {{ concurrency: {args.concurrency} }}\n")
+            measured = timed([args.hoist, "run", "--quiet", job])
+        else:
+            rclone_copy = [args.rclone, "copy", os.path.join(tree, "src"), os.path.join(tree, f"rclone-dest-{number}")] + rclone
+            measured = timed(rclone_copy)
+        firsts[tool].append(measured)
+        row(f"first run: {'hoist run' if tool == 'hoist' else 'rclone copy'}", measured,
+            firsts["rclone"][-1] if tool == "hoist" and firsts["rclone"] else None)
+    mean = {tool: tuple(sum(m[i] for m in runs) / len(runs) for i in range(3)) + ("",) for tool, runs in firsts.items()}
+    row("first run: rclone copy, mean of 2", mean["rclone"])
+    row("first run: hoist run, mean of 2", mean["hoist"], mean["rclone"])
+    rclone_again = timed(rclone_copy)
     hoist_again = timed([args.hoist, "run", "--quiet", job])
     row("no-change run: rclone copy", rclone_again)
     row("no-change run: hoist run", hoist_again, rclone_again)
     print(f"  {'':<34} hoist's no-change run is {hoist_again[0] / find[0]:.2f}x find's time")
+    if args.hoist_before:
+        # The no-change walk of two builds, rounds interleaved (find, before, after, after, before).
+        walls = {"find": [], "before": [], "after": []}
+        for round in range(args.rounds):
+            for name in ["find", "before", "after", "after", "before"] if round % 2 == 0 else ["find", "after", "before", "before", "after"]:
+                command = find_command if name == "find" else [args.hoist_before if name == "before" else args.hoist, "run", "--quiet", job]
+                measured = timed(command)
+                walls[name].append(measured)
+        for name, runs in walls.items():
+            runs.sort(key=lambda m: m[0])
+            median = runs[len(runs) // 2]
+            row(f"no-change, median of {len(runs)}: {name}", median)
+        find_median = walls["find"][len(walls["find"]) // 2][0]
+        for name in ["before", "after"]:
+            print(f"  {name}: {walls[name][len(walls[name]) // 2][0] / find_median:.2f}x find's time "
+                  f"(CPU {walls[name][len(walls[name]) // 2][1]:.2f} s)", flush=True)
     rclone_plan = timed([args.rclone, "copy", "--dry-run", os.path.join(tree, "src"), os.path.join(tree, "rclone-dest")] + rclone)
     hoist_plan = timed([args.hoist, "plan", "--summary", job])
     row("plan: rclone copy --dry-run", rclone_plan)

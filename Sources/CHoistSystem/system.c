@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <unistd.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <linux/openat2.h>
 #include "hoist_system.h"
 
@@ -31,6 +32,10 @@ int hoist_link_open_file(int fd, const char *path) {
 
 int hoist_locate(const char *path, int follow_links) {
     return open(path, O_PATH | O_CLOEXEC | (follow_links ? 0 : O_NOFOLLOW));
+}
+
+int hoist_locate_in(int folder, const char *name) {
+    return openat(folder, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 }
 
 int hoist_reopen_for_reading(int located) {
@@ -68,4 +73,18 @@ int hoist_open_folder(const char *path) {
 
 int hoist_locate_folder_in(int folder, const char *name) {
     return openat(folder, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+int hoist_set_attribute(int fd, const char *name, const void *value, unsigned long size) {
+    return fsetxattr(fd, name, value, (size_t)size, 0);
+}
+
+long hoist_get_attribute_located(int located, const char *name, void *buffer, unsigned long size) {
+    char self[32];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", located);
+    return (long)getxattr(self, name, buffer, (size_t)size);
+}
+
+long hoist_get_attribute(int fd, const char *name, void *buffer, unsigned long size) {
+    return (long)fgetxattr(fd, name, buffer, (size_t)size);
 }

@@ -24,8 +24,7 @@ import Testing
         #expect(run.stdout.hasPrefix("cp: 2 uploaded (8 B) in "), "\(run.stdout)")
         #expect(run.stderr.isEmpty)
         #expect(try Data(contentsOf: bucket.appendingPathComponent("site/a.txt")) == Data("alpha".utf8))
-        let meta = try JSONSerialization.jsonObject(
-            with: Data(contentsOf: bucket.appendingPathComponent(".hoist/meta/site/b.html.json"))) as? [String: Any]
+        let meta = LocalBucketFiles.attribute(of: "site/b.html", in: bucket.path)
         #expect(meta?["contentType"] as? String == "text/html")
         #expect(meta?["cacheControl"] as? String == "no-cache")
         #expect(meta?["metadata"] as? [String: String] == ["team": "web", "run": "3"])
@@ -148,5 +147,31 @@ import Testing
         let bucket = site.appendingPathComponent(".hoist/bucket")
         let objects = try FileManager.default.subpathsOfDirectory(atPath: bucket.path).filter { !$0.hasPrefix(".hoist") }
         #expect(objects.sorted() == ["web", "web/site", "web/site/a.html"], "\(objects)")
+    }
+
+    /// A bucket on a file system with no user extended attributes (ramfs, in a mount namespace
+    /// of its own: root, where the machine lets root make one): each object's metadata goes to
+    /// its sidecar, the run says so once, and the objects read back with their metadata.
+    @Test func aBucketWithoutExtendedAttributesKeepsSidecarsAndSaysSoOnce() throws {
+        guard geteuid() == 0, (try? runProcess("/usr/bin/unshare", ["-m", "true"]))?.status == 0 else { return }
+        let folder = try TemporaryDirectory()
+        let a = try folder.write("a.txt", Data("alpha".utf8))
+        let b = try folder.write("b.html", Data("<p>".utf8))
+        let bucket = folder.url.appendingPathComponent("bucket").path
+        try FileManager.default.createDirectory(atPath: bucket, withIntermediateDirectories: true)
+        let quoted = "'\(hoist)'"
+        let run = try runProcess("/usr/bin/unshare", ["-m", "sh", "-c", """
+            mount -t ramfs none '\(bucket)' || exit 99
+            \(quoted) cp --storage 'file://\(bucket)' --metadata team=web '\(a.path)' '\(b.path)' site/ || exit $?
+            cd '\(bucket)' && find . -type f | sort && cat .hoist/meta/site/b.html.json
+            """], environment: ["HOME": "/root", "PATH": "/usr/bin:/bin:/usr/sbin:/sbin"])
+        #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
+        let lines = run.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.contains("./.hoist/meta/site/a.txt.json") && lines.contains("./.hoist/meta/site/b.html.json"), "\(run.stdout)")
+        #expect(lines.contains("./site/a.txt") && lines.contains("./site/b.html"), "\(run.stdout)")
+        let sidecar = try #require(lines.last.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] })
+        #expect(sidecar["contentType"] as? String == "text/html" && sidecar["metadata"] as? [String: String] == ["team": "web"])
+        let notes = run.stderr.split(separator: "\n").filter { $0.hasPrefix("hoist: note: ") }
+        #expect(notes.count == 1 && notes.first?.contains("takes no user extended attributes") == true, "\(run.stderr)")
     }
 }

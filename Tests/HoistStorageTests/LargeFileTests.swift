@@ -38,8 +38,7 @@ import Testing
         #expect(peak < 64 << 20)
 
         // The stored object is the file, byte for byte, and its md5Hash says so.
-        let meta = try JSONSerialization.jsonObject(
-            with: Data(contentsOf: bucketDir.appendingPathComponent(".hoist/meta/big/object.bin.json"))) as? [String: Any]
+        let meta = LocalBucketFiles.attribute(of: "big/object.bin", in: bucketDir.path)
         #expect(meta?["md5Hash"] as? String == expectedMD5)
         #expect(meta?["size"] as? String == "1073741824")
         var stored = Insecure.MD5()

@@ -40,6 +40,11 @@ int hoist_locate_beneath(int root, const char *relative);
 /// beneath a root where openat2 is missing. The descriptor, or -1 with errno.
 int hoist_locate_folder_in(int folder, const char *name);
 
+/// openat(2) of `name` (one name, no slash) in the folder `folder`, with O_PATH | O_NOFOLLOW:
+/// the file located, not opened (a device or FIFO there sees nothing), a link there located
+/// itself. The descriptor, or -1 with errno.
+int hoist_locate_in(int folder, const char *name);
+
 /// open(2) of the folder `path` with O_PATH | O_DIRECTORY (links followed): a root to open files
 /// beneath. The descriptor, or -1 with errno (ENOTDIR for a file).
 int hoist_open_folder(const char *path);
@@ -52,5 +57,20 @@ int hoist_reopen_for_reading(int located);
 /// The path the kernel has for open descriptor `fd` (readlink of /proc/self/fd/FD), written to
 /// `buffer` with a NUL; its length, or -1 with errno (ENAMETOOLONG when it does not fit).
 long hoist_descriptor_path(int fd, char *buffer, unsigned long size);
+
+/// fsetxattr(2) of the attribute `name` (e.g. "user.hoist.object") on the open file `fd`,
+/// created or replaced; 0 or -1 with errno (ENOSPC, E2BIG or ERANGE where the value does not
+/// fit, ENOTSUP where the file system takes no such attribute).
+int hoist_set_attribute(int fd, const char *name, const void *value, unsigned long size);
+
+/// The attribute `name` of the file `located` (an O_PATH descriptor, as `hoist_locate_beneath`
+/// gives: getxattr(2) through /proc/self/fd, so the file itself is not opened and a device or
+/// FIFO there sees nothing) into `buffer`; its length, or -1 with errno (ENODATA when the file
+/// has none, ERANGE when it is longer than `size`, ENOENT when /proc is not mounted).
+long hoist_get_attribute_located(int located, const char *name, void *buffer, unsigned long size);
+
+/// fgetxattr(2) of the attribute `name` of the open file `fd` into `buffer`: its length, or -1
+/// with errno as `hoist_get_attribute_located`'s.
+long hoist_get_attribute(int fd, const char *name, void *buffer, unsigned long size);
 
 #endif

@@ -223,6 +223,7 @@ public final class JobSession: Sendable {
         // for the journal to record its end and let it go.
         let bound = shared?.lostHold != nil ? options.lease : nil
         defer { if let lock { _ = Self.waiting(at: bound, "let the job go") { lock.release() } } }
+        if !options.quiet { for note in storage.backend.notes { options.log(.note(note)) } }
         var problem: String?
         if let shared {
             let status: SharedRun.WorkerEnd.Status = summary.interrupted ? .interrupted : (summary.fatal != nil ? .failed : .done)

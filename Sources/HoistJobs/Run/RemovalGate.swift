@@ -160,7 +160,7 @@ enum RemovalGate {
         guard file.size == item.file.size else { return "it changed since the walk found it" }
         guard stored.size == file.size else { return "its object holds \(stored.size) bytes, the file \(file.size)" }
         if let url = try? await reference.downloadURL(), url.isFileURL {
-            // A local bucket: its sidecar says what was stored, the object's file what is there.
+            // A local bucket: its metadata says what was stored, the object's bytes what is there.
             guard let object = try? ByteSource.contentDigests(ofFileAt: url.path, followingLinks: false) else {
                 return "its object could not be read to prove it holds the file"
             }

@@ -93,6 +93,11 @@ public protocol StorageBackend: Sendable {
     /// What this backend can do (its executor, checksums, resume across processes); by default nothing special.
     var capabilities: BackendCapabilities { get }
 
+    /// What a run should tell its user of how its objects were stored (a local bucket's file
+    /// system refused extended attributes, so some metadata went to sidecars), each said once;
+    /// by default nothing.
+    var notes: [String] { get }
+
     /// The same backend with its requests sent to an emulator at `host:port` over `http`,
     /// without credentials (`Storage.useEmulator`); nil for a backend with no server (the default).
     func pointedAtEmulator(host: String, port: Int) -> (any StorageBackend)?
@@ -119,6 +124,8 @@ extension StorageBackend {
         throw StorageFailure(.invalidArgument, "This storage (\(bucket)) cannot copy objects: upload the file instead.",
                              details: ["bucket": bucket, "object": source])
     }
+
+    public var notes: [String] { [] }
 
     public func list(prefix: String, page: String?) async throws -> ObjectListing {
         throw StorageFailure(.invalidArgument, "This storage (\(bucket)) cannot list its objects.", details: ["bucket": bucket])

@@ -110,6 +110,35 @@ package final class RootFolder: Sendable {
         return fstatat(folder.descriptor, folder.name, &info, AT_SYMLINK_NOFOLLOW) == 0 ? info : nil
     }
 
+    /// `body` given the regular file at `relative` (below this root, no link followed on the
+    /// way or at its end) located with `O_PATH` (not opened: a device or FIFO put there sees
+    /// nothing) and what `fstat` says of that very file; nil for anything else. What `body`
+    /// reads through the descriptor (an extended attribute) is that file's, at that moment.
+    /// `reopen` opens the same file for reading where /proc is missing (the located file
+    /// cannot be read through it): by name again, and only while it is still that file
+    /// (device and inode), else -1; the caller closes it.
+    package func withRegularFile<T>(
+        _ relative: String, _ body: (_ located: Int32, _ info: stat, _ reopen: () -> Int32) -> T
+    ) -> T? {
+        guard let folder = folder(holding: relative) else { return nil }
+        defer { if folder.descriptor != descriptor { close(folder.descriptor) } }
+        let located = hoist_locate_in(folder.descriptor, folder.name)
+        guard located >= 0 else { return nil }
+        defer { close(located) }
+        var info = stat()
+        guard fstat(located, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return body(located, info) {
+            let opened = openat(folder.descriptor, folder.name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+            var now = stat()
+            guard opened >= 0 else { return -1 }
+            guard fstat(opened, &now) == 0, now.st_dev == info.st_dev, now.st_ino == info.st_ino else {
+                close(opened)
+                return -1
+            }
+            return opened
+        }
+    }
+
     /// The bytes of the regular file at `relative` (below this root, no link followed on the
     /// way or at its end), at most `limit` of them; nil for anything else.
     package func contents(of relative: String, limit: Int) -> Data? {

@@ -4,9 +4,11 @@ private import CHoistSystem
 
 /// The embedded default backend: a directory whose files are the objects.
 ///
-/// Object `a/b.txt` is the file `DIR/a/b.txt`. Hoist's own state lives under `DIR/.hoist/`,
-/// outside the object namespace: `meta/<path>.json` holds each object's metadata (the GCS
-/// object resource), `uploads/<id>.part` and `<id>.json` hold unfinished large sessions. A
+/// Object `a/b.txt` is the file `DIR/a/b.txt`, its metadata (the GCS object resource) the file's
+/// extended attribute (`LocalBucket+Metadata.swift`). Hoist's own state lives under `DIR/.hoist/`,
+/// outside the object namespace: `meta/<path>.json` holds the metadata of an object whose file
+/// system did not take it as an attribute (and every object's in a bucket written before),
+/// `uploads/<id>.part` and `<id>.json` hold unfinished large sessions. A
 /// large upload is written to its `.part` file and renamed into place when complete; a small
 /// one is written to an unnamed file (`O_TMPFILE`) in `uploads/` and linked into place. No
 /// partial object is ever visible, and a cancelled, failed or killed upload leaves nothing.
@@ -16,7 +18,7 @@ public final class LocalBucket: StorageBackend {
     /// `directory` as a path: objects' paths are made from it with plain string joins on the hot path.
     let directoryPath: String
     public var bucket: String { directory.lastPathComponent }
-    /// An object's sidecar and file change together: commits, deletes and metadata reads of one
+    /// An object's file and its sidecar change together: commits, deletes and metadata reads of one
     /// path take turns, under the lock of the path's stripe. Other paths go on at the same time
     /// (one lock for the bucket made a run's concurrent commits wait on each other).
     private let stripes: [Stripe] = (0..<64).map { _ in Stripe() }
@@ -33,8 +35,11 @@ public final class LocalBucket: StorageBackend {
     static let sessionFileThreshold: Int64 = 8 << 20
     /// The state folders exist (checked once).
     private let prepared = Atomic<Bool>(false)
-    /// Folders known to exist below the bucket and its metadata folder: no `mkdir -p` per object.
-    private let knownFolders = Mutex<Set<String>>([])
+    /// Folders known to exist below the bucket: no `mkdir -p` per object; each with whether
+    /// sidecars may be beside its objects (their folder in `.hoist/meta` exists).
+    let knownFolders = Mutex<[String: Bool]>([:])
+    /// Said once: some objects' metadata went to sidecars (`notes`).
+    let sidecarNote = Mutex<String?>(nil)
     /// The last generation given out: generations only grow, without reading the previous one.
     private let lastGeneration = Atomic<Int64>(0)
     /// Small uploads go to unnamed files, until the file system says it has none (or /proc,
@@ -53,7 +58,7 @@ public final class LocalBucket: StorageBackend {
     /// Where object `path` and its metadata sidecar live: plain string joins (the upload path
     /// makes them for every object).
     func objectPath(_ path: String) -> String { directoryPath + "/" + path }
-    private func metaPath(_ path: String) -> String { directoryPath + "/" + Self.metaRelativePath(path) }
+    func metaPath(_ path: String) -> String { directoryPath + "/" + Self.metaRelativePath(path) }
     /// Object `path`'s sidecar, relative to the bucket's folder.
     static func metaRelativePath(_ path: String) -> String { reservedName + "/meta/" + path + ".json" }
     func objectURL(_ path: String) -> URL { URL(fileURLWithPath: objectPath(path), isDirectory: false) }
@@ -125,7 +130,7 @@ public final class LocalBucket: StorageBackend {
 
     public func metadata(of path: String) async throws -> ObjectResource {
         try validate(path)
-        return try locked(path) { try storedMetadata(of: path) }
+        return try locked(path) { try storedObject(path).resource }
     }
 
     public func deferPersistence() {
@@ -161,40 +166,46 @@ public final class LocalBucket: StorageBackend {
     public func delete(_ path: String, generation: Int64?) async throws {
         try validate(path)
         try locked(path) {
-            guard let root = openFolder(), let stored = try? storedMetadata(of: path, in: root),
-                  generation == nil || stored.generation == generation else { return }
-            _ = try remove(path, in: root)
+            guard let root = openFolder(), let stored = try? storedObject(path, in: root),
+                  generation == nil || stored.resource.generation == generation else { return }
+            _ = try remove(path, being: stored.file, in: root)
         }
     }
 
-    /// Under the object's lock: deleted only while its sidecar still says `generation`.
+    /// Under the object's lock: deleted only while its metadata, read at that moment from the
+    /// file itself (or its sidecar), still says `generation`, and only that very file.
     public func deleteObject(_ path: String, generation: Int64) async throws -> DeleteOutcome {
         try validate(path)
         return try locked(path) {
-            guard let root = openFolder(), let stored = try? storedMetadata(of: path, in: root) else { return .absent }
-            guard stored.generation == generation else { return .changed }
-            return try remove(path, in: root)
+            guard let root = openFolder(), let stored = try? storedObject(path, in: root) else { return .absent }
+            guard stored.resource.generation == generation else { return .changed }
+            return try remove(path, being: stored.file, in: root)
         }
     }
 
     /// A new file with the source's bytes and metadata and a generation of its own, committed as
-    /// an upload's. The source's file is opened under its object's lock, while its sidecar says
-    /// `generation`; as an object is replaced by a new file renamed or linked into place, never
+    /// an upload's. The source's file is opened under its object's lock, while its metadata says
+    /// `generation` (and it is the file that metadata was read from); as an object is replaced by a new file renamed or linked into place, never
     /// written over, what is open stays that generation's bytes while they are copied (outside
     /// the lock: the destination's commit takes its own, which may be the same stripe's). They
     /// are checksummed as they are written and must be the source's. Never a rename (the source
     /// stays), nor a hard link: two names of one file would change together were one written over
-    /// in place, and an object with no sidecar has its file's mtime as its generation.
+    /// in place, and an object with no metadata of its own has its file's mtime as its generation.
     public func copy(from source: String, to destination: String, ifSourceGeneration generation: Int64?) async throws -> CopyOutcome {
         try validate(source)
         try validate(destination)
         let opened: (file: OpenFile, info: stat, stored: ObjectResource)? = try locked(source) {
             let missing = StorageFailure(.objectNotFound, "Object \(source) does not exist.", details: ["bucket": bucket, "object": source])
             guard let root = openFolder() else { throw missing }
-            let stored = try storedMetadata(of: source, in: root)
-            if let generation, stored.generation != generation { return nil }
+            let object = try storedObject(source, in: root)
+            if let generation, object.resource.generation != generation { return nil }
             guard let (descriptor, info) = root.openRegularFile(source) else { throw missing }
-            return (OpenFile(path: objectPath(source), descriptor: descriptor), info, stored)
+            // The file opened must be the one whose metadata was read: else it changed between.
+            guard RootFolder.Identity(info) == object.file else {
+                close(descriptor)
+                return nil
+            }
+            return (OpenFile(path: objectPath(source), descriptor: descriptor), info, object.resource)
         }
         guard let opened else { return .sourceChanged }
         let bytes = ByteSource(file: opened.file, info: opened.info)
@@ -208,7 +219,7 @@ public final class LocalBucket: StorageBackend {
             await session.abandon()
             throw error
         }
-        // A sidecar's checksums are the source's bytes; a file put there by other means has none
+        // Stored metadata's checksums are the source's bytes; a file put there by other means has none
         // but its bytes, read under the lock: then the copy's own are all there is.
         var expected = opened.stored
         if expected.md5Hash == nil, expected.crc32c == nil { expected = copied }
@@ -221,10 +232,12 @@ public final class LocalBucket: StorageBackend {
 
     /// Removes object `path` and its sidecar, each unlinked from its folder located beneath the
     /// bucket's folder following no link (`RootFolder`): a link on the way, or as the
-    /// object, removes nothing (a link at the object's place is left too).
-    private func remove(_ path: String, in root: RootFolder) throws -> DeleteOutcome {
+    /// object, removes nothing (a link at the object's place is left too), and neither does
+    /// another file than `file`, the one whose metadata was read (its device, inode, size and
+    /// times: a file put in its place since, or one changed, is left).
+    private func remove(_ path: String, being file: RootFolder.Identity, in root: RootFolder) throws -> DeleteOutcome {
         do {
-            switch try root.removeFile(path) {
+            switch try root.removeFile(path, if: { RootFolder.Identity($0) == file }) {
             case .removed: break
             case .gone: return .absent
             case .changed, .failed: return .changed
@@ -238,7 +251,7 @@ public final class LocalBucket: StorageBackend {
 
     /// The bucket's folder, held open to find what is in it following no link; nil when it is
     /// not a folder.
-    private func openFolder() -> RootFolder? { RootFolder(directoryPath) }
+    func openFolder() -> RootFolder? { RootFolder(directoryPath) }
 
     /// The regular files below the bucket's folder whose paths start with `prefix` (not its own
     /// `.hoist` folder, no link followed: neither to the prefix's folder nor below it), in byte
@@ -262,7 +275,7 @@ public final class LocalBucket: StorageBackend {
         paths.sort { $0.utf8.lexicographicallyPrecedes($1.utf8) }
         let taken = paths.prefix(1000)
         let objects = taken.map { path in
-            let stored = try? storedMetadata(of: path, in: root)
+            let stored = try? storedObject(path, in: root).resource
             return ListedObject(path: path, generation: stored?.generation, size: stored?.size)
         }
         return ObjectListing(objects: objects, next: paths.count > 1000 ? taken.last : nil)
@@ -289,9 +302,8 @@ public final class LocalBucket: StorageBackend {
         do {
             // 0755 whatever the umask: a bucket others can write to is open to races on its folders.
             let mode: [FileAttributeKey: Any] = [.posixPermissions: 0o755]
+            // `meta/` (sidecars) is made only when an object needs one.
             try FileManager.default.createDirectory(at: uploadsDirectory, withIntermediateDirectories: true, attributes: mode)
-            try FileManager.default.createDirectory(atPath: directoryPath + "/\(Self.reservedName)/meta", withIntermediateDirectories: true,
-                                                    attributes: mode)
         } catch {
             throw StorageFailure(
                 .bucketNotFound, "Bucket \(bucket) does not exist and cannot be created at \(directory.path): \(error.localizedDescription)",
@@ -302,40 +314,18 @@ public final class LocalBucket: StorageBackend {
 
     /// The bucket's own state folders are folders, not links to elsewhere: sessions, part files
     /// and sidecars are written there. Checked before any is made (nothing is made through a
-    /// link) and after.
-    private func checkStateFolders(existingOnly: Bool) throws {
+    /// link) and after (`meta/` only where it exists: it is made for the first sidecar).
+    func checkStateFolders(existingOnly: Bool) throws {
         for name in ["", "/uploads", "/meta"] {
             let path = directoryPath + "/" + Self.reservedName + name
             var info = stat()
-            if lstat(path, &info) != 0, existingOnly { continue }
+            if lstat(path, &info) != 0, existingOnly || name == "/meta" { continue }
             guard (info.st_mode & S_IFMT) == S_IFDIR else {
                 throw StorageFailure(
                     .invalidArgument, "The local bucket's state folder \(path) is a symbolic link or not a folder: remove it, and Hoist makes it anew.",
                     details: ["bucket": bucket])
             }
         }
-    }
-
-    /// Object `path`'s metadata: its sidecar when that describes the file there (its size), else
-    /// what the file system says. The file and the sidecar are found beneath the bucket's folder
-    /// following no link (`RootFolder`): through a link, or as one, there is no object.
-    private func storedMetadata(of path: String, in root: RootFolder? = nil) throws -> ObjectResource {
-        guard let root = root ?? openFolder(), let info = root.status(of: path), (info.st_mode & S_IFMT) == S_IFREG else {
-            throw StorageFailure(.objectNotFound, "Object \(path) does not exist.", details: ["bucket": bucket, "object": path])
-        }
-        if let data = root.contents(of: Self.metaRelativePath(path), limit: 1 << 20),
-           let resource = try? ObjectResource(json: data), resource.size == Int64(info.st_size) {
-            return resource
-        }
-        // A file put there by other means: describe it from the file system.
-        // Made as Foundation's `modificationDate` is, to the bit: the generation a journal recorded stays the same.
-        let modified = Date(timeIntervalSinceReferenceDate: Double(info.st_mtim.tv_sec) - Date.timeIntervalBetween1970AndReferenceDate
-                                + Double(info.st_mtim.tv_nsec) / 1e9)
-        return ObjectResource(
-            bucket: bucket, name: path, size: Int64(info.st_size),
-            generation: Int64(modified.timeIntervalSince1970 * 1_000_000), metageneration: 1,
-            timeCreated: modified, updated: modified,
-            contentType: ContentType.forPath(path) ?? ContentType.fallback)
     }
 
     /// An unnamed file in `uploads/` for a small upload's bytes, open for writing; nil where the
@@ -359,7 +349,7 @@ public final class LocalBucket: StorageBackend {
         _ part: LocalPart, path: String, attributes: ObjectResource, size: Int64, md5Hash: String, crc32c: String
     ) throws -> ObjectResource {
         try locked(path) {
-            // At the precision the sidecar keeps (milliseconds), so the resource returned is the
+            // At the precision the metadata keeps (milliseconds), so the resource returned is the
             // one a later metadata read gives.
             let now = Date()
             let stamp = RFC3339.date(RFC3339.string(now)) ?? now
@@ -376,26 +366,26 @@ public final class LocalBucket: StorageBackend {
             if resource.contentType == nil { resource.contentType = ContentType.fallback }
 
             let object = objectPath(path)
-            let meta = metaPath(path)
             do {
                 let folder = Self.parent(object)
-                if !knownFolders.withLock({ $0.contains(folder) }) {
+                var sidecarsBeside = knownFolders.withLock { $0[folder] }
+                if sidecarsBeside == nil {
                     // Checked once per folder: later objects in it go the same way.
                     try checkNoObjectAbove(path)
                     try checkNoLinkOnTheWay(path)
                     let mode: [FileAttributeKey: Any] = [.posixPermissions: 0o755]
                     try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true, attributes: mode)
-                    try FileManager.default.createDirectory(atPath: Self.parent(meta), withIntermediateDirectories: true, attributes: mode)
-                    knownFolders.withLock { _ = $0.insert(folder) }
+                    // Sidecars of this folder's objects (an older bucket's, or fallbacks) are
+                    // removed as their objects are stored with attributes: none where their
+                    // folder is missing (then no removal is tried per object).
+                    var info = stat()
+                    sidecarsBeside = lstat(Self.parent(metaPath(path)), &info) == 0
+                    knownFolders.withLock { $0[folder] = $0[folder] ?? sidecarsBeside }
                 }
-                let encoded = resource.jsonData()
-                // Each object fsynced on its own, or (a journal's batches) all at once by `persist()`:
-                // then the sidecar is written once, in place, with no temporary file to create and rename.
-                if syncsEachObject {
-                    try encoded.write(to: URL(fileURLWithPath: meta), options: .atomic)
-                } else {
-                    try Self.writeInPlace(encoded, to: meta)
-                }
+                var encoded = [UInt8]()
+                encoded.reserveCapacity(512)
+                resource.appendJSON(to: &encoded)
+                let inSidecar = try describe(part, path: path, with: encoded)
                 do {
                     try place(part, at: object)
                 } catch {
@@ -403,9 +393,14 @@ public final class LocalBucket: StorageBackend {
                     // the sidecar just written describes nothing.
                     var status = stat()
                     guard stat(object, &status) == 0, (status.st_mode & S_IFMT) == S_IFDIR else { throw error }
-                    unlink(meta)
+                    if inSidecar { _ = try? openFolder()?.removeFile(Self.metaRelativePath(path)) }
                     throw StorageFailure(
                         .invalidArgument, "Object \(path) cannot be stored: objects exist below \(path)/ in a local bucket.")
+                }
+                if !inSidecar, sidecarsBeside == true {
+                    // The object's attributes say what it is now: an earlier sidecar would speak
+                    // for a file put in its place by other means.
+                    _ = try? openFolder()?.removeFile(Self.metaRelativePath(path))
                 }
             } catch {
                 throw Self.ioError(error, doing: "storing \(path)")
@@ -418,7 +413,7 @@ public final class LocalBucket: StorageBackend {
     /// `spare` when an object is there: a link cannot replace it, a rename can).
     private func place(_ part: LocalPart, at object: String) throws {
         switch part {
-        case .named(let file):
+        case .named(let file, _):
             if rename(file, object) != 0 { throw Self.lastError }
         case .unnamed(let descriptor, let spare):
             if hoist_link_open_file(descriptor, object) == 0 { return }
@@ -494,7 +489,7 @@ public final class LocalBucket: StorageBackend {
 
     /// A symbolic link already inside the bucket (`DIR/a -> /etc`) must not take an object
     /// outside it: refuse a path whose folders, or its metadata's, go through one.
-    private func checkNoLinkOnTheWay(_ path: String) throws {
+    func checkNoLinkOnTheWay(_ path: String) throws {
         for walk in [path, ".hoist/meta/" + path] {
             var current = directory
             for segment in walk.split(separator: "/").dropLast() {
@@ -617,8 +612,15 @@ public final class LocalBucket: StorageBackend {
 /// Where a local upload's bytes wait for `commit`: a part file, or an open unnamed file with
 /// the name (in `uploads/`) it takes if it has to replace an object.
 enum LocalPart {
-    case named(String)
+    case named(String, descriptor: Int32)
     case unnamed(Int32, spare: String)
+
+    /// The part's file, open for writing: its metadata is set on it before it is put in place.
+    var descriptor: Int32 {
+        switch self {
+        case .named(_, let descriptor), .unnamed(let descriptor, _): descriptor
+        }
+    }
 }
 
 /// What a local upload session is, saved as `uploads/<id>.json` so another process can resume it.

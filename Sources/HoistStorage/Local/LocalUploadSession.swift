@@ -114,7 +114,7 @@ actor LocalUploadSession: UploadSession {
             }
         }
         let resource = try bucket.commit(
-            unnamed >= 0 ? .unnamed(unnamed, spare: partFile) : .named(partFile), path: descriptor.path,
+            unnamed >= 0 ? .unnamed(unnamed, spare: partFile) : .named(partFile, descriptor: output), path: descriptor.path,
             attributes: descriptor.attributes, size: written, md5Hash: checksums.md5Base64(), crc32c: checksums.crc32cBase64())
         finished = true
         if unnamed >= 0 {
