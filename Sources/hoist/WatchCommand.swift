@@ -11,12 +11,13 @@ extension Hoist {
             abstract: "Run a job, then keep watching its roots and upload each file once it has settled.",
             discussion: """
                 First a run as `hoist run` makes it (the journal makes a restart cheap), then every \
-                folder of every root is watched (inotify). When no event has touched the changed files \
-                for watch.settle (default 2s), or one has kept changing for watch.maxWait (default 1m), \
-                the job runs again on the settled files (through its filters, templates and hooks; the \
-                hooks' on_settle first), or on the whole tree after lost events, a rescan, a new folder, or \
-                for a job that mirrors or moves (unchanged files skipped through the journal). See \
-                docs/manifest.md, "Watching a folder".
+                folder of every root is watched (inotify). Each changed file settles on its own: when no \
+                event has touched it for watch.settle (default 2s), or it has kept changing for \
+                watch.maxWait (default 1m), the job runs again on the settled files (through its filters, \
+                templates and hooks; the hooks' on_settle first), or on the whole tree, once every changed \
+                file has settled, after lost events, a rescan, a new folder, or for a job that mirrors or \
+                moves (unchanged files skipped through the journal). See docs/manifest.md, "Watching a \
+                folder".
 
                 The job stays locked while it watches: a `hoist run` of it meanwhile exits 2, saying a \
                 watcher holds it; `hoist status` shows the watcher's state (since when, files waiting to \

@@ -10,14 +10,15 @@ import Testing
     /// - Parameters: files: the manifest's file sets; extra: more of the manifest; arguments: more
     ///   of the command line; object: where `files` stores ready.txt.
     func startWatcher(_ fixture: JobFixture, settle: String, maxWait: String = "1m", files: String = "[{ root: src }]",
-                      extra: String = "", arguments: [String] = [], readyAs object: String = "ready.txt") throws -> StartedProcess {
+                      extra: String = "", arguments: [String] = [], readyAs object: String = "ready.txt",
+                      environment: [String: String]? = nil) throws -> StartedProcess {
         try fixture.file("ready.txt", 5)
         _ = try fixture.job("""
             storage: { url: 'file:bucket' }
             files: \(files)
             watch: { settle: \(settle), maxWait: \(maxWait) }
             """ + (extra.isEmpty ? "" : "\n" + extra))
-        let watcher = try StartedProcess(hoist, ["watch", "--json"] + arguments + [manifest(fixture)])
+        let watcher = try StartedProcess(hoist, ["watch", "--json"] + arguments + [manifest(fixture)], environment: environment)
         let ready = waitFor(seconds: 20) { stored(fixture, object) == patternData(5) }
         if !ready { _ = stop(watcher) }
         try #require(ready, "the catch-up pass did not store ready.txt")
@@ -59,6 +60,17 @@ import Testing
             guard let event = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return false }
             return event["event"] as? String == "success" && (event["file"] as? String)?.hasSuffix(suffix) == true
         }.count
+    }
+
+    /// How many `success` events `--json` output has for each file.
+    func successesByFile(_ output: String) -> [String: Int] {
+        var counts: [String: Int] = [:]
+        for line in output.split(separator: "\n") where line.contains("\"success\"") {
+            guard let event = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                  event["event"] as? String == "success", let file = event["file"] as? String else { continue }
+            counts[file, default: 0] += 1
+        }
+        return counts
     }
 
     @Test func aFileWrittenAndClosedIsStoredWithinSettleAndTwoSeconds() throws {
@@ -136,5 +148,75 @@ import Testing
         #expect(output.contains("test: watching 1 folder"), "\(output.suffix(600))")
         // Let go: the next run takes the job.
         #expect(try runProcess(hoist, ["run", manifest(fixture)]).status == 0)
+    }
+
+    @Test func aFileThatSettlesIsNotHeldBackByOneThatKeepsChanging() throws {
+        let fixture = try JobFixture()
+        let watcher = try startWatcher(fixture, settle: "1s")
+        let log = source(fixture, "app.log")
+        try Data().write(to: log)
+        let handle = try FileHandle(forWritingTo: log)
+        var written: Date?
+        var photoStored: Date?
+        // The log appended to every 200 ms for 6 s, open throughout; the photo written once, 1 s in.
+        for tick in 0..<30 {
+            try handle.write(contentsOf: Data("line \(tick)\n".utf8))
+            if tick == 5 {
+                try patternData(3000, seed: 4).write(to: source(fixture, "photo.jpg"))
+                written = Date()
+            }
+            if photoStored == nil, stored(fixture, "photo.jpg") == patternData(3000, seed: 4) { photoStored = Date() }
+            usleep(200_000)
+        }
+        try handle.close()
+        let logStored = waitFor(seconds: 10) { stored(fixture, "app.log").map { String(decoding: $0, as: UTF8.self) }?.hasSuffix("line 29\n") == true }
+        let output = stop(watcher)
+        let latency = written.flatMap { closed in photoStored.map { $0.timeIntervalSince(closed) } }
+        #expect(latency.map { $0 < 1 + 1 } == true, "photo.jpg stored \(latency.map { "\($0) s" } ?? "not") after it was closed, while the log was written: \(output.suffix(600))")
+        #expect(logStored, "\(output.suffix(600))")
+        #expect(successes(output, file: "/src/photo.jpg") == 1)
+    }
+
+    @Test func aBurstOf50000FilesOverflowingTheQueueIsStoredExactlyOnce() throws {
+        let fixture = try JobFixture()
+        // The test switch: the first read of events after the catch-up waits 4 s (the queue, 16,384 records by default, overflows).
+        var environment = ProcessInfo.processInfo.environment
+        environment["HOIST_TEST_WATCH_PAUSE"] = "4"
+        let watcher = try startWatcher(fixture, settle: "300ms", environment: environment)
+        let count = 50_000
+        let folder = fixture.directory.url.appendingPathComponent("src").path
+        let started = Date()
+        for index in 0..<count {
+            let descriptor = open(folder + "/b-\(index)", O_CREAT | O_WRONLY | O_TRUNC, 0o644)
+            try #require(descriptor >= 0)
+            var bytes = Array("\(index)\n".utf8)
+            #expect(write(descriptor, &bytes, bytes.count) == bytes.count)
+            close(descriptor)
+        }
+        let created = Date().timeIntervalSince(started)
+        let bucket = fixture.directory.url.appendingPathComponent("bucket").path
+        func storedCount() -> Int { ((try? FileManager.default.contentsOfDirectory(atPath: bucket)) ?? []).filter { $0.hasPrefix("b-") }.count }
+        var all = false
+        let deadline = Date().addingTimeInterval(90)
+        while !all, Date() < deadline {
+            usleep(500_000)
+            all = storedCount() == count
+        }
+        let stored = Date().timeIntervalSince(started)
+        // A second past the settle: a pass storing a file again would have shown by now.
+        usleep(1_300_000)
+        let output = stop(watcher)
+        let parsing = Date()
+        let counts = successesByFile(output).filter { ($0.key as NSString).lastPathComponent.hasPrefix("b-") }
+        print("burst: \(count) files made in \(created) s, all stored \(stored) s after the first; "
+              + "the output (\(output.utf8.count) bytes) read in \(Date().timeIntervalSince(parsing)) s")
+        #expect(all, "\(storedCount()) of \(count) stored: \(output.suffix(600))")
+        #expect(output.contains("the kernel dropped file events (its queue overflowed): a full pass follows"), "\(output.suffix(600))")
+        #expect(counts.count == count, "\(counts.count) files uploaded")
+        #expect(counts.values.allSatisfy { $0 == 1 }, "uploaded more than once: \(counts.filter { $0.value > 1 }.keys.sorted().prefix(5))")
+        // The bytes of one from the start, the middle and the end of the burst.
+        for index in [0, count / 2, count - 1] {
+            #expect((try? String(contentsOfFile: bucket + "/b-\(index)", encoding: .utf8)) == "\(index)\n")
+        }
     }
 }

@@ -5,8 +5,8 @@ import Testing
 /// When `hoist watch` runs a pass (`SettleClock`), on times given, and how it reads the
 /// kernel's inotify records (`Inotify.parse`).
 @Suite struct SettleClockTests {
-    @Test func aPassIsDueOnceEveryTouchedPathHasBeenQuietForSettle() {
-        var clock = SettleClock(settle: 2, maxWait: 60)
+    @Test func aPassOfAJobThatWalksEverythingIsDueOnceEveryTouchedPathHasBeenQuietForSettle() {
+        var clock = SettleClock(settle: 2, maxWait: 60, eachFile: false)
         #expect(clock.due() == nil)   // nothing waits: block without a timeout
         clock.touch("/a", at: 10)
         clock.touch("/b", at: 11)
@@ -15,26 +15,62 @@ import Testing
         clock.touch("/a", at: 12)   // written again: the quiet starts over
         #expect(clock.due() == 14)
         #expect(clock.isDue(at: 14))
-        #expect(clock.startPass() == ["/a", "/b"])
+        #expect(clock.startPass(at: 14) == .init(whole: false, paths: ["/a", "/b"]))
         #expect(clock.due() == nil)
         #expect(clock.isIdle)
     }
 
+    @Test func eachFileSettlesOnItsOwnNotHeldBackByOneThatKeepsChanging() {
+        var clock = SettleClock(settle: 2, maxWait: 60, eachFile: true)
+        clock.touch("/photo.jpg", at: 10)
+        for tick in stride(from: 10.0, through: 20, by: 0.2) { clock.touch("/app.log", at: tick) }
+        // The photo was due at 12, though the log never went quiet.
+        #expect(clock.due() == 12)
+        #expect(clock.startPass(at: 20) == .init(whole: false, paths: ["/photo.jpg"]))
+        #expect(clock.pending.keys.sorted() == ["/app.log"])
+        #expect(clock.due() == 22)   // the log, once it is quiet
+        #expect(!clock.isIdle)
+    }
+
     @Test func aPathThatKeepsChangingIsPassedAtMaxWait() {
-        var clock = SettleClock(settle: 1, maxWait: 5)
-        for tick in stride(from: 0.0, through: 10, by: 0.5) { clock.touch("/log", at: 100 + tick) }
-        #expect(clock.due() == 105)
-        #expect(clock.isDue(at: 110))
+        for eachFile in [false, true] {
+            var clock = SettleClock(settle: 1, maxWait: 5, eachFile: eachFile)
+            for tick in stride(from: 0.0, through: 10, by: 0.5) { clock.touch("/log", at: 100 + tick) }
+            #expect(clock.due() == 105)
+            #expect(clock.isDue(at: 110))
+            #expect(clock.startPass(at: 110).paths == ["/log"])
+            clock.touch("/log", at: 110.5)   // and again when it settles
+            #expect(clock.due() == 111.5)
+        }
     }
 
     @Test func anOwedFullPassIsDueAtOnceWhenNothingWaits() {
-        var clock = SettleClock(settle: 2, maxWait: 60)
+        for eachFile in [false, true] {
+            var clock = SettleClock(settle: 2, maxWait: 60, eachFile: eachFile)
+            clock.owePass()
+            #expect(clock.isDue(at: 0))
+            clock.touch("/a", at: 5)   // something waiting to settle: the full pass waits for it
+            #expect(!clock.isDue(at: 6))
+            #expect(clock.isDue(at: 7))
+            #expect(clock.startPass(at: 7) == .init(whole: true, paths: ["/a"]))
+            #expect(clock.isIdle)
+        }
+    }
+
+    @Test func anOwedFullPassWaitsForAFileStillChangingWhileSettledOnesPassAlone() {
+        var clock = SettleClock(settle: 2, maxWait: 30, eachFile: true)
         clock.owePass()
-        #expect(clock.isDue(at: 0))
-        clock.touch("/a", at: 5)   // something waiting to settle: the full pass waits for it
-        #expect(!clock.isDue(at: 6))
-        #expect(clock.isDue(at: 7))
-        _ = clock.startPass()
+        clock.touch("/photo.jpg", at: 10)
+        for tick in stride(from: 10.0, through: 20, by: 0.5) { clock.touch("/app.log", at: tick) }
+        // The whole pass would read the log half-written: the photo passes alone.
+        #expect(clock.startPass(at: 20) == .init(whole: false, paths: ["/photo.jpg"]))
+        #expect(clock.fullPassOwed)
+        #expect(clock.due() == 22)
+        // Once the log has waited maxWait, the whole pass takes it and what else waits.
+        for tick in stride(from: 20.5, through: 39.5, by: 0.5) { clock.touch("/app.log", at: tick) }
+        clock.touch("/b", at: 39)
+        #expect(clock.due() == 40)
+        #expect(clock.startPass(at: 40) == .init(whole: true, paths: ["/app.log", "/b"]))
         #expect(clock.isIdle)
     }
 

@@ -12,6 +12,8 @@ final class FolderWatch {
         var fullPassOwed = false
         /// The kernel's queue overflowed.
         var overflowed = false
+        /// A folder was made or moved in (its files may have come before it was watched).
+        var foldersMade = false
     }
 
     let inotify: Inotify
@@ -120,7 +122,10 @@ final class FolderWatch {
             if ignored.contains(path) { continue }
             if event.isFolder {
                 if event.mask & UInt32(IN_MOVED_FROM) != 0 { drop(path) }
-                if event.mask & UInt32(IN_CREATE | IN_MOVED_TO) != 0, !watchTree(path) { batch.fullPassOwed = true }
+                if event.mask & UInt32(IN_CREATE | IN_MOVED_TO) != 0 {
+                    batch.foldersMade = true
+                    if !watchTree(path) { batch.fullPassOwed = true }
+                }
             }
             batch.touched.append(path)
         }

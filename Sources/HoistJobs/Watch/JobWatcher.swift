@@ -123,7 +123,8 @@ public final class JobWatcher: Sendable {
             return nil
         }
         var settings = session.job.manifest.watch
-        var clock = SettleClock(settle: settings.settle.seconds, maxWait: settings.maxWait.seconds)
+        var clock = SettleClock(settle: settings.settle.seconds, maxWait: settings.maxWait.seconds,
+                                eachFile: Self.passesMayBeListed(session.job))
         var watchState = WatchState(pid: getpid(), since: Date().timeIntervalSince1970)
         writeState(&watchState, clock)
         // Watched before the catch-up pass: what changes during it is seen, and passed after it.
@@ -135,6 +136,7 @@ public final class JobWatcher: Sendable {
         notice(.watching(folders: folders.count))
         var nextRescan = settings.rescan.map { Self.now() + $0.seconds }
         var nextMetrics = metricsFile.map { _ in Self.now() + Self.metricsInterval }
+        var paused = false
         while !isStopped {
             let wake = [clock.due(), nextRescan, nextMetrics].compactMap { $0 }.min()
             await Self.wait(for: [folders.inotify.descriptor, stopPipe.read], until: wake)
@@ -144,17 +146,25 @@ public final class JobWatcher: Sendable {
                 if let reloaded = await reload(job, notice: notice) {
                     folders = reloaded
                     settings = job.manifest.watch
-                    clock = SettleClock(settle: settings.settle.seconds, maxWait: settings.maxWait.seconds, carrying: clock)
+                    clock = SettleClock(settle: settings.settle.seconds, maxWait: settings.maxWait.seconds,
+                                        eachFile: Self.passesMayBeListed(job), carrying: clock)
                     nextRescan = settings.rescan.map { Self.now() + $0.seconds }
                     clock.owePass()
                 }
+            }
+            if let pause = Self.testPause, !paused {
+                // The test switch: events pile up in the kernel's queue unread (it overflows).
+                paused = true
+                await Self.wait(for: [stopPipe.read], until: Self.now() + pause)
+                if isStopped { break }
             }
             let batch = folders.take()
             let now = Self.now()
             let queued = clock.pending.count
             for path in batch.touched { clock.touch(path, at: now) }
             if batch.overflowed { notice(.overflowed) }
-            if batch.fullPassOwed { clock.owePass() }
+            // A folder made: its files may have come before it was watched (a whole pass finds them).
+            if batch.fullPassOwed || batch.foldersMade { clock.owePass() }
             report(folders, notice)
             if let rescan = nextRescan, rescan <= now {
                 clock.owePass()
@@ -170,18 +180,18 @@ public final class JobWatcher: Sendable {
             }
             // Folders that could not be watched before may be now (watches freed): a full pass covers them meanwhile.
             if batch.fullPassOwed { folders.watchAll() }
-            let whole = clock.fullPassOwed
-            let settled = clock.startPass()
+            let started = clock.startPass(at: now)
             writeState(&watchState, clock)
             let job = session.job
-            let files = Self.settledFiles(settled, of: job)
+            let files = Self.settledFiles(started.paths, of: job)
             if let hooks = session.hooks, hooks.hearsSettledFiles {
                 // on_settle for each file the job takes, before the pass's own hooks.
                 for item in Self.items(files, of: job) { hooks.fileSettled(item) }
                 await hooks.drain()
             }
-            // The settled files alone, unless a whole pass is owed or only one can do right.
-            let listed = whole || !Self.passesMayBeListed(job) || files.folders ? nil : files.files
+            // The settled files alone, unless a whole pass is owed (a folder made owes one) or
+            // only one can do right.
+            let listed = started.whole || !Self.passesMayBeListed(job) ? nil : files.files
             guard let summary = await runPass(pass, listing: listed) else { break }
             last = summary
             writeState(&watchState, clock)
@@ -309,6 +319,12 @@ public final class JobWatcher: Sendable {
         if folders.limitReached, folders.takeLimitNotice() { notice(.watchLimitReached) }
         for failure in folders.takeFailures() { notice(.folderNotWatched(failure.folder, reason: failure.reason)) }
     }
+
+    /// A test switch, inert unless set: `HOIST_TEST_WATCH_PAUSE` (seconds, at most 60) pauses
+    /// the first read of events after the catch-up pass, so a burst overflows the kernel's queue
+    /// (ARCHITECTURE.md, "Test switches").
+    static let testPause: Double? = getenv("HOIST_TEST_WATCH_PAUSE").flatMap { Double(String(cString: $0)) }
+        .flatMap { $0 > 0 && $0 <= 60 ? $0 : nil }
 
     /// Seconds on the monotonic clock.
     static func now() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }

@@ -1,0 +1,259 @@
+#!/usr/bin/env python3
+"""`hoist watch` (issue 47) beside what people run instead, in one run, on the same disk:
+
+- hoist: `hoist watch` of a job storing into a local bucket (watch.settle as given, default 100ms);
+- loop: `inotifywait -m -r -e close_write,moved_to | while read f; do hoist cp "$f" ...; done`
+  (inotify-tools), one `hoist cp` a file, into a local bucket;
+- lsyncd: Debian's lsyncd, `default.rsync` to a local folder, `delay = 0`.
+
+Latency: a writer makes files of 4 KiB at 10, 100 and 1,000 files/s; each file's latency is from
+its close to its name appearing in the destination (a poller lists the destination every 5 ms;
+all three write a temporary name and rename it into place, so a name seen is whole). p50 and
+p99, the files not stored 30 s after the last write, and the tool's CPU seconds over the rate's
+run (its processes and their reaped children).
+
+Idle: a tree of 100,000 one-byte files in 10,000 folders; each tool starts on it (hoist's
+catch-up and lsyncd's first rsync copy it; the loop copies nothing), a probe file shows it is
+watching, then its CPU seconds and RSS (summed over its processes) over 60 s of nothing."""
+import argparse
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from scale_bench import make_tree  # noqa: E402
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def tree_pids(pid):
+    """`pid` and its descendants."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+                children.setdefault(int(fields[1]), []).append(int(entry))
+            except OSError:
+                pass
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo += children.get(current, [])
+    return found
+
+
+def cpu_seconds(pid):
+    """CPU seconds of `pid`'s tree, with the children it reaped."""
+    total = 0
+    for member in tree_pids(pid):
+        try:
+            with open(f"/proc/{member}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            total += sum(int(value) for value in fields[11:15])
+        except OSError:
+            pass
+    return total / TICK
+
+
+def rss_mib(pid):
+    """Resident MiB of `pid`'s tree now."""
+    total = 0
+    for member in tree_pids(pid):
+        try:
+            with open(f"/proc/{member}/status") as status:
+                for line in status:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+        except OSError:
+            pass
+    return total / 1024
+
+
+class Tool:
+    """One watcher of `src` into `dest`, started and stopped."""
+
+    def __init__(self, kind, hoist, folder, src, settle):
+        self.kind, self.folder, self.src = kind, folder, src
+        os.makedirs(folder, exist_ok=True)
+        self.log = open(os.path.join(folder, f"{kind}.log"), "w")
+        if kind == "hoist":
+            self.dest = os.path.join(folder, "bucket")
+            manifest = os.path.join(folder, "job.yaml")
+            with open(manifest, "w") as out:
+                out.write(f"version: 1\nname: watch\njournal: journal.sqlite\nstorage: {{ url: 'file:bucket' }}\n"
+                          f"files: [{{ root: {src} }}]\nwatch: {{ settle: {settle} }}\n")
+            command = [hoist, "watch", "--quiet", manifest]
+        elif kind == "loop":
+            self.dest = os.path.join(folder, "bucket")
+            os.makedirs(self.dest, exist_ok=True)
+            script = ('inotifywait -q -m -r -e close_write,moved_to --format "%w%f" "$1" | '
+                      'while IFS= read -r f; do "$2" cp --quiet --storage "file://$3" "$f" "${f#$1/}"; done')
+            command = ["bash", "-c", script, "loop", src, hoist, self.dest]
+        else:
+            self.dest = os.path.join(folder, "dest")
+            os.makedirs(self.dest, exist_ok=True)
+            config = os.path.join(folder, "lsyncd.lua")
+            with open(config, "w") as out:
+                out.write('settings { nodaemon = true, insist = true }\n'
+                          f'sync {{ default.rsync, source = "{src}/", target = "{self.dest}/", delay = 0 }}\n')
+            command = ["lsyncd", config]
+        self.process = subprocess.Popen(command, cwd=folder, stdout=self.log, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+
+    def wait_ready(self, timeout):
+        """Writes probe files until one reaches the destination: the tool watches."""
+        deadline = time.monotonic() + timeout
+        attempt = 0
+        while time.monotonic() < deadline:
+            name = f"probe-{attempt}"
+            with open(os.path.join(self.src, name), "wb") as out:
+                out.write(b"probe")
+            until = time.monotonic() + 1
+            while time.monotonic() < until:
+                if os.path.exists(os.path.join(self.dest, name)):
+                    return time.monotonic()
+                if self.process.poll() is not None:
+                    sys.exit(f"{self.kind} ended ({self.process.returncode}): see {self.log.name}")
+                time.sleep(0.05)
+            attempt += 1
+        sys.exit(f"{self.kind} did not store a probe file within {timeout} s: see {self.log.name}")
+
+    def stop(self):
+        try:
+            os.killpg(self.process.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        self.log.close()
+
+
+def latency_run(kind, hoist, work, rate, seconds, settle, size=4096):
+    folder = os.path.join(work, f"latency-{kind}-{rate}")
+    shutil.rmtree(folder, ignore_errors=True)
+    src = os.path.join(folder, "src")
+    os.makedirs(src)
+    tool = Tool(kind, hoist, folder, src, settle)
+    tool.wait_ready(60)
+    count = int(rate * seconds)
+    names = [f"w{index:06d}.bin" for index in range(count)]
+    closed, seen = {}, {}
+    done = threading.Event()
+
+    def poll():
+        while not done.is_set():
+            now = time.monotonic()
+            try:
+                for entry in os.scandir(tool.dest):
+                    if entry.name in closed and entry.name not in seen:
+                        seen[entry.name] = now
+            except OSError:
+                pass
+            time.sleep(0.005)
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    payload = os.urandom(size)
+    cpu_before = cpu_seconds(tool.process.pid)
+    start = time.monotonic()
+    for index, name in enumerate(names):
+        delay = start + index / rate - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        with open(os.path.join(src, name), "wb") as out:
+            out.write(payload)
+        closed[name] = time.monotonic()
+    last = time.monotonic()
+    while len(seen) < count and time.monotonic() < last + 30:
+        time.sleep(0.05)
+    done.set()
+    poller.join()
+    cpu = cpu_seconds(tool.process.pid) - cpu_before
+    rss = rss_mib(tool.process.pid)
+    tool.stop()
+    shutil.rmtree(folder, ignore_errors=True)
+    latencies = sorted(seen[name] - closed[name] for name in seen)
+
+    def quantile(q):
+        return latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000 if latencies else float("nan")
+    return {"files": count, "stored": len(seen), "p50": quantile(0.5), "p99": quantile(0.99), "cpu": cpu, "rss": rss}
+
+
+def idle_run(kind, hoist, work, tree, seconds, settle):
+    folder = os.path.join(work, f"idle-{kind}")
+    shutil.rmtree(folder, ignore_errors=True)
+    src = os.path.join(tree, "src")
+    started = time.monotonic()
+    tool = Tool(kind, hoist, folder, src, settle)
+    ready = tool.wait_ready(900) - started
+    time.sleep(2)   # the probe's own pass and its writes end
+    cpu_before = cpu_seconds(tool.process.pid)
+    time.sleep(seconds)
+    cpu = cpu_seconds(tool.process.pid) - cpu_before
+    rss = rss_mib(tool.process.pid)
+    tool.stop()
+    for name in os.listdir(src):
+        if name.startswith("probe-"):
+            os.unlink(os.path.join(src, name))
+    shutil.rmtree(folder, ignore_errors=True)
+    return {"ready": ready, "cpu": cpu, "rss": rss}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--hoist", required=True)
+    parser.add_argument("--work", default="/tmp/hoist-bench-watch")
+    parser.add_argument("--tools", default="hoist,loop,lsyncd")
+    parser.add_argument("--rates", default="10,100,1000")
+    parser.add_argument("--seconds", type=float, default=5, help="writing time at each rate")
+    parser.add_argument("--settle", default="100ms", help="hoist's watch.settle")
+    parser.add_argument("--idle-files", type=int, default=100_000)
+    parser.add_argument("--idle-per-folder", type=int, default=10)
+    parser.add_argument("--idle-seconds", type=float, default=60)
+    parser.add_argument("--skip-idle", action="store_true")
+    arguments = parser.parse_args()
+    arguments.hoist = os.path.abspath(arguments.hoist)
+    os.makedirs(arguments.work, exist_ok=True)
+    tools = arguments.tools.split(",")
+    print(f"load average before: {os.getloadavg()[0]:.2f}; hoist watch.settle {arguments.settle}; "
+          f"lsyncd delay 0; {arguments.seconds:g} s of writing at each rate")
+    print("latency from close to stored (local destination), ms")
+    print(f"{'rate':>10} {'tool':>7} {'stored':>12} {'p50':>8} {'p99':>8} {'CPU s':>7} {'RSS MiB':>8}")
+    for rate in [float(r) for r in arguments.rates.split(",")]:
+        results = {}
+        for kind in tools:
+            results[kind] = latency_run(kind, arguments.hoist, arguments.work, rate, arguments.seconds, arguments.settle)
+            r = results[kind]
+            print(f"{rate:>8g}/s {kind:>7} {r['stored']:>6}/{r['files']:<5} {r['p50']:>8.0f} {r['p99']:>8.0f} "
+                  f"{r['cpu']:>7.2f} {r['rss']:>8.1f}", flush=True)
+        if "hoist" in results:
+            for kind in tools:
+                if kind != "hoist" and results[kind]["p50"] == results[kind]["p50"]:
+                    print(f"{'':>10} {kind}/hoist p50 {results[kind]['p50'] / results['hoist']['p50']:.2f}x, "
+                          f"p99 {results[kind]['p99'] / results['hoist']['p99']:.2f}x")
+    if arguments.skip_idle:
+        return
+    tree = os.path.join(arguments.work, "tree")
+    make_tree(tree, arguments.idle_files, per=arguments.idle_per_folder)
+    print(f"idle over {arguments.idle_seconds:g} s, {arguments.idle_files} files in "
+          f"{arguments.idle_files // arguments.idle_per_folder} folders watched")
+    print(f"{'tool':>7} {'ready s':>8} {'CPU s':>7} {'RSS MiB':>8}")
+    for kind in tools:
+        r = idle_run(kind, arguments.hoist, arguments.work, tree, arguments.idle_seconds, arguments.settle)
+        print(f"{kind:>7} {r['ready']:>8.1f} {r['cpu']:>7.2f} {r['rss']:>8.1f}", flush=True)
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
