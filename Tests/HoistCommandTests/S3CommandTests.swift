@@ -184,6 +184,58 @@ import Testing
         #expect(asked.count <= 2, "\(asked)")
     }
 
+    /// A job of many small files keeps its connections: each of its slots opens one and sends
+    /// every later request on it (keep-alive), on radosgw as on `rclone serve s3`. Counted as
+    /// the kernel sees it: the client ports of TCP connections to the server's port
+    /// (`/proc/net/tcp`, either side's entry, so a connection closed by either end is still
+    /// seen, in `TIME_WAIT`) new during the run. A server or a client that closed each
+    /// connection shows one per file: moto's server does (`Connection: close` on every answer;
+    /// 61 connections for these 60 files and the pre-flight), so it is not one of the servers here.
+    @Test(arguments: [S3TestServer.rclone, .ceph])
+    func smallFilesReuseTheirConnections(server: S3TestServer) async throws {
+        let bucket = try await server.makeBucket()
+        let port = try server.port()
+        let fixture = try JobFixture()
+        for index in 0..<60 { try fixture.file("f\(index).bin", 4096) }
+        let home = try awsHome()
+        _ = try fixture.job("""
+            storage: { url: 's3://\(bucket)/c', endpoint: '\(try server.endpoint())', region: us-east-1, pathStyle: true, credentials: uploader }
+            files: [{ root: src }]
+            upload: { concurrency: 4 }
+
+            """)
+        let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
+        let before = try clientPorts(to: port)
+        let run = try runProcess(hoist, ["run", "--quiet", manifest], environment: ["HOME": home.path, "PATH": "/usr/bin:/bin"])
+        #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
+        let opened = try clientPorts(to: port).subtracting(before)
+        #expect(!opened.isEmpty && opened.count <= 4 + 2, "\(opened.count) connections for 60 files at concurrency 4 (\(before.count) before)")
+        let listed = try await server.request("GET", "/\(bucket)", query: [("list-type", "2"), ("prefix", "c/")])
+        #expect(String(decoding: listed.body, as: UTF8.self).components(separatedBy: "<Key>").count - 1 == 60)
+    }
+
+    /// The local ports of TCP connections (any state but listening) between clients and `port`:
+    /// from the client's entries (remote port `port`) and the server's (local port `port`), in
+    /// the IPv4 and IPv6 tables (a server listening on `::` has its side of a connection there).
+    func clientPorts(to port: Int) throws -> Set<Int> {
+        // Read to the end: /proc's files say their size is 0, which a whole-file read may trust.
+        let table = try ["/proc/net/tcp", "/proc/net/tcp6"].map { path in
+            guard let file = FileHandle(forReadingAtPath: path) else { throw TestServerError("cannot read \(path)") }
+            defer { try? file.close() }
+            return String(decoding: try file.readToEnd() ?? Data(), as: UTF8.self)
+        }.joined(separator: "\n")
+        var ports = Set<Int>()
+        for line in table.split(separator: "\n") where !line.contains("local_address") {
+            let fields = line.split(separator: " ")
+            guard fields.count > 3 else { continue }
+            let local = fields[1].split(separator: ":"), remote = fields[2].split(separator: ":")
+            guard local.count == 2, remote.count == 2, let localPort = Int(local[1], radix: 16),
+                  let remotePort = Int(remote[1], radix: 16), fields[3] != "0A" else { continue }   // 0A: LISTEN
+            if remotePort == port { ports.insert(localPort) } else if localPort == port { ports.insert(remotePort) }
+        }
+        return ports
+    }
+
     /// Only the uploads the job's journal records are the job's to end, never another
     /// application's in the same bucket. A run killed
     /// while sending two large files leaves both multipart uploads, each recorded in its

@@ -64,40 +64,67 @@ public struct SigV4: Sendable {
 
     /// The canonical request, and the `SignedHeaders` list it names.
     public static func canonicalRequest(_ request: Request) -> (text: String, signedHeaders: String) {
+        let (bytes, signed) = canonicalRequestBytes(request)
+        return (String(decoding: bytes, as: UTF8.self), signed)
+    }
+
+    /// The canonical request as UTF-8 bytes, built in one buffer: it is hashed, never read as
+    /// text, and each request is signed (a `String` grown piece by piece was a tenth of a
+    /// small upload's instructions).
+    static func canonicalRequestBytes(_ request: Request) -> (bytes: [UInt8], signedHeaders: String) {
         // Names lower-cased, sorted (equal names keep their order), then equal names' values
         // joined with `,` on one line.
         typealias Header = (name: String, value: String, at: Int)
         var headers: [Header] = []
         headers.reserveCapacity(request.headers.count)
-        for (at, header) in request.headers.enumerated() { headers.append((lowercased(header.name), trimmed(header.value), at)) }
+        var size = request.method.utf8.count + request.path.utf8.count * 3 + request.payloadHash.utf8.count + 8
+        for (at, header) in request.headers.enumerated() {
+            let entry = (lowercased(header.name), trimmed(header.value), at)
+            size += 2 * entry.0.utf8.count + entry.1.utf8.count + 3
+            headers.append(entry)
+        }
         headers.sort { (a: Header, b: Header) -> Bool in a.name == b.name ? a.at < b.at : a.name < b.name }
-        var lines = ""
-        var signed = ""
+        let query = canonicalQuery(request.query)
+        var text = [UInt8]()
+        text.reserveCapacity(size + query.utf8.count)
+        let newline = UInt8(ascii: "\n")
+        text += request.method.utf8
+        text.append(newline)
+        text += encodePath(request.path).utf8
+        text.append(newline)
+        text += query.utf8
+        text.append(newline)
+        var signed = [UInt8]()
         var index = 0
         while index < headers.count {
             let name = headers[index].name
-            var values = headers[index].value
+            if index > 0 { signed.append(UInt8(ascii: ";")) }
+            signed += name.utf8
+            text += name.utf8
+            text.append(UInt8(ascii: ":"))
+            text += headers[index].value.utf8
             index += 1
             while index < headers.count, headers[index].name == name {
-                values += "," + headers[index].value
+                text.append(UInt8(ascii: ","))
+                text += headers[index].value.utf8
                 index += 1
             }
-            signed += (lines.isEmpty ? "" : ";") + name
-            lines += name + ":" + values + "\n"
+            text.append(newline)
         }
-        var text = request.method
-        text += "\n" + encodePath(request.path) + "\n" + canonicalQuery(request.query) + "\n"
-        text += lines + "\n" + signed + "\n" + request.payloadHash
-        return (text, signed)
+        text.append(newline)
+        text += signed
+        text.append(newline)
+        text += request.payloadHash.utf8
+        return (text, String(decoding: signed, as: UTF8.self))
     }
 
     /// `AWS4-HMAC-SHA256`, the time, the scope and the canonical request's hash, a line each.
     public func stringToSign(canonicalRequest: String, date: Date) -> String {
-        stringToSign(canonicalRequest: canonicalRequest, stamp: Stamp(date))
+        stringToSign(canonicalRequest: Array(canonicalRequest.utf8), stamp: Stamp(date))
     }
 
-    func stringToSign(canonicalRequest: String, stamp: Stamp) -> String {
-        let hash = Self.hex(SHA256.hash(data: Array(canonicalRequest.utf8)))
+    func stringToSign(canonicalRequest: [UInt8], stamp: Stamp) -> String {
+        let hash = Self.hex(SHA256.hash(data: canonicalRequest))
         return "AWS4-HMAC-SHA256\n" + stamp.time + "\n" + scope(day: stamp.day) + "\n" + hash
     }
 
@@ -107,24 +134,29 @@ public struct SigV4: Sendable {
     }
 
     func signature(stringToSign: String, day: String) -> String {
-        Self.hex(HMAC<SHA256>.authenticationCode(for: Array(stringToSign.utf8), using: signingKey(day: day)))
+        var mac = keyedMAC(day: day)
+        mac.update(data: Array(stringToSign.utf8))
+        return Self.hex(mac.finalize())
     }
 
-    /// The key for `day`, region and service: four HMACs from the secret, derived once and kept
-    /// (it changes once a day; every request of the day is signed with it).
-    func signingKey(day: String) -> SymmetricKey {
+    /// An HMAC keyed with the key for `day`, region and service, ready for its message: the key
+    /// is four HMACs from the secret, derived once and kept (it changes once a day; every
+    /// request of the day is signed with it), and so is the HMAC set up with it (its inner and
+    /// outer pads hashed), which each signature copies.
+    func keyedMAC(day: String) -> HMAC<SHA256> {
         let scope = KeyScope(secret: credentials.secretAccessKey, day: day, region: region, service: service)
-        if let key = Self.signingKeys.withLock({ $0[scope] }) { return key }
+        if let mac = Self.keyedMACs.withLock({ $0[scope] }) { return mac }
         var key = SymmetricKey(data: Array("AWS4\(credentials.secretAccessKey)".utf8))
         for part in [day, region, service, "aws4_request"] {
             key = SymmetricKey(data: Array(HMAC<SHA256>.authenticationCode(for: Array(part.utf8), using: key)))
         }
-        Self.signingKeys.withLock { keys in
+        let mac = HMAC<SHA256>(key: key)
+        Self.keyedMACs.withLock { macs in
             // Bounded: a few credentials and regions a day; a long run's old days go.
-            if keys.count >= 64 { keys.removeAll() }
-            keys[scope] = key
+            if macs.count >= 64 { macs.removeAll() }
+            macs[scope] = mac
         }
-        return key
+        return mac
     }
 
     private struct KeyScope: Hashable {
@@ -134,7 +166,7 @@ public struct SigV4: Sendable {
         let service: String
     }
 
-    private static let signingKeys = Mutex<[KeyScope: SymmetricKey]>([:])
+    private static let keyedMACs = Mutex<[KeyScope: HMAC<SHA256>]>([:])
 
     /// `DAY/REGION/SERVICE/aws4_request`.
     public func scope(_ date: Date) -> String { scope(day: Stamp(date).day) }
@@ -155,7 +187,7 @@ public struct SigV4: Sendable {
         if signPayloadHeader { added.append(("x-amz-content-sha256", request.payloadHash)) }
         if let token = credentials.sessionToken { added.append(("x-amz-security-token", token)) }
         request.headers += added
-        let (canonical, signed) = Self.canonicalRequest(request)
+        let (canonical, signed) = Self.canonicalRequestBytes(request)
         let signature = signature(stringToSign: stringToSign(canonicalRequest: canonical, stamp: stamp), day: stamp.day)
         added.append(("Authorization", "AWS4-HMAC-SHA256 Credential=" + credentials.accessKeyID + "/" + scope(day: stamp.day)
                         + ", SignedHeaders=" + signed + ", Signature=" + signature))
@@ -168,7 +200,7 @@ public struct SigV4: Sendable {
         var request = request
         let stamp = Stamp(date)
         request.query += presignParameters(request, date: date, expires: expires)
-        let (canonical, _) = Self.canonicalRequest(request)
+        let (canonical, _) = Self.canonicalRequestBytes(request)
         let signature = signature(stringToSign: stringToSign(canonicalRequest: canonical, stamp: stamp), day: stamp.day)
         return Self.canonicalQuery(request.query + [("X-Amz-Signature", signature)])
     }
@@ -242,6 +274,18 @@ public struct SigV4: Sendable {
 
     /// A header value with the white space around it removed and runs of spaces made one.
     static func trimmed(_ value: String) -> String {
+        // Most values need nothing done: one pass over their bytes says so.
+        let clean = value.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
+            guard let first = bytes.first, let last = bytes.last else { return true }
+            if first == 0x20 || first == 0x09 || last == 0x20 || last == 0x09 { return false }
+            var previous: UInt8 = 0
+            for byte in bytes {
+                if byte >= 0x80 || (byte == 0x20 && previous == 0x20) { return false }
+                previous = byte
+            }
+            return true
+        }
+        if clean == true { return value }
         let utf8 = value.utf8
         // Not ASCII: Foundation's white space (Unicode's spaces) at the ends, as before.
         guard utf8.allSatisfy({ $0 < 0x80 }) else {
