@@ -94,18 +94,10 @@ extension Hoist {
                 return
             }
             let output = RunOutput(outputOptions)
-            var options = JobSession.Options()
+            var options = sessionOptions(output, outputOptions, trustOptions)
             options.journal = false
-            options.caBundle = trustOptions.caBundlePath
-            options.log = { output.say($0.commandLineText, isError: true) }
-            options.quiet = outputOptions.quiet
-            let session: JobSession
             let events = outputOptions.json ? JSONEventLog(sink: .standardOutput) : nil
-            do { session = try await JobSession.open(job, options: options) } catch {
-                FileHandle.standardError.write(Data((printable("hoist: \(error.commandLineText)", keepingNewlines: true) + "\n").utf8))
-                events?.startFailed(job: job.manifest.name, reason: error.commandLineText)
-                throw ExitCode(2)
-            }
+            let session = try await openSession(job, options: options, events: events)
             let observers: [any JobObserver] = events.map { [$0] } ?? []
             let summary = await output.run(session.makeRunner(observers: observers + output.observers))
             _ = session.finish(summary)

@@ -22,6 +22,26 @@ func printError(_ text: String) {
     FileHandle.standardError.write(Data((printable(text, keepingNewlines: true) + "\n").utf8))
 }
 
+/// The session options `run`, `watch` and `cp` share: the CA bundle given, messages said through
+/// `output` as errors, and `--quiet`.
+func sessionOptions(_ output: RunOutput, _ outputOptions: OutputOptions, _ trust: TrustOptions) -> JobSession.Options {
+    var options = JobSession.Options()
+    options.caBundle = trust.caBundlePath
+    options.log = { output.say($0.commandLineText, isError: true) }
+    options.quiet = outputOptions.quiet
+    return options
+}
+
+/// `job`'s session opened; a job that cannot start is said on standard error (and as a
+/// `start_failed` event with --json) and ends the command with exit status 2.
+func openSession(_ job: Job, options: JobSession.Options, events: JSONEventLog?) async throws -> JobSession {
+    do { return try await JobSession.open(job, options: options) } catch {
+        printError("hoist: \(error.commandLineText)")
+        events?.startFailed(job: job.manifest.name, reason: error.commandLineText)
+        throw ExitCode(2)
+    }
+}
+
 extension Hoist {
     /// `hoist run JOB`: upload what the job describes.
     struct Run: AsyncParsableCommand {
@@ -110,23 +130,15 @@ extension Hoist {
             if let events { observers.append(events) }
             observers += try checkOutputFiles(log: logFile, metrics: metricsFile)
             let output = RunOutput(outputOptions)
-            var options = JobSession.Options()
+            var options = sessionOptions(output, outputOptions, trustOptions)
             options.journalOverride = journalOptions.journal
             options.wait = wait
             options.worker = worker
             options.lease = Double(lease)
             options.force = force
             options.remoteCheck = remoteCheck
-            options.caBundle = trustOptions.caBundlePath
             options.metricsFile = metricsFile
-            options.log = { output.say($0.commandLineText, isError: true) }
-            options.quiet = outputOptions.quiet
-            let session: JobSession
-            do { session = try await JobSession.open(job, options: options) } catch {
-                FileHandle.standardError.write(Data((printable("hoist: \(error.commandLineText)", keepingNewlines: true) + "\n").utf8))
-                events?.startFailed(job: job.manifest.name, reason: error.commandLineText)
-                throw ExitCode(2)
-            }
+            let session = try await openSession(job, options: options, events: events)
             let summary = await output.run(session.makeRunner(observers: observers + output.observers))
             if let problem = session.finish(summary) { FileHandle.standardError.write(Data((printable("hoist: \(problem)") + "\n").utf8)) }
             try output.end(summary)

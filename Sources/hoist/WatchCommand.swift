@@ -52,18 +52,10 @@ extension Hoist {
             let events = outputOptions.json ? JSONEventLog(sink: .standardOutput) : nil
             let logs = try checkOutputFiles(log: logFile, metrics: metricsFile)
             let output = RunOutput(outputOptions)
-            var options = JobSession.Options()
+            var options = sessionOptions(output, outputOptions, trustOptions)
             options.journalOverride = journalOptions.journal
-            options.caBundle = trustOptions.caBundlePath
             options.metricsFile = metricsFile
-            options.log = { output.say($0.commandLineText, isError: true) }
-            options.quiet = outputOptions.quiet
-            let session: JobSession
-            do { session = try await JobSession.open(job, options: options) } catch {
-                printError("hoist: \(error.commandLineText)")
-                events?.startFailed(job: job.manifest.name, reason: error.commandLineText)
-                throw ExitCode(2)
-            }
+            let session = try await openSession(job, options: options, events: events)
             let watcher = JobWatcher(session: session, observers: (events.map { [$0] } ?? []) + logs + output.observers,
                                      metricsFile: metricsFile)
             let path = self.job
