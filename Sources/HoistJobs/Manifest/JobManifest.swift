@@ -409,6 +409,9 @@ public struct MetadataRule: Decodable, Sendable {
 public struct UploadSettings: Decodable, Sendable {
     /// Uploads in flight at once (default 4, at most 256).
     public var concurrency: Int = 4
+    /// Threads that read and compress files for the uploads, ahead of the connections that
+    /// send them (default: one per core, at most 256).
+    public var cpu: Int?
     /// Attempts after the first for a transient failure (default 5).
     public var retries: Int = 5
     /// How long one upload may keep retrying (default 600 s).
@@ -438,7 +441,7 @@ public struct UploadSettings: Decodable, Sendable {
 
     enum CodingKeys: String, CodingKey, CaseIterable {
         case concurrency, retries, retryTime, bandwidth, skipUnchanged, remoteCheck, maxErrors, failFast, noClobber
-        case maxDelete
+        case maxDelete, cpu
     }
 
     public init(from decoder: any Decoder) throws {
@@ -447,6 +450,11 @@ public struct UploadSettings: Decodable, Sendable {
         if !(1...256).contains(concurrency) {
             try decoder.report(.dataCorruptedError(forKey: .concurrency, in: c, debugDescription: "concurrency \(concurrency) is out of range 1-256"))
             concurrency = 4
+        }
+        cpu = try c.decodeIfPresent(Int.self, forKey: .cpu)
+        if let cpu, !(1...256).contains(cpu) {
+            try decoder.report(.dataCorruptedError(forKey: .cpu, in: c, debugDescription: "cpu \(cpu) is out of range 1-256"))
+            self.cpu = nil
         }
         retries = try c.decodeIfPresent(Int.self, forKey: .retries) ?? 5
         if !(0...100).contains(retries) {

@@ -32,6 +32,9 @@ public final class JobRunner: Sendable {
     let listedFiles: [(file: WalkedFile, set: Int)]?
     /// Files larger than this use the large-file lane.
     public static let largeFile: Int64 = 8 << 20
+    /// The threads that compress files (`upload.cpu`, one per core by default), off the HTTP
+    /// engine's thread and ahead of the slots that send them (`RunPass`).
+    let cpu: CPUWorkers
 
     private struct State {
         var tasks: [ObjectIdentifier: StorageUploadTask] = [:]
@@ -66,6 +69,7 @@ public final class JobRunner: Sendable {
         self.force = force
         self.remoteCheck = remoteCheck || job.manifest.upload.remoteCheck
         self.shared = shared
+        cpu = CPUWorkers(count: job.manifest.upload.cpu ?? CPUWorkers.cores)
         // Each folder file set's root, held open from before the walk: its files are opened
         // beneath it (`ByteSource.openWalked`), whatever is done to the root's path meanwhile.
         roots = job.manifest.files.map { RootFolder(job.root(of: $0)) }
@@ -155,21 +159,41 @@ public final class JobRunner: Sendable {
         }
     }
 
-    /// Uploads `planned`'s file: how it ended, and the item as the file was when opened.
-    func upload(_ planned: PlanItem) async -> (UploadOutcome, PlanItem) {
-        var item = planned
-        return (await upload(&item), item)
+    /// A file opened for its upload (and compressed, for a `compress:` set), with its item as
+    /// the file was when opened; or why it was not opened (`NotOpened.refused`).
+    struct Prepared: Sendable {
+        var item: PlanItem
+        var source: Result<ByteSource, StorageFailure>
+        var refused: String?
     }
 
-    private func upload(_ item: inout PlanItem) async -> UploadOutcome {
+    /// Opens (and compresses) `planned`'s file: at its slot, or ahead of it while every slot is
+    /// busy (`RunPass`), the compression on the CPU workers.
+    func prepare(_ planned: PlanItem) async -> Prepared {
+        var item = planned
         if let replaced = item.replacedSession { await endReplacedSession(replaced, of: item) }
-        let source: Result<ByteSource, StorageFailure>
         switch openWalked(&item) {
-        case .success(let opened) where item.compression != nil: source = await compressed(opened, &item)
-        case .success(let opened): source = .success(opened)
-        case .failure(.refused(let problem)): return .refused(problem)
-        case .failure(.failed(let failure)): source = .failure(failure)   // the task fails with it
+        case .success(let opened) where item.compression != nil:
+            let source = await compressed(opened, &item)
+            return Prepared(item: item, source: source)
+        case .success(let opened): return Prepared(item: item, source: .success(opened))
+        case .failure(.refused(let problem)):
+            return Prepared(item: item, source: .failure(StorageFailure(.unknown, problem)), refused: problem)
+        case .failure(.failed(let failure)): return Prepared(item: item, source: .failure(failure))   // the task fails with it
         }
+    }
+
+    /// Uploads `planned`'s file (`prepared` ahead, else now): how it ended, and the item as the
+    /// file was when opened.
+    func upload(_ planned: PlanItem, prepared: Task<Prepared, Never>? = nil) async -> (UploadOutcome, PlanItem) {
+        let ready: Prepared
+        if let prepared { ready = await prepared.value } else { ready = await prepare(planned) }
+        if let refused = ready.refused { return (.refused(refused), ready.item) }
+        var item = ready.item
+        return (await send(&item, ready.source), item)
+    }
+
+    private func send(_ item: inout PlanItem, _ source: Result<ByteSource, StorageFailure>) async -> UploadOutcome {
         var attributes = item.attributes
         // The object is gzip, whatever a `before_upload` hook did to the header.
         if item.compression != nil { attributes.contentEncoding = "gzip" }
@@ -220,16 +244,17 @@ public final class JobRunner: Sendable {
         return .failure(failure.code, failure.message)
     }
 
-    /// The file gzipped at its item's level (`compress:`), off the caller's executor (a Cloud
-    /// Storage run's is the HTTP engine's thread); the item keeps the CRC32C of what was compressed.
+    /// The file gzipped at its item's level (`compress:`), on the CPU workers (off the caller's
+    /// executor: a Cloud Storage run's is the HTTP engine's thread); the item keeps the CRC32C
+    /// of what was compressed.
     func compressed(_ opened: ByteSource, _ item: inout PlanItem) async -> Result<ByteSource, StorageFailure> {
         let level = item.compression ?? 6
         let folder = job.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
-        let made = await Task.detached { () -> Result<ByteSource.Gzipped, StorageFailure> in
+        let made = await cpu.run { () -> Result<ByteSource.Gzipped, StorageFailure> in
             do { return .success(try opened.gzipped(level: level, temporaryFolder: folder)) } catch {
                 return .failure(error as? StorageFailure ?? StorageFailure(.unknown, "\(error)"))
             }
-        }.value
+        }
         switch made {
         case .success(let gzipped):
             item.contentCRC32C = gzipped.contentCRC32C

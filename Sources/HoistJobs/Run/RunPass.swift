@@ -14,7 +14,18 @@ final class RunPass {
     /// Known before the run (`Planner.check()`): observers are not told them again.
     private let totalsKnown: Bool
     private var tally: RunTally
-    private var slots: UploadSlots<PlanItem>
+    private var slots: UploadSlots<Admitted>
+    /// Files admitted while every slot was busy, being opened and compressed on the CPU workers
+    /// (`JobRunner.cpu`) for the next free slots: at most one per worker, so the connections
+    /// send while both cores compress, and memory stays bounded (a compressed file of up to
+    /// 1 MiB in memory, a larger one in a temporary file).
+    private var ahead: [Admitted] = []
+
+    /// A file admitted for upload, and its preparation when it began ahead of its slot.
+    struct Admitted {
+        var item: PlanItem
+        var prepared: Task<JobRunner.Prepared, Never>?
+    }
     private var admission: Admission
     /// The walk; nil for a worker that joined a planned shared run (its files come from claims).
     private var walk: WalkSource?
@@ -68,8 +79,9 @@ final class RunPass {
                 ended(finished)
             }
         }
-        // Large files still waiting for a slot when the run was interrupted were cancelled.
-        for _ in slots.deferred { tally.notStarted(interrupted: runner.isInterrupted) }
+        // Large files still waiting for a slot when the run was interrupted were cancelled, and
+        // files made ready ahead never started.
+        for _ in slots.deferred + ahead { tally.notStarted(interrupted: runner.isInterrupted) }
         if let walk {
             // Files and folders inside a root that the walk could not read are failures, not skips.
             for problem in walk.problems where problem.isFailure { tally.walkFailed(path: problem.path, message: problem.message) }
@@ -92,23 +104,47 @@ final class RunPass {
         while true {
             switch slots.next(stopping: runner.isStopping) {
             case .awaitUploads:
+                await prepareAhead()
                 return
-            case .start(let item, let large):
-                start(item, large: large, in: &group)
+            case .start(let admitted, let large):
+                start(admitted, large: large, in: &group)
             case .takeWork:
-                switch await takeWork() {
-                case .nothing: return
-                case .handled: continue
-                case .upload(let item):
-                    if case .start(let item, let large) = slots.admit(item, size: item.file.size) { start(item, large: large, in: &group) }
+                let admitted: Admitted
+                if !ahead.isEmpty {
+                    admitted = ahead.removeFirst()
+                } else {
+                    switch await takeWork() {
+                    case .nothing: return
+                    case .handled: continue
+                    case .upload(let item): admitted = Admitted(item: item)
+                    }
+                }
+                if case .start(let admitted, let large) = slots.admit(admitted, size: admitted.item.file.size) {
+                    start(admitted, large: large, in: &group)
                 }
             }
         }
     }
 
-    private func start(_ item: PlanItem, large: Bool, in group: inout TaskGroup<Finished>) {
+    /// Every slot is busy: the walk's next files to compress are admitted and made ready now,
+    /// on the CPU workers, one per worker at most; a file that needs no compressing ends it
+    /// (opening one ahead saves nothing). Not in a shared run, whose claims count what it holds.
+    private func prepareAhead() async {
+        while ahead.count < runner.cpu.count, runner.shared == nil, walk?.ended == false, !runner.isStopping,
+              ahead.last.map({ $0.item.compression != nil }) ?? true {
+            switch await takeWork() {
+            case .nothing: return
+            case .handled: continue
+            case .upload(let item):
+                let prepared = item.compression == nil ? nil : Task { [runner] in await runner.prepare(item) }
+                ahead.append(Admitted(item: item, prepared: prepared))
+            }
+        }
+    }
+
+    private func start(_ admitted: Admitted, large: Bool, in group: inout TaskGroup<Finished>) {
         group.addTask { [runner] in
-            let (outcome, opened) = await runner.upload(item)
+            let (outcome, opened) = await runner.upload(admitted.item, prepared: admitted.prepared)
             return (opened, large, outcome)
         }
     }
