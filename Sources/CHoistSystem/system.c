@@ -6,7 +6,6 @@
 #include <unistd.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
-#include <sys/prctl.h>
 #include <linux/openat2.h>
 #include "hoist_system.h"
 
@@ -89,5 +88,3 @@ long hoist_get_attribute_located(int located, const char *name, void *buffer, un
 long hoist_get_attribute(int fd, const char *name, void *buffer, unsigned long size) {
     return (long)fgetxattr(fd, name, buffer, (size_t)size);
 }
-
-void hoist_name_thread(const char *name) { prctl(PR_SET_NAME, name, 0, 0, 0); }

@@ -86,7 +86,7 @@ public final class CurlEngine: @unchecked Sendable {
     ///   was cancelled), `CancellationError` when the calling `Task` is, `HTTPBodyReadError` when
     ///   a body file could not be read.
     public func perform(_ request: HTTPRequest, hooks: TransferHooks = TransferHooks()) async throws -> HTTPResponse {
-        let transfer = Transfer(request: request, hooks: hooks)
+        let transfer = Transfer(request: request, hooks: hooks, wake: { [unowned self] in hoist_curl_loop_wakeup(events) })
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 transfer.continuation = continuation
@@ -116,7 +116,7 @@ public final class CurlEngine: @unchecked Sendable {
                 if let failure = transfer.checkControl(now: now) {
                     finish(handle, transfer, .failure(failure))
                 } else if transfer.pausedOnWire, !(transfer.hooks.control?.isPaused ?? false),
-                          transfer.hooks.control?.hasCredit ?? true {
+                          transfer.hooks.control?.hasCredit ?? true, transfer.bodyIsReady {
                     transfer.pausedOnWire = false
                     transfer.lastMovement = now
                     transfer.restartWindow(now)
@@ -215,10 +215,44 @@ private final class Transfer: @unchecked Sendable {
     private var retained: Unmanaged<Transfer>?
     /// A small body sent from memory (`smallBody`), freed when the transfer completes.
     private var postFields: UnsafeMutableRawBufferPointer?
+    /// The large file part being sent (`readAheadPart`), read ahead on the CPU workers.
+    private var readAhead: ReadAhead?
+    private var readAheadPart = -1
+    /// Wakes the engine's thread (a piece a paused transfer waits for is ready).
+    private let wake: @Sendable () -> Void
 
-    init(request: HTTPRequest, hooks: TransferHooks) {
+    init(request: HTTPRequest, hooks: TransferHooks, wake: @escaping @Sendable () -> Void = {}) {
         self.request = request
         self.hooks = hooks
+        self.wake = wake
+    }
+
+    /// File parts of at least this many bytes are read ahead of the connection on the CPU
+    /// workers (`ReadAhead`); smaller ones are read in place, where a hop to a worker and back
+    /// would cost more than the read.
+    static let readAheadLength: Int64 = 1 << 20
+
+    /// The read-ahead of the current body part, made at its first read when it is a large file
+    /// part; nil for any other part.
+    private func currentReadAhead() -> ReadAhead? {
+        guard partIndex < request.body.count, case .file(let file, let offset, let length) = request.body[partIndex],
+              length >= Self.readAheadLength, partOffset < length else {
+            return nil
+        }
+        if readAheadPart == partIndex, let readAhead { return readAhead }
+        readAhead?.close()
+        readAhead = ReadAhead(file: file, from: offset + partOffset, to: offset + length, workers: .shared,
+                              onContentBytes: hooks.onContentBytes, wake: wake)
+        readAheadPart = partIndex
+        return readAhead
+    }
+
+    /// Whether the body's next bytes can be handed out: false while the piece a large file part
+    /// needs next is still being read (the transfer stays paused on the wire until it is).
+    var bodyIsReady: Bool {
+        guard let readAhead, readAheadPart == partIndex, partIndex < request.body.count,
+              partOffset < request.body[partIndex].length else { return true }
+        return readAhead.hasBytes
     }
 
     /// - Parameter caPath: the request's CA bundle is a folder (`CURLOPT_CAPATH`), not a file.
@@ -447,6 +481,8 @@ private final class Transfer: @unchecked Sendable {
     }
 
     func complete(_ result: Result<HTTPResponse, any Error>) {
+        readAhead?.close()
+        readAhead = nil
         curl_slist_free_all(headerList)
         headerList = nil
         postFields?.deallocate()
@@ -556,6 +592,9 @@ private final class Transfer: @unchecked Sendable {
         partOffset = offset - start
         delivered = offset
         endChecked = false
+        // What was read ahead is for the old position: read again from the new one.
+        readAhead?.close()
+        readAhead = nil
         return hoist_curl_seekfunc_ok()
     }
 
@@ -564,6 +603,10 @@ private final class Transfer: @unchecked Sendable {
         if hooks.control?.isCancelled == true { return hoist_curl_readfunc_abort() }
         if hooks.control?.isPaused == true {
             pausedOnWire = true
+            return hoist_curl_readfunc_pause()
+        }
+        if let readAhead = currentReadAhead(), !readAhead.isReadyElseWait() {
+            pausedOnWire = true   // the next piece is being read: the engine continues it when the worker wakes it
             return hoist_curl_readfunc_pause()
         }
         if let control = hooks.control, !control.takeCredit(min(buffer.count, Int(request.bodyLength))) {
@@ -598,6 +641,23 @@ private final class Transfer: @unchecked Sendable {
                 filled += want
                 partOffset += Int64(want)
             case .file(let file, let offset, _):
+                if let readAhead = currentReadAhead() {
+                    // Read and hashed on a worker: only copied here.
+                    switch readAhead.take(into: target, at: offset + partOffset) {
+                    case .copied(let got):
+                        filled += got
+                        partOffset += Int64(got)
+                    case .notReady:
+                        // The next piece is still being read (0 would end the body: pause instead).
+                        if filled > 0 { return filled }
+                        pausedOnWire = true
+                        return hoist_curl_readfunc_pause()
+                    case .failed(let got):
+                        readFailure = Self.readError(file, got)
+                        return hoist_curl_readfunc_abort()
+                    }
+                    continue
+                }
                 let got = file.read(into: target, at: offset + partOffset)
                 if got <= 0 {
                     readFailure = Self.readError(file, got)

@@ -203,9 +203,12 @@ public protocol TransferGate: Sendable {
     var hasCredit: Bool { get }
 }
 
-/// Hooks a transfer calls on the engine's thread.
+/// Hooks a transfer calls on the engine's thread (`onContentBytes` of a large file part: on the
+/// CPU worker that reads it ahead, `ReadAhead`).
 public struct TransferHooks: Sendable {
-    /// Content bytes as they are read for sending: the buffer and its offset in the content.
+    /// Content bytes as they are read for sending: the buffer and its offset in the content, in
+    /// order (a piece read ahead is shown once it is read, before it is sent; bytes sent again
+    /// after a rewind are shown again, at their offset).
     public var onContentBytes: (@Sendable (UnsafeRawBufferPointer, Int64) -> Void)?
     /// Body bytes handed to the network so far.
     public var onUploadProgress: (@Sendable (Int64) -> Void)?

@@ -73,8 +73,4 @@ long hoist_get_attribute_located(int located, const char *name, void *buffer, un
 /// with errno as `hoist_get_attribute_located`'s.
 long hoist_get_attribute(int fd, const char *name, void *buffer, unsigned long size);
 
-/// Names the calling thread as `top -H` and `perf` show it (at most 15 bytes), as the kernel
-/// keeps it (`PR_SET_NAME`), which Foundation's `Thread.name` does not always reach.
-void hoist_name_thread(const char *name);
-
 #endif

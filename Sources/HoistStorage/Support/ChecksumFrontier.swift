@@ -6,8 +6,9 @@ import Synchronization
 ///
 /// CRC32C only: it is what the verification compares (GCS reports it for every object, composite
 /// ones included, and recommends it), and on the CPU's `crc32` instruction it costs about a
-/// twentieth of MD5, so it is computed where the bytes are handed in (the curl engine's thread),
-/// with no copy and no worker.
+/// twentieth of MD5, so it is computed where the bytes are read for sending, with no copy: on
+/// the CPU worker that reads a large part ahead of its connection (`ReadAhead`), on the curl
+/// engine's thread for a small one.
 final class ChecksumFrontier: Sendable {
     private let state = Mutex<(counted: Int64, sums: Checksums.CRC32C)>((0, Checksums.CRC32C()))
 

@@ -1,17 +1,20 @@
 import Dispatch
 import Foundation
 import Synchronization
-private import CHoistSystem
 
-/// A small pool of threads for an upload's CPU work (reading, hashing, compressing), one per
-/// core by default (`upload.cpu`), apart from the HTTP engine's thread, which then only moves
-/// bytes, and from Swift's cooperative pool, which the run's other tasks (hooks, the journal's
-/// batches) share. Threads start at the first job and end when the pool is released. Jobs run
-/// in the order given; a job never waits on another.
+/// A small pool of threads for an upload's CPU work (reading, hashing, compressing), apart from
+/// the HTTP engine's thread, which then only moves bytes, and from Swift's cooperative pool,
+/// which the run's other tasks (hooks, the journal's batches) share: `shared` (one per core)
+/// reads large request bodies ahead of their connections (`ReadAhead`), a job runner's own
+/// (`upload.cpu`) compresses files. Threads start at the first job and end when the pool is
+/// released. Jobs run in the order given; a job never waits on another.
 public final class CPUWorkers: Sendable {
     /// How many threads run jobs at once.
     public let count: Int
     private let queue: JobQueue
+
+    /// The process's pool, one thread per core: request bodies read ahead (`ReadAhead`).
+    public static let shared = CPUWorkers()
 
     /// The machine's cores (as the process may use them).
     public static var cores: Int { max(1, ProcessInfo.processInfo.activeProcessorCount) }
@@ -62,7 +65,9 @@ private final class JobQueue: Sendable {
         if start {
             for _ in 0..<threads {
                 Thread { [self] in
-                    hoist_name_thread("hoist.cpu")
+                    // The kernel's name, as `top -H` shows it (Foundation's `Thread.name` does not
+                    // always reach it; glibc's `pthread_setname_np` is not imported).
+                    try? "hoist.cpu".write(toFile: "/proc/thread-self/comm", atomically: false, encoding: .utf8)
                     self.work()
                 }.start()
             }
