@@ -159,9 +159,10 @@ import Testing
     @Test func aTransferPausedWithAPieceInFlightSendsTheWholeBodyOnceResumed() async throws {
         let sending = try await sending(4 << 20)
         sending.gate.paused.store(true, ordering: .relaxed)
-        try await Task.sleep(for: .milliseconds(500))
+        // (curl reports progress about once a second when nothing moves: the count settles first.)
+        try await Task.sleep(for: .milliseconds(1500))
         let whilePaused = sending.gate.sent.load(ordering: .relaxed)
-        try await Task.sleep(for: .milliseconds(300))
+        try await Task.sleep(for: .milliseconds(1200))
         #expect(sending.gate.sent.load(ordering: .relaxed) == whilePaused, "bytes went out while paused")
         #expect(whilePaused < Int64(sending.file.bytes.count))
         sending.gate.paused.store(false, ordering: .relaxed)
