@@ -19,18 +19,20 @@ import Testing
         return try reader.read(upTo: Int(gzipped.source.size))
     }
 
-    /// Many small logs (compressed in memory), two of 3 MiB (into temporary files) and plain
-    /// files, two slots and two workers.
+    /// Many small logs (compressed in memory), two of 3 MiB and one that gzip hardly shrinks
+    /// (into temporary files, sent as files read ahead of their connections), and plain files
+    /// (the two largest read ahead too; 10 MiB a resumable session on GCS); two slots, two
+    /// workers.
     private func writeFiles(_ fixture: JobFixture) throws -> (logs: [String: Data], plain: [String: Data]) {
         var logs: [String: Data] = [:]
         for index in 0..<24 {
-            let text = logText(index < 2 ? 3 << 20 : 40_000 + index * 1_000)
+            let text = index == 2 ? patternData(3 << 20, seed: 9) : logText(index < 2 ? 3 << 20 : 40_000 + index * 1_000)
             logs["log-\(index).log"] = text
             _ = try fixture.directory.write("src/logs/log-\(index).log", text)
         }
         var plain: [String: Data] = [:]
         for index in 0..<4 {
-            let bytes = patternData(100_000 + index, seed: UInt8(index))
+            let bytes = patternData([100_000, 200_001, 3 << 20, 10 << 20][index], seed: UInt8(index))
             plain["blob-\(index).bin"] = bytes
             _ = try fixture.directory.write("src/blobs/blob-\(index).bin", bytes)
         }
