@@ -20,6 +20,9 @@ final class RunPass {
     /// send while both cores compress, and memory stays bounded (a compressed file of up to
     /// 1 MiB in memory, a larger one in a temporary file).
     private var ahead: [Admitted] = []
+    /// Some file set compresses: only then are files taken ahead of the slots (a job that
+    /// compresses nothing takes each file as a slot frees, as before).
+    private let compresses: Bool
 
     /// A file admitted for upload, and its preparation when it began ahead of its slot.
     struct Admitted {
@@ -49,6 +52,7 @@ final class RunPass {
         self.totalsKnown = totalsKnown
         tally = RunTally(job: job.manifest.name, failFast: settings.failFast, maxErrors: settings.maxErrors)
         slots = UploadSlots(concurrency: settings.concurrency, largeFile: JobRunner.largeFile)
+        compresses = job.manifest.files.contains { $0.compress != nil }
         let planner = Planner(job: job, journal: runner.journal, force: runner.force).listing(runner.listedFiles)
         if runner.shared?.plans ?? true { walk = WalkSource(planner: planner) }
         claims = runner.shared.map { ClaimSource(shared: $0, job: job, concurrency: settings.concurrency) }
@@ -128,9 +132,10 @@ final class RunPass {
 
     /// Every slot is busy: the walk's next files to compress are admitted and made ready now,
     /// on the CPU workers, one per worker at most; a file that needs no compressing ends it
-    /// (opening one ahead saves nothing). Not in a shared run, whose claims count what it holds.
+    /// (opening one ahead saves nothing). Only in a job that compresses, and not in a shared
+    /// run, whose claims count what it holds.
     private func prepareAhead() async {
-        while ahead.count < runner.cpu.count, runner.shared == nil, walk?.ended == false, !runner.isStopping,
+        while compresses, ahead.count < runner.cpu.count, runner.shared == nil, walk?.ended == false, !runner.isStopping,
               ahead.last.map({ $0.item.compression != nil }) ?? true {
             switch await takeWork() {
             case .nothing: return
