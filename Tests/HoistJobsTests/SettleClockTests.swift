@@ -90,4 +90,20 @@ import Testing
         ])
         #expect(events[1].isFolder && events[2].overflowed)
     }
+
+    @Test func renamesKeepTheNameAFileWasStoredUnderUntilAPassTakesThem() {
+        var renames = Renames()
+        var batch = FolderWatch.Batch()
+        // a -> b -> c before any pass: c's object, if any, is a's.
+        batch.renames = [("/r/a", "/r/b"), ("/r/b", "/r/c"), ("/r/x", "/r/y"), ("/r/p", "/r/q"), ("/r/q", "/r/p")]
+        renames.note(batch)
+        #expect(renames.origins == ["/r/c": "/r/a", "/r/y": "/r/x"])
+        // A renamed file deleted since has nothing to copy to.
+        renames.note(FolderWatch.Batch(removed: ["/r/y"]))
+        #expect(renames.take(["/r/c", "/r/other"], whole: false) == ["/r/c": "/r/a"])
+        #expect(renames.origins.isEmpty)
+        renames.note(FolderWatch.Batch(renames: [("/r/m", "/r/n")]))
+        #expect(renames.take([], whole: true) == ["/r/n": "/r/m"])
+        #expect(renames.origins.isEmpty)
+    }
 }

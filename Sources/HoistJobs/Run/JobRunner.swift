@@ -10,13 +10,13 @@ import Synchronization
 public final class JobRunner: Sendable {
     public let job: Job
     public let storage: Storage
-    private let observers: [any JobObserver]
+    let observers: [any JobObserver]
     /// The observers that hear upload events on the callback queue, and the events some of them
     /// act on: uploads hand only these to the queue.
-    private let queuedObservers: [any JobObserver]
+    let queuedObservers: [any JobObserver]
     private let fileEventStatuses: Set<StorageTaskStatus>
     /// The observers that hear upload events in place (`hearsFileEventsInPlace`), and their events.
-    private let inPlaceObservers: [any JobObserver]
+    let inPlaceObservers: [any JobObserver]
     private let inPlaceStatuses: Set<StorageTaskStatus>
     private let retryObservers: [any JobRetryObserver]
     let hooks: HookBus?
@@ -30,6 +30,10 @@ public final class JobRunner: Sendable {
     /// The only files this run plans, each with its file set, instead of walking the roots
     /// (`hoist watch`'s settled files): no mirror deletes anything in such a run.
     let listedFiles: [(file: WalkedFile, set: Int)]?
+    /// Files renamed within a root since the last pass (`hoist watch`), each with its earlier
+    /// path: copied on the server from the earlier name's object when that holds the file's
+    /// bytes now (`copyRenamed`), else uploaded.
+    let renamedFrom: [String: String]
     /// Files larger than this use the large-file lane.
     public static let largeFile: Int64 = 8 << 20
 
@@ -56,11 +60,14 @@ public final class JobRunner: Sendable {
     /// - Parameter remoteCheck: before skipping a file as unchanged, ask the server (also on with
     ///   `upload.remoteCheck`).
     /// - Parameter listed: the files to plan instead of a walk (`listedFiles`).
+    /// - Parameter renamed: `renamedFrom`.
     public init(job: Job, storage: Storage, observers: [any JobObserver], hooks: HookBus? = nil,
                 journal: (any JournalStore)? = nil, force: Bool = false, remoteCheck: Bool = false,
-                runID: String = UUID().uuidString.lowercased(), shared: SharedRun? = nil, listing listed: [(file: WalkedFile, set: Int)]? = nil) {
+                runID: String = UUID().uuidString.lowercased(), shared: SharedRun? = nil, listing listed: [(file: WalkedFile, set: Int)]? = nil,
+                renamed: [String: String] = [:]) {
         self.job = job
         listedFiles = listed
+        renamedFrom = renamed
         self.storage = storage
         self.journal = journal
         self.force = force
@@ -163,6 +170,7 @@ public final class JobRunner: Sendable {
 
     private func upload(_ item: inout PlanItem) async -> UploadOutcome {
         if let replaced = item.replacedSession { await endReplacedSession(replaced, of: item) }
+        if let earlier = renamedFrom[item.file.path], let size = await copyRenamed(item, from: earlier) { return .copied(bytes: size) }
         let source: Result<ByteSource, StorageFailure>
         switch openWalked(&item) {
         case .success(let opened) where item.compression != nil: source = await compressed(opened, &item)

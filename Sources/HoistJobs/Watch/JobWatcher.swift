@@ -137,6 +137,7 @@ public final class JobWatcher: Sendable {
         var nextRescan = settings.rescan.map { Self.now() + $0.seconds }
         var nextMetrics = metricsFile.map { _ in Self.now() + Self.metricsInterval }
         var paused = false
+        var renames = Renames()
         while !isStopped {
             let wake = [clock.due(), nextRescan, nextMetrics].compactMap { $0 }.min()
             await Self.wait(for: [folders.inotify.descriptor, stopPipe.read], until: wake)
@@ -162,6 +163,7 @@ public final class JobWatcher: Sendable {
             let now = Self.now()
             let queued = clock.pending.count
             for path in batch.touched { clock.touch(path, at: now) }
+            renames.note(batch)
             if batch.overflowed { notice(.overflowed) }
             // A folder made: its files may have come before it was watched (a whole pass finds them).
             if batch.fullPassOwed || batch.foldersMade { clock.owePass() }
@@ -192,7 +194,8 @@ public final class JobWatcher: Sendable {
             // The settled files alone, unless a whole pass is owed (a folder made owes one) or
             // only one can do right.
             let listed = started.whole || !Self.passesMayBeListed(job) ? nil : files.files
-            guard let summary = await runPass(pass, listing: listed) else { break }
+            guard let summary = await runPass(pass, listing: listed, renamed: renames.take(started.paths, whole: listed == nil))
+            else { break }
             last = summary
             writeState(&watchState, clock)
             if summary.fatal != nil { break }
@@ -302,9 +305,10 @@ public final class JobWatcher: Sendable {
 
     /// One pass, with its runner cancellable by `stop`; nil when stopped before it began.
     /// - Parameter listed: the only files the pass plans (nil: it walks every root).
+    /// - Parameter renamed: files renamed since the last pass, each with its earlier path (`JobRunner.renamedFrom`).
     private func runPass(_ pass: @Sendable (JobRunner) async -> JobSummary,
-                         listing listed: [(file: WalkedFile, set: Int)]? = nil) async -> JobSummary? {
-        let runner = session.makeRunner(observers: observers + [stateObserver], listing: listed)
+                         listing listed: [(file: WalkedFile, set: Int)]? = nil, renamed: [String: String] = [:]) async -> JobSummary? {
+        let runner = session.makeRunner(observers: observers + [stateObserver], listing: listed, renamed: renamed)
         let stopped = state.withLock { state in
             if !state.stopped { state.runner = runner }
             return state.stopped
