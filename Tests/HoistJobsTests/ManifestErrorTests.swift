@@ -270,4 +270,5 @@ let brokenManifests: [(file: String, expected: String)] = [
     ("70-compress-format.yaml", "70-compress-format.yaml:6:15: compress 'zip' is not a format: use gzip, or { format: gzip, level: 6, include: [GLOBS] }"),
     ("71-compress-level.yaml", "71-compress-level.yaml:6:38: compress level 12 is out of range 1-9"),
     ("72-skip-unchanged-mode.yaml", "72-skip-unchanged-mode.yaml:6:18: skipUnchanged is true, false or checksum, not 'content'"),
+    ("73-watch-window.yaml", "73-watch-window.yaml:6:11: window must be between 1s and 1d"),
 ]

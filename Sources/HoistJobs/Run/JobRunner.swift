@@ -3,6 +3,17 @@ import HoistHTTP
 import HoistStorage
 import Synchronization
 
+/// When a run's `mirror` deletes what went: `hoist watch` batches its deletions per `watch.window`.
+public enum MirrorTurn: Sendable, Equatable {
+    /// At the end of this run, after its uploads succeeded (a run, a watcher's catch-up, the
+    /// first pass after a window ended).
+    case now
+    /// Not in this pass: the first pass after the window ends deletes what went.
+    case later
+    /// Not in this pass, which was to: a pass of its window did not upload all it had to (said).
+    case withheld
+}
+
 /// Runs a job's uploads: at most `upload.concurrency` in flight, large files (over 8 MiB) in at
 /// most all but one of those slots so small files are never starved behind them, retries and
 /// the bandwidth limit from the storage layer, `maxErrors` / `failFast`, and pause, resume and
@@ -34,6 +45,8 @@ public final class JobRunner: Sendable {
     /// path: copied on the server from the earlier name's object when that holds the file's
     /// bytes now (`copyRenamed`), else uploaded.
     let renamedFrom: [String: String]
+    /// Whether this run's `mirror` deletes (`MirrorTurn`).
+    let mirrorTurn: MirrorTurn
     /// Files larger than this use the large-file lane.
     public static let largeFile: Int64 = 8 << 20
 
@@ -61,11 +74,13 @@ public final class JobRunner: Sendable {
     ///   `upload.remoteCheck`).
     /// - Parameter listed: the files to plan instead of a walk (`listedFiles`).
     /// - Parameter renamed: `renamedFrom`.
+    /// - Parameter mirrorTurn: whether its `mirror` deletes (`hoist watch`'s windows).
     public init(job: Job, storage: Storage, observers: [any JobObserver], hooks: HookBus? = nil,
                 journal: (any JournalStore)? = nil, force: Bool = false, remoteCheck: Bool = false,
                 runID: String = UUID().uuidString.lowercased(), shared: SharedRun? = nil, listing listed: [(file: WalkedFile, set: Int)]? = nil,
-                renamed: [String: String] = [:]) {
+                renamed: [String: String] = [:], mirrorTurn: MirrorTurn = .now) {
         self.job = job
+        self.mirrorTurn = mirrorTurn
         listedFiles = listed
         renamedFrom = renamed
         self.storage = storage

@@ -206,13 +206,14 @@ public final class JobSession: Sendable {
     /// The runner of this run, with `observers` after the journal's recorder and the hooks.
     /// - Parameter listed: the only files it plans, instead of a walk (`JobRunner.listedFiles`).
     /// - Parameter renamed: files renamed within a root, with their earlier paths (`JobRunner.renamedFrom`).
+    /// - Parameter mirrorTurn: whether its `mirror` deletes (`JobRunner.mirrorTurn`).
     public func makeRunner(observers: [any JobObserver], listing listed: [(file: WalkedFile, set: Int)]? = nil,
-                           renamed: [String: String] = [:]) -> JobRunner {
+                           renamed: [String: String] = [:], mirrorTurn: MirrorTurn = .now) -> JobRunner {
         // A worker sends nothing while its hold on its files is unconfirmed (`SharedRun.isOpen`).
         if let shared { storage.transferFence = shared }
         let runner = JobRunner(job: job, storage: storage, observers: observers, hooks: hooks, journal: journal, force: options.force,
                                remoteCheck: options.remoteCheck, runID: runID, shared: shared, listing: listed,
-                               renamed: renamed)
+                               renamed: renamed, mirrorTurn: mirrorTurn)
         // Cut off from the journal, the run's last writes may never return, and its files are
         // the others' now: the run ends within a lease whatever it waits for.
         shared?.onLost { [weak runner, lease = options.lease] message in runner?.stop(fatal: message, endWithin: lease) }
