@@ -23,7 +23,8 @@ extension WatchTests {
     /// A watcher whose catch-up stored `big.bin` (5 MiB) to the local bucket, then the file renamed.
     /// - Parameter prefix: where `files` stores them.
     /// - Parameter gone: the earlier name's object is awaited gone (a set that mirrors, whose window is 1 s).
-    func renameWatched(files: String = "[{ root: src }]", prefix: String = "", change: Bool = false, gone: Bool = false) throws
+    func renameWatched(files: String = "[{ root: src }]", prefix: String = "", to name: String = "photos/renamed.bin", change: Bool = false,
+                       gone: Bool = false) throws
         -> (fixture: JobFixture, output: String) {
         let fixture = try JobFixture()
         try fixture.file("big.bin", Self.renamedSize)
@@ -37,8 +38,8 @@ extension WatchTests {
             try handle.write(contentsOf: Data(repeating: 0x55, count: 4096))
             try handle.close()
         }
-        try FileManager.default.moveItem(at: source(fixture, "big.bin"), to: source(fixture, "photos/renamed.bin"))
-        let seen = waitFor(seconds: 20) { stored(fixture, prefix + "photos/renamed.bin")?.count == Self.renamedSize }
+        try FileManager.default.moveItem(at: source(fixture, "big.bin"), to: source(fixture, name))
+        let seen = waitFor(seconds: 20) { stored(fixture, prefix + name)?.count == Self.renamedSize }
         // A second past the settle: an upload of it would have shown by now.
         usleep(1_000_000)
         if gone { #expect(waitFor(seconds: 10) { stored(fixture, prefix + "big.bin") == nil }) }
@@ -84,6 +85,17 @@ extension WatchTests {
         #expect(events(in: output, "copy").isEmpty, "\(output.suffix(1500))")
         #expect(successes(output, file: "/src/photos/renamed.bin") == 1, "\(output.suffix(1500))")
         #expect(stored(fixture, "big.bin") == patternData(Self.renamedSize))
+    }
+
+    /// Renamed to a name whose content type is another (`.bin` to `.txt`): a copy would keep the
+    /// earlier type, so it is uploaded, and stored with the new name's.
+    @Test func aRenamedFileWhoseContentTypeChangesIsUploaded() throws {
+        let (fixture, output) = try renameWatched(to: "photos/renamed.txt")
+        #expect(events(in: output, "copy").isEmpty, "\(output.suffix(1500))")
+        #expect(successes(output, file: "/src/photos/renamed.txt") == 1, "\(output.suffix(1500))")
+        let bucket = fixture.directory.url.appendingPathComponent("bucket").path
+        let metadata = LocalBucketFiles.attribute(of: "photos/renamed.txt", in: bucket) ?? LocalBucketFiles.sidecar(of: "photos/renamed.txt", in: bucket)
+        #expect(metadata?["contentType"] as? String == "text/plain", "\(String(describing: metadata))")
     }
 
     /// A watcher of `src` into a new fake-gcs-server bucket through the fault proxy, once its

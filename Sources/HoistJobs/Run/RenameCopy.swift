@@ -14,7 +14,8 @@ extension JobRunner {
     ///   a CRC32C that is one (4 bytes, base64), a generation, and the metadata the job gives the
     ///   new name (else the copy, which keeps the source's metadata, would not be what an upload
     ///   makes: uploaded);
-    /// - the object, read now, has that size and CRC32C;
+    /// - the object, read now, has that size and CRC32C, and the content type an upload of the
+    ///   new name would have (`photo.jpg` renamed `photo.txt` is uploaded);
     /// - the file, hashed now, has them too, and is still the file planned (device, inode, size,
     ///   mtime) once hashed;
     /// - the copy is conditional on the journal's generation (a backend reads the source's first:
@@ -31,9 +32,11 @@ extension JobRunner {
               record.state == .done, record.size == item.file.size, record.attributes == item.attributesText,
               let crc32c = record.crc32c, Self.isCRC32C(crc32c), let generation = record.generation, generation > 0
         else { return nil }
-        // The object as the server describes it now, and the file as it is now.
+        // The object as the server describes it now (the content type an upload would give the
+        // new name among what it holds), and the file as it is now.
         guard let stored = try? await storage.reference(withPath: source).getMetadata(),
               stored.size == record.size, stored.resource.crc32c == crc32c,
+              hasUploadsContentType(stored.resource, item, earlier: earlier, source: source),
               await fileHolds(item, crc32c: crc32c)
         else { return nil }
         let outcome: CopyOutcome
@@ -70,6 +73,16 @@ extension JobRunner {
         guard case .success(let planned) = Planner(job: job).item(for: file, set: item.fileSetIndex), case .upload = planned.decision
         else { return nil }
         return planned.destination
+    }
+
+    /// Whether the object `source` (`earlier`'s), as read, has the content type an upload of
+    /// `item` would give it: the job's, else the one its file's or object's name says
+    /// (`StorageUploadTask`); with none, the earlier name must have said none either.
+    private func hasUploadsContentType(_ stored: ObjectResource, _ item: PlanItem, earlier: String, source: String) -> Bool {
+        guard let wanted = item.attributes.contentType ?? ContentType.forPath(item.file.path) ?? ContentType.forPath(item.destination) else {
+            return item.attributes.contentType == nil && (ContentType.forPath(earlier) ?? ContentType.forPath(source)) == nil
+        }
+        return stored.contentType == wanted
     }
 
     /// Whether `item`'s file, hashed now (off the caller's executor), has `crc32c`, and is still
