@@ -238,7 +238,8 @@ public final class JobWatcher: Sendable {
     /// Writes the watcher's state file with the queue as `clock` holds it and the last upload
     /// and error the passes saw.
     private func writeState(_ watchState: inout WatchState, _ clock: SettleClock) {
-        guard let statePath else { return }
+        let journal = statePath == nil ? session.journal : nil
+        guard statePath != nil || journal != nil else { return }
         watchState.queue = clock.pending.count
         watchState.oldestUnsettled = clock.oldestFirst.map { Date().timeIntervalSince1970 - (Self.now() - $0) }
         let last = stateObserver.last.withLock { $0 }
@@ -246,7 +247,7 @@ public final class JobWatcher: Sendable {
         watchState.lastUploadAt = last.upload?.at
         watchState.lastError = last.error?.message
         watchState.lastErrorAt = last.error?.at
-        watchState.write(to: statePath)
+        if let statePath { watchState.write(to: statePath) } else { try? journal?.recordWatchState(watchState) }
     }
 
     private func writeMetrics(_ last: JobSummary?, _ clock: SettleClock, _ notice: (Notice) -> Void) {
