@@ -65,9 +65,10 @@ extension JobRunner {
     private func earlierObject(_ item: PlanItem, from earlier: String) -> String? {
         let root = job.root(of: job.manifest.files[item.fileSetIndex])
         let prefix = root == "/" ? "/" : root + "/"
-        guard earlier.hasPrefix(prefix), earlier.count > prefix.count else { return nil }
-        var file = WalkedFile(path: earlier, relativePath: String(earlier.dropFirst(prefix.count)), size: item.file.size,
-                              modified: item.file.modified)
+        // Paths are bytes: compared and cut as such (an NFD twin of the root is another folder).
+        guard earlier.hasPrefixBytewise(prefix), earlier.utf8.count > prefix.utf8.count else { return nil }
+        let relative = String(decoding: earlier.utf8.dropFirst(prefix.utf8.count), as: UTF8.self)
+        var file = WalkedFile(path: earlier, relativePath: relative, size: item.file.size, modified: item.file.modified)
         (file.device, file.inode) = (item.file.device, item.file.inode)
         (file.modifiedNanoseconds, file.changedNanoseconds) = (item.file.modifiedNanoseconds, item.file.changedNanoseconds)
         guard case .success(let planned) = Planner(job: job).item(for: file, set: item.fileSetIndex), case .upload = planned.decision
