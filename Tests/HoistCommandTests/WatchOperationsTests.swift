@@ -180,7 +180,8 @@ extension WatchTests {
     }
 
     /// On a PostgreSQL journal the watcher keeps its state in the database: `hoist status` shows
-    /// it while the watcher's session holds the job's lock, and no watcher once it stopped.
+    /// it while the watcher's session holds the job's lock, and no watcher once it stopped; a
+    /// run of the job meanwhile says a watcher holds it.
     @Test func statusShowsTheWatchersStateFromAPostgreSQLJournal() throws {
         let url = try PostgresServer.shared().makeDatabase()
         let fixture = try JobFixture()
@@ -205,7 +206,11 @@ extension WatchTests {
             status = (try? runProcess(hoist, ["status", manifest], environment: environment)) ?? status
             return status.stdout.contains("1 file waiting to settle")
         }
+        // A run of the job meanwhile (a cron run) is told a watcher holds it, and --wait does not wait.
+        let run = try runProcess(hoist, ["run", "--wait", manifest], environment: environment)
         let output = stop(watcher)
+        #expect(run.status == 2, "\(run.stdout)\(run.stderr)")
+        #expect(run.stderr.contains("test is being watched: a watcher (pid \(watcher.pid) on "), "\(run.stderr)")
         #expect(shown, "\(status.stdout)\(status.stderr)\n\(output.suffix(500))")
         #expect(status.stdout.contains("watcher: pid \(watcher.pid), watching since "), "\(status.stdout)")
         #expect(status.stdout.contains("last upload: \(source(fixture, "ready.txt").path)"), "\(status.stdout)")

@@ -117,9 +117,13 @@ public final class JobSession: Sendable {
         var journal: (any JournalStore)?
         var lock: (any JobRunLock)?
         var shared: SharedRun?
-        /// Whether a watcher holds the job: its state file says so (believed for the lock's live holder only).
+        /// Whether a watcher holds the job: its state file says so (believed for the lock's live
+        /// holder only), or a PostgreSQL journal's row (believed while its session holds the lock).
         func watched(_ busy: JobLock.Busy) -> Bool {
-            WatchState.path(journal: job.journalPath(override: options.journalOverride)).flatMap { WatchState.ofHolder(busy.holder, at: $0) } != nil
+            guard let path = WatchState.path(journal: job.journalPath(override: options.journalOverride)) else {
+                return ((try? journal?.watchState()) ?? nil) != nil
+            }
+            return WatchState.ofHolder(busy.holder, at: path) != nil
         }
         func fail(_ error: any Error) -> StartError {
             let failure = error as? StartError ?? StartError(job: job.manifest.name, reason: .failed(describe(error)))
