@@ -9,8 +9,10 @@
 With `--storage gcs`, hoist and the loop store into a fresh in-memory fake-gcs-server for each
 rate (hoist's `gs://` storage and `hoist cp` pointed at it by STORAGE_EMULATOR_HOST); lsyncd,
 which copies to rsync targets only, still copies to a local folder. An object counts as stored
-once the server lists it (the poller lists every 10 ms from the oldest name not seen yet:
-`startOffset`).
+at the time of the `success` event its uploader writes once the server answered (`hoist watch
+--log-file`, `hoist cp --json`), against the writer's wall clock at the close: listing the
+bucket every few milliseconds, as the local runs do with the folder, would load the server with
+listings of thousands of objects and slow what it measures.
 
 Latency: a writer makes files of 4 KiB at 10, 100 and 1,000 files/s; each file's latency is from
 its close to its name appearing in the destination (a poller lists the destination every 5 ms;
@@ -22,6 +24,7 @@ Idle: a tree of 100,000 one-byte files in 10,000 folders; each tool starts on it
 catch-up and lsyncd's first rsync copy it; the loop copies nothing), a probe file shows it is
 watching, then its CPU seconds and RSS (summed over its processes) over 60 s of nothing."""
 import argparse
+import datetime
 import json
 import os
 import shutil
@@ -97,19 +100,22 @@ class Tool:
         self.log = open(os.path.join(folder, f"{kind}.log"), "w")
         env = dict(os.environ, STORAGE_EMULATOR_HOST=f"127.0.0.1:{server.port}") if self.server else None
         storage = f"gs://{server.bucket}" if self.server else None
+        # On a server, the uploaders' `success` events say when each file was stored.
+        self.events = os.path.join(folder, "events.jsonl") if self.server else None
         if kind == "hoist":
             self.dest = os.path.join(folder, "bucket")
             manifest = os.path.join(folder, "job.yaml")
             with open(manifest, "w") as out:
                 out.write(f"version: 1\nname: watch\njournal: journal.sqlite\nstorage: {{ url: '{storage or 'file:bucket'}' }}\n"
                           f"files: [{{ root: {src} }}]\nwatch: {{ settle: {settle} }}\n")
-            command = [hoist, "watch", "--quiet", manifest]
+            command = [hoist, "watch", "--quiet"] + (["--log-file", self.events] if self.events else []) + [manifest]
         elif kind == "loop":
             self.dest = os.path.join(folder, "bucket")
             os.makedirs(self.dest, exist_ok=True)
+            output = '--json >> "$4"' if self.events else "--quiet"
             script = ('inotifywait -q -m -r -e close_write,moved_to --format "%w%f" "$1" | '
-                      'while IFS= read -r f; do "$2" cp --quiet --storage "$3" "$f" "${f#$1/}"; done')
-            command = ["bash", "-c", script, "loop", src, hoist, storage or f"file://{self.dest}"]
+                      f'while IFS= read -r f; do "$2" cp --storage "$3" "$f" "${{f#$1/}}" {output}; done')
+            command = ["bash", "-c", script, "loop", src, hoist, storage or f"file://{self.dest}", self.events or ""]
         else:
             self.dest = os.path.join(folder, "dest")
             os.makedirs(self.dest, exist_ok=True)
@@ -131,6 +137,25 @@ class Tool:
             return True
         except OSError:
             return False
+
+    def successes(self):
+        """Each file's first `success` event: its name and the event's time (seconds since 1970)."""
+        found = {}
+        try:
+            with open(self.events) as events:
+                for line in events:
+                    try:
+                        event = json.loads(line)
+                    except ValueError:
+                        continue
+                    if event.get("event") != "success":
+                        continue
+                    at = datetime.datetime.strptime(event["time"], "%Y-%m-%dT%H:%M:%S.%fZ")
+                    found.setdefault(os.path.basename(event["file"]),
+                                     at.replace(tzinfo=datetime.timezone.utc).timestamp())
+        except OSError:
+            pass
+        return found
 
     def stored(self, after):
         """The names stored, from `after` on (in name order on a server, which lists from it)."""
@@ -191,9 +216,18 @@ def latency_run(kind, hoist, work, rate, seconds, settle, size=4096, gcs=False):
     count = int(rate * seconds)
     names = [f"w{index:06d}.bin" for index in range(count)]
     closed, seen = {}, {}
+    closed_wall = {}
     done = threading.Event()
 
     def poll():
+        if server:
+            # Counted from the uploaders' events (10 times a second), not by listing the bucket.
+            while not done.is_set():
+                for name in tool.successes():
+                    if name in closed:
+                        seen.setdefault(name, 0)
+                time.sleep(0.1)
+            return
         first = 0   # names before it are all seen
         while not done.is_set():
             now = time.monotonic()
@@ -216,6 +250,7 @@ def latency_run(kind, hoist, work, rate, seconds, settle, size=4096, gcs=False):
         with open(os.path.join(src, name), "wb") as out:
             out.write(payload)
         closed[name] = time.monotonic()
+        closed_wall[name] = time.time()
     last = time.monotonic()
     while len(seen) < count and time.monotonic() < last + 30:
         time.sleep(0.05)
@@ -226,8 +261,11 @@ def latency_run(kind, hoist, work, rate, seconds, settle, size=4096, gcs=False):
     tool.stop()
     if server:
         server.stop()
+        stored = tool.successes()
+        latencies = sorted(stored[name] - closed_wall[name] for name in stored if name in closed_wall)
+    else:
+        latencies = sorted(seen[name] - closed[name] for name in seen if name in closed)
     shutil.rmtree(folder, ignore_errors=True)
-    latencies = sorted(seen[name] - closed[name] for name in seen)
 
     def quantile(q):
         return latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000 if latencies else float("nan")
