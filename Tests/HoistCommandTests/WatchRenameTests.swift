@@ -24,13 +24,13 @@ extension WatchTests {
     /// - Parameter prefix: where `files` stores them.
     /// - Parameter gone: the earlier name's object is awaited gone (a set that mirrors, whose window is 1 s).
     func renameWatched(files: String = "[{ root: src }]", prefix: String = "", to name: String = "photos/renamed.bin", change: Bool = false,
-                       gone: Bool = false) throws
+                       gone: Bool = false, extra: String = "") throws
         -> (fixture: JobFixture, output: String) {
         let fixture = try JobFixture()
         try fixture.file("big.bin", Self.renamedSize)
         // Renamed into a folder there from the start (a folder made owes a whole pass).
         try FileManager.default.createDirectory(at: source(fixture, "photos"), withIntermediateDirectories: true)
-        let watcher = try startWatcher(fixture, settle: "300ms", window: "1s", files: files, readyAs: prefix + "ready.txt")
+        let watcher = try startWatcher(fixture, settle: "300ms", window: "1s", files: files, extra: extra, readyAs: prefix + "ready.txt")
         #expect(waitFor(seconds: 20) { stored(fixture, prefix + "big.bin") == patternData(Self.renamedSize) })
         if change {
             // The same size, other bytes at the start: only a hash tells them apart.
@@ -49,7 +49,12 @@ extension WatchTests {
     }
 
     @Test func aRenamedFileIsCopiedOnTheServerWithNoByteSent() throws {
-        let (renamed, output) = try renameWatched()
+        let (renamed, output) = try renameWatched(extra: """
+            hooks:
+              - inline: |
+                  function on_copy(file) log.info("copied " .. file.relpath .. " from " .. file.from .. " " .. file.size) end
+            """)
+        #expect(output.contains("info: copied photos/renamed.bin from big.bin \(Self.renamedSize)"), "\(output.suffix(1500))")
         #expect(stored(renamed, "photos/renamed.bin") == patternData(Self.renamedSize))
         let copies = events(in: output, "copy", file: "/src/photos/renamed.bin")
         #expect(copies.count == 1 && copies.first?["from"] as? String == "big.bin", "\(output.suffix(1500))")

@@ -22,12 +22,13 @@ extension JobRunner {
     ///   an object another writer replaced since, even with the same bytes, is not copied), and
     ///   the copy's size and CRC32C must be the file's.
     /// Not for a compressed file (its object is its gzip stream), a set that moves, a storage
-    /// that cannot copy, or a run without a journal.
+    /// that cannot copy, a run without a journal, or a new name whose object is the earlier
+    /// name's (a template without the name).
     /// - Returns: the bytes the copy holds, when copied.
     func copyRenamed(_ item: PlanItem, from earlier: String) async -> Int64? {
         let set = job.manifest.files[item.fileSetIndex]
         guard item.compression == nil, !set.move, storage.backend.capabilities.copiesObjects, let journal,
-              let source = earlierObject(item, from: earlier),
+              let source = earlierObject(item, from: earlier), source != item.destination,
               let record = try? journal.record(source: earlier, destination: source),
               record.state == .done, record.size == item.file.size, record.attributes == item.attributesText,
               let crc32c = record.crc32c, Self.isCRC32C(crc32c), let generation = record.generation, generation > 0
