@@ -86,7 +86,7 @@ extension Hoist {
                 throw ExitCode(2)
             }
             show("\(job.manifest.name): journal \(journal.location)")
-            printWatcher(journal: journal.location)
+            printWatcher(journal: journal)
             let counts = (try? journal.fileCounts()) ?? [:]
             show("files: \((counts[.done] ?? 0) + (counts[.moved] ?? 0)) uploaded, \((counts[.uploading] ?? 0) + (counts[.pending] ?? 0)) pending, "
                   + "\(counts[.failed] ?? 0) failed" + ((counts[.deleted] ?? 0) > 0 ? ", \(counts[.deleted] ?? 0) deleted by mirror" : "")
@@ -139,13 +139,23 @@ func printWorkers(_ run: Journal.SharedRunStatus) {
 }
 
 /// The watcher holding the job (`hoist watch`), as its state file says: believed only for the
-/// process the job's lock file names, while it lives.
-func printWatcher(journal: String) {
-    guard let statePath = WatchState.path(journal: journal), FileManager.default.fileExists(atPath: statePath) else { return }
+/// process the job's lock file names, while it lives; a PostgreSQL journal's, as its database
+/// says, believed only while the session it names holds the job's run lock.
+func printWatcher(journal store: any JournalStore) {
+    let journal = store.location
+    guard let statePath = WatchState.path(journal: journal) else {
+        if let state = (try? store.watchState()) ?? nil { printWatcher(state) }
+        return
+    }
+    guard FileManager.default.fileExists(atPath: statePath) else { return }
     guard let state = WatchState.ofHolder(JobLock.holder(journal + ".lock"), at: statePath) else {
         show("watcher: none running")
         return
     }
+    printWatcher(state)
+}
+
+private func printWatcher(_ state: WatchState) {
     func time(_ seconds: Double) -> String { Date(timeIntervalSince1970: seconds).formatted(.iso8601) }
     let oldest = state.oldestUnsettled.map { String(format: ", the oldest for %.0f s", max(0, Date().timeIntervalSince1970 - $0)) } ?? ""
     show("watcher: pid \(state.pid), watching since \(time(state.since)), \(state.queue) file\(state.queue == 1 ? "" : "s") waiting to settle\(oldest)")

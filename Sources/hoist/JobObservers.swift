@@ -81,6 +81,13 @@ final class JSONEventLog: JobRetryObserver {
         emit(fields)
     }
 
+    /// `{"event":"copy","file":...,"object":...,"from":...}`: a renamed file stored by a copy on
+    /// the server of its earlier name's object.
+    func fileCopied(_ item: PlanItem, from source: String, _ copied: ObjectResource) {
+        emit(["event": "copy", "file": item.file.path, "object": item.destination, "from": source, "size": copied.size ?? 0,
+              "generation": copied.generation ?? 0])
+    }
+
     /// A `failure` event for a file that failed before its upload started.
     func fileFailed(path: String, destination: String, size: Int64, message: String) {
         emit(["event": "failure", "file": path, "object": destination, "completed": 0, "total": size,
@@ -139,7 +146,7 @@ final class JSONEventLog: JobRetryObserver {
         emit(["event": "job_end", "job": summary.job, "uploaded": summary.uploaded, "failed": summary.failed,
               "skipped": summary.skipped, "cancelled": summary.cancelled, "bytes": summary.bytes,
               "unchanged": summary.unchanged, "seconds": summary.seconds, "interrupted": summary.interrupted,
-              "deleted": summary.deleted, "deleteRefused": summary.deleteRefused, "moved": summary.moved,
+              "deleted": summary.deleted, "deleteRefused": summary.deleteRefused, "moved": summary.moved, "copied": summary.copied,
               "peakRSSBytes": peakResidentBytes()].merging(summary.fatal.map { ["fatal": $0] } ?? [:]) { a, _ in a }
                 .merging(summary.deleteRefusal.map { ["deleteRefusal": $0] } ?? [:]) { a, _ in a })
     }
@@ -193,6 +200,10 @@ final class FileLines: JobObserver {
         case .kept: if verbose { say("kept      \(deletion.object) (its file is back)", false) }
         case .absent: break
         }
+    }
+
+    func fileCopied(_ item: PlanItem, from source: String, _ copied: ObjectResource) {
+        if verbose { say("copied    \(item.file.relativePath) -> \(item.destination) (from \(source), on the server)", false) }
     }
 
     func fileRemoved(_ item: PlanItem, evidence: String) {

@@ -179,6 +179,47 @@ extension WatchTests {
         #expect(!forged.stdout.contains("watcher: pid"), "\(forged.stdout)")
     }
 
+    /// On a PostgreSQL journal the watcher keeps its state in the database: `hoist status` shows
+    /// it while the watcher's session holds the job's lock, and no watcher once it stopped; a
+    /// run of the job meanwhile says a watcher holds it.
+    @Test func statusShowsTheWatchersStateFromAPostgreSQLJournal() throws {
+        let url = try PostgresServer.shared().makeDatabase()
+        let fixture = try JobFixture()
+        try fixture.file("ready.txt", 5)
+        let manifest = manifest(fixture)
+        try """
+            version: 1
+            name: test
+            journal: ${HOIST_PG}
+            storage: { url: 'file:bucket' }
+            files: [{ root: src }]
+            watch: { settle: 30s }
+
+            """.write(toFile: manifest, atomically: true, encoding: .utf8)
+        var environment = ProcessInfo.processInfo.environment
+        environment["HOIST_PG"] = url
+        let watcher = try StartedProcess(hoist, ["watch", manifest], environment: environment)
+        #expect(waitFor(seconds: 20) { stored(fixture, "ready.txt") == patternData(5) })
+        try patternData(10).write(to: source(fixture, "waiting.txt"))
+        var status = (status: Int32(0), stdout: "", stderr: "")
+        let shown = waitFor(seconds: 10) {
+            status = (try? runProcess(hoist, ["status", manifest], environment: environment)) ?? status
+            return status.stdout.contains("1 file waiting to settle")
+        }
+        // A run of the job meanwhile (a cron run) is told a watcher holds it, and --wait does not wait.
+        let run = try runProcess(hoist, ["run", "--wait", manifest], environment: environment)
+        let output = stop(watcher)
+        #expect(run.status == 2, "\(run.stdout)\(run.stderr)")
+        #expect(run.stderr.contains("test is being watched: a watcher (pid \(watcher.pid) on "), "\(run.stderr)")
+        #expect(shown, "\(status.stdout)\(status.stderr)\n\(output.suffix(500))")
+        #expect(status.stdout.contains("watcher: pid \(watcher.pid), watching since "), "\(status.stdout)")
+        #expect(status.stdout.contains("last upload: \(source(fixture, "ready.txt").path)"), "\(status.stdout)")
+        // Stopped: its session holds no lock, so its row is not believed.
+        let after = try runProcess(hoist, ["status", manifest], environment: environment)
+        #expect(after.status == 0, "\(after.stderr)")
+        #expect(!after.stdout.contains("watcher: pid"), "\(after.stdout)")
+    }
+
     /// The metrics file is rewritten while watching (every 15 s), with the queue's length and
     /// the age of the oldest file waiting to settle.
     @Test func theMetricsFileIsRewrittenWhileWatching() throws {

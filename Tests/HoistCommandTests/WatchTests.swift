@@ -9,14 +9,14 @@ import Testing
     /// file (its folders are watched before that pass begins).
     /// - Parameters: files: the manifest's file sets; extra: more of the manifest; arguments: more
     ///   of the command line; object: where `files` stores ready.txt.
-    func startWatcher(_ fixture: JobFixture, settle: String, maxWait: String = "1m", files: String = "[{ root: src }]",
+    func startWatcher(_ fixture: JobFixture, settle: String, maxWait: String = "1m", window: String = "1m", files: String = "[{ root: src }]",
                       extra: String = "", arguments: [String] = [], readyAs object: String = "ready.txt",
                       environment: [String: String]? = nil) throws -> StartedProcess {
         try fixture.file("ready.txt", 5)
         _ = try fixture.job("""
             storage: { url: 'file:bucket' }
             files: \(files)
-            watch: { settle: \(settle), maxWait: \(maxWait) }
+            watch: { settle: \(settle), maxWait: \(maxWait), window: \(window) }
             """ + (extra.isEmpty ? "" : "\n" + extra))
         let watcher = try StartedProcess(hoist, ["watch", "--json"] + arguments + [manifest(fixture)], environment: environment)
         let ready = waitFor(seconds: 20) { stored(fixture, object) == patternData(5) }

@@ -271,4 +271,5 @@ let brokenManifests: [(file: String, expected: String)] = [
     ("71-compress-level.yaml", "71-compress-level.yaml:6:38: compress level 12 is out of range 1-9"),
     ("72-skip-unchanged-mode.yaml", "72-skip-unchanged-mode.yaml:6:18: skipUnchanged is true, false or checksum, not 'content'"),
     ("73-cpu-range.yaml", "73-cpu-range.yaml:6:8: cpu 300 is out of range 1-256"),
+    ("74-watch-window.yaml", "74-watch-window.yaml:6:11: window must be between 1s and 1d"),
 ]

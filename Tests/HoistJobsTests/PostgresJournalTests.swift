@@ -48,7 +48,7 @@ import Testing
         lock.release()
         // The schema was migrated once, by version.
         let database = PostgresServer.database(of: url)
-        #expect(try server.psql("SELECT identifier FROM hoist_migrations", database: database).stdout == "v1\nv2\nv3\nv4\nv5\n")
+        #expect(try server.psql("SELECT identifier FROM hoist_migrations", database: database).stdout == "v1\nv2\nv3\nv4\nv5\nv6\n")
         #expect(try server.psql("SELECT count(*) FROM hoist_file", database: database).stdout == "7\n")
     }
 
@@ -81,6 +81,31 @@ import Testing
         try shard.claimRun(wait: false).release()
     }
 
+    /// `hoist watch`'s state on a PostgreSQL journal: read back only while the session that
+    /// wrote it holds the job's run lock, and only as a state parses (a row is hostile input).
+    @Test func aWatchersStateIsBelievedOnlyWhileItsSessionHoldsTheRunLock() throws {
+        let server = try PostgresServer.shared()
+        let url = try server.makeDatabase()
+        let journal = try Journal.open(url, job: "one")
+        var state = WatchState(pid: 4242, since: 1_700_000_000)
+        state.queue = 3
+        state.lastUpload = "/r/a"
+        try journal.recordWatchState(state)   // no lock held: nothing written
+        #expect(try journal.watchState() == nil)
+        let lock = try journal.claimRun(wait: false)
+        try journal.recordWatchState(state)
+        #expect(try Journal.open(url, job: "one").watchState() == state)
+        #expect(try Journal.open(url, job: "two").watchState() == nil)
+        let database = PostgresServer.database(of: url)
+        for forged in ["not json", #"{"pid": -5, "since": 1}"#, #"{"pid": 7, "since": 1e300}"#] {
+            _ = try server.psql("UPDATE hoist_watcher SET state = '\(forged)'", database: database)
+            #expect(try journal.watchState() == nil, "\(forged)")
+        }
+        try journal.recordWatchState(state)
+        lock.release()
+        #expect(try Journal.open(url, job: "one").watchState() == nil)
+    }
+
     @Test func twoProcessesOpeningANewJournalAtOnceMigrateOnce() async throws {
         let server = try PostgresServer.shared()
         let url = try server.makeDatabase()
@@ -90,7 +115,7 @@ import Testing
             }
             try await group.waitForAll()
         }
-        #expect(try server.psql("SELECT count(*) FROM hoist_migrations", database: PostgresServer.database(of: url)).stdout == "5\n")
+        #expect(try server.psql("SELECT count(*) FROM hoist_migrations", database: PostgresServer.database(of: url)).stdout == "6\n")
     }
 
     @Test func aJobRunTwiceOnASharedJournalSkipsUnchangedFilesAndStatusReadsIt() throws {

@@ -90,4 +90,48 @@ import Testing
         ])
         #expect(events[1].isFolder && events[2].overflowed)
     }
+
+    @Test func renamesKeepTheNameAFileWasStoredUnderUntilAPassTakesThem() {
+        var renames = Renames()
+        var batch = FolderWatch.Batch()
+        // a -> b -> c before any pass: c's object, if any, is a's.
+        batch.renames = [("/r/a", "/r/b"), ("/r/b", "/r/c"), ("/r/x", "/r/y"), ("/r/p", "/r/q"), ("/r/q", "/r/p")]
+        renames.note(batch)
+        #expect(renames.origins == ["/r/c": "/r/a", "/r/y": "/r/x"])
+        // A renamed file deleted since has nothing to copy to.
+        renames.note(FolderWatch.Batch(removed: ["/r/y"]))
+        #expect(renames.take(["/r/c", "/r/other"], whole: false) == ["/r/c": "/r/a"])
+        #expect(renames.origins.isEmpty)
+        renames.note(FolderWatch.Batch(renames: [("/r/m", "/r/n")]))
+        #expect(renames.take([], whole: true) == ["/r/n": "/r/m"])
+        #expect(renames.origins.isEmpty)
+    }
+
+    @Test func aMirrorsWindowDeletesOnceItEndsAndOnlyAfterItsUploadsSucceeded() {
+        var window = MirrorWindow(length: 60, applies: true)
+        var summary = JobSummary(job: "t")
+        #expect(window.turn() == .later && window.end == nil)
+        window.open(at: 10)
+        window.open(at: 30)   // one window: the first removal opens it
+        #expect(window.end == 70)
+        #expect(!window.close(at: 69) && window.turn() == .later)
+        window.passEnded(summary, turn: .later, at: 40)
+        #expect(window.close(at: 70) && window.end == nil)
+        window.open(at: 71)   // ended, its pass to come: no new window yet
+        #expect(window.turn() == .now && window.turn() == .later)
+        window.passEnded(summary, turn: .now, at: 72)
+        #expect(window.end == nil)
+        // A pass of the window failed: its end deletes nothing, and another window opens.
+        window.open(at: 100)
+        summary.failed = 1
+        window.passEnded(summary, turn: .later, at: 101)
+        #expect(window.close(at: 160) && window.turn() == .withheld)
+        window.passEnded(JobSummary(job: "t"), turn: .withheld, at: 161)
+        #expect(window.end == 221)
+        #expect(window.close(at: 221) && window.turn() == .now)
+        // A job that mirrors nothing has no window: every pass's turn is its own.
+        var none = MirrorWindow(length: 60, applies: false)
+        none.open(at: 0)
+        #expect(none.end == nil && none.turn() == .now)
+    }
 }

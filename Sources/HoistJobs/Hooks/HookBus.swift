@@ -118,7 +118,7 @@ public final class HookBus: JobObserver, @unchecked Sendable {
     }
 
     static let hookNames = ["on_resume", "on_progress", "on_pause", "on_success", "on_failure", "on_job_start",
-                            "on_job_end", "before_upload", "before_delete", "on_delete", "on_remove", "on_settle"]
+                            "on_job_end", "before_upload", "before_delete", "on_delete", "on_remove", "on_settle", "on_copy"]
 
     /// Lets hooks pause and resume the whole job (`hoist.pause_job()`, `hoist.resume_job()`).
     public func attach(pause: @escaping @Sendable () -> Void, resume: @escaping @Sendable () -> Void) {
@@ -174,6 +174,16 @@ public final class HookBus: JobObserver, @unchecked Sendable {
     /// (its `before_upload` and status events come after: the watcher drains the hooks first).
     public func fileSettled(_ item: PlanItem) {
         deliver("on_settle", Self.fileTable(item))
+    }
+
+    /// `on_copy(file)`: `hoist watch` stored a renamed file by a copy on the server of its
+    /// earlier name's object (`from`), no byte sent: as `on_settle`'s file, with `from` and the
+    /// copy's `generation`.
+    public func fileCopied(_ item: PlanItem, from source: String, _ copied: ObjectResource) {
+        guard defined.contains("on_copy"), case .table(var table) = Self.fileTable(item) else { return }
+        table["from"] = .string(source)
+        table["generation"] = .integer(copied.generation ?? 0)
+        deliver("on_copy", .table(table))
     }
 
     /// `files` and `bytes` are in the table only when counted before the run (a run walks once).

@@ -169,17 +169,7 @@ final class JournalRecorder: JobObserver {
                              offset: snapshot.completed), key: key)
         case .success:
             pacer.finished(key)
-            var done = row(item, state: .done, session: nil)
-            done.confirmedOffset = snapshot.metadata?.size ?? item.file.size
-            done.md5Hash = snapshot.metadata?.md5Hash
-            done.crc32c = snapshot.metadata?.resource.crc32c
-            done.generation = snapshot.metadata?.generation
-            // The content's hash for `skipUnchanged: checksum`: a compressed file's from its
-            // compression, else the object's, which the backend verified against the file's.
-            if let crc = item.contentCRC32C ?? (item.compression == nil ? done.crc32c : nil) {
-                done.content = Journal.ContentHash(crc32c: crc, status: item.file.statusKey).text
-            }
-            record(.file(done), done: true, key: key)
+            recordDone(item, snapshot.metadata?.resource, key: key)
         case .failure:
             pacer.finished(key)
             if snapshot.failure?.code == .cancelled, !recordsRun || stopping.load(ordering: .relaxed) {
@@ -196,6 +186,27 @@ final class JournalRecorder: JobObserver {
         default:
             break
         }
+    }
+
+    /// A renamed file stored by a copy on the server (`JobRunner.copyRenamed`): done, as an upload's.
+    func fileCopied(_ item: PlanItem, from source: String, _ copied: ObjectResource) {
+        recordDone(item, copied, key: item.file.path + "\n" + item.destination)
+    }
+
+    /// The `done` row of `item`'s file, stored as `stored` describes it (the backend verified
+    /// its checksums against the file's bytes, or a copy's against its source's).
+    private func recordDone(_ item: PlanItem, _ stored: ObjectResource?, key: String) {
+        var done = row(item, state: .done, session: nil)
+        done.confirmedOffset = stored.map { $0.size ?? 0 } ?? item.file.size
+        done.md5Hash = stored?.md5Hash
+        done.crc32c = stored?.crc32c
+        done.generation = stored.map { $0.generation ?? 0 }
+        // The content's hash for `skipUnchanged: checksum`: a compressed file's from its
+        // compression, else the object's, which the backend verified against the file's.
+        if let crc = item.contentCRC32C ?? (item.compression == nil ? done.crc32c : nil) {
+            done.content = Journal.ContentHash(crc32c: crc, status: item.file.statusKey).text
+        }
+        record(.file(done), done: true, key: key)
     }
 
     /// A session another process can continue just started, before its first byte: its id is

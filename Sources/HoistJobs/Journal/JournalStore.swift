@@ -43,6 +43,14 @@ public protocol JournalStore: Sendable {
     /// Applies writes in order, all or none.
     func apply(_ writes: [Journal.Write]) throws
 
+    /// Keeps the state of the watcher (`hoist watch`) holding the job's run lock where `hoist
+    /// status` reads it (`watchState()`). By default nowhere: a file journal's watcher keeps it
+    /// in a file beside the journal (`WatchState.path`).
+    func recordWatchState(_ state: WatchState) throws
+    /// The state of the watcher that holds the job's run lock now, as it last recorded it; nil
+    /// when none does (believed only for the lock's live holder). By default nil.
+    func watchState() throws -> WatchState?
+
     /// The last `limit` runs, newest first.
     func runs(limit: Int) throws -> [Journal.RunRecord]
     /// How many files are in each state.
@@ -63,6 +71,8 @@ public protocol JournalStore: Sendable {
 }
 
 extension JournalStore {
+    public func recordWatchState(_ state: WatchState) throws {}
+    public func watchState() throws -> WatchState? { nil }
     public var waitsOnTheNetwork: Bool { false }
     public var supportsSharedRuns: Bool { false }
     public func joinSharedRun(wait: Bool, lease: Double, fingerprint: String) throws -> SharedRun {

@@ -36,6 +36,8 @@ public final class PostgresJournal: JournalStore {
     /// Whether the hold of the run this process claimed (its lock's connection) is gone,
     /// checked before each write.
     let holdLost = Mutex<(@Sendable () -> Bool)?>(nil)
+    /// The session holding the run lock this process claimed (its backend's pid), if any.
+    let lockHolder = Mutex<Int32?>(nil)
     /// The shared run and worker this process writes as (`SharedRun` sets it): its writes to
     /// file rows then take effect only on rows it holds (`heldByWriter`).
     let writer = Mutex<(run: String, worker: String)?>(nil)
@@ -217,6 +219,17 @@ public final class PostgresJournal: JournalStore {
         ("v4", ["CREATE INDEX hoist_file_destination ON hoist_file (job, destination)"]),
         // The file systems of mirrored roots: a mount gone away deletes nothing.
         ("v5", ["CREATE TABLE hoist_root (job text NOT NULL, path text NOT NULL, device bigint NOT NULL, PRIMARY KEY (job, path))"]),
+        // A watcher's state (`hoist watch`) for `hoist status`, believed only while the session
+        // `backend_pid` holds the run lock `lock_key`.
+        ("v6", ["""
+            CREATE TABLE hoist_watcher (
+                job text PRIMARY KEY,
+                backend_pid integer NOT NULL,
+                lock_key text NOT NULL,
+                state text NOT NULL,
+                updated double precision NOT NULL
+            )
+            """]),
     ]
 
     /// Applies the migrations this database lacks, once, whoever else starts at the same time.
@@ -312,7 +325,39 @@ public final class PostgresJournal: JournalStore {
             throw JournalError(postgres: target, doing: "write", error)
         }
         holdLost.withLock { $0 = { lock.isLost } }
+        lockHolder.withLock { $0 = lock.backendPID }
         return lock
+    }
+
+    /// The state goes in `hoist_watcher` with the session holding this process's run lock;
+    /// nothing without one (a watcher always holds it).
+    public func recordWatchState(_ state: WatchState) throws {
+        guard let holder = lockHolder.withLock({ $0 }) else { return }
+        let text = String(decoding: state.json, as: UTF8.self)
+        do {
+            _ = try query("""
+                INSERT INTO hoist_watcher (job, backend_pid, lock_key, state, updated)
+                VALUES (\(job), \(holder), \(runLockName), \(text), \(Date().timeIntervalSince1970))
+                ON CONFLICT (job) DO UPDATE SET backend_pid = excluded.backend_pid, lock_key = excluded.lock_key,
+                    state = excluded.state, updated = excluded.updated
+                """)
+        } catch {
+            throw JournalError(postgres: target, doing: "write", error)
+        }
+    }
+
+    /// The job's watcher row, only while its session still holds the run lock it names (a
+    /// watcher killed, or stopped, holds none), and only as a state parses (hostile input).
+    public func watchState() throws -> WatchState? {
+        try reading {
+            let rows = try query("""
+                SELECT w.state FROM hoist_watcher w WHERE w.job = \(job) AND EXISTS (
+                    SELECT 1 FROM pg_locks l WHERE l.pid = w.backend_pid
+                    AND \(unescaped: Self.grantedAdvisoryKey) = hashtextextended(w.lock_key, 0))
+                """)
+            guard let text = try rows.first?.decode(String.self) else { return nil }
+            return WatchState.parse(Data(text.utf8))
+        }
     }
 
     public func lookup(source: String, destination: String) throws -> Journal.Known? {

@@ -632,10 +632,14 @@ public struct WatchSettings: Decodable, Sendable {
     /// A full pass this often whatever the events say (file systems that deliver none: NFS,
     /// SMB, FUSE); nil: none.
     public var rescan: TimeSpan?
+    /// A set that mirrors deletes what went (files deleted, renamed or moved away) once per
+    /// window this long, after the window's uploads succeeded, `upload.maxDelete` counted over
+    /// the window (default 1m).
+    public var window = TimeSpan(seconds: 60)
 
     public init() {}
 
-    enum CodingKeys: String, CodingKey, CaseIterable { case settle, maxWait, rescan }
+    enum CodingKeys: String, CodingKey, CaseIterable { case settle, maxWait, rescan, window }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -651,6 +655,10 @@ public struct WatchSettings: Decodable, Sendable {
         rescan = try c.decodeIfPresent(TimeSpan.self, forKey: .rescan)
         if let rescan, rescan.seconds < 1 {
             throw DecodingError.dataCorruptedError(forKey: .rescan, in: c, debugDescription: "rescan must be at least 1s (a full pass each time)")
+        }
+        window = try c.decodeIfPresent(TimeSpan.self, forKey: .window) ?? TimeSpan(seconds: 60)
+        guard (1...86_400).contains(window.seconds) else {
+            throw DecodingError.dataCorruptedError(forKey: .window, in: c, debugDescription: "window must be between 1s and 1d")
         }
     }
 }

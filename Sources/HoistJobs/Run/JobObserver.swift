@@ -18,6 +18,10 @@ public protocol JobObserver: Sendable {
     /// that cannot be listed, a hook's error, a file swapped for a link): it has no task events.
     func fileFailed(path: String, destination: String, size: Int64, message: String)
     func fileEvent(_ item: PlanItem, _ snapshot: StorageTaskSnapshot)
+    /// A file renamed within its root (`hoist watch`) was stored by a copy on the server of the
+    /// object its earlier name was stored as (`source`), no byte sent: the copy's description.
+    /// On the callback queue, or in place for an observer that hears file events so.
+    func fileCopied(_ item: PlanItem, from source: String, _ copied: ObjectResource)
     /// The statuses whose `fileEvent`s this observer acts on (default: all). The runner asks an
     /// upload only for the events some observer wants: an event no one hears is never handed to
     /// the callback queue (a thread hand-off per event and file).
@@ -49,6 +53,7 @@ extension JobObserver {
     public var wantsTotalsEarly: Bool { false }
     public func fileFailed(path: String, destination: String, size: Int64, message: String) {}
     public func walkWarning(path: String, message: String) {}
+    public func fileCopied(_ item: PlanItem, from source: String, _ copied: ObjectResource) {}
     public func objectDeleted(_ deletion: Deletion, _ outcome: DeletionOutcome) {}
     public func fileRemoved(_ item: PlanItem, evidence: String) {}
     public func folderRemoved(_ path: String) {}
@@ -76,7 +81,10 @@ public struct JobSummary: Sendable {
     public var vetoed = 0
     /// Skipped because the object exists (`upload.noClobber`).
     public var existing = 0
+    /// Bytes sent (a file stored by a copy on the server sends none).
     public var bytes: Int64 = 0
+    /// Files renamed within a root stored by a copy on the server of their earlier name's object (`hoist watch`).
+    public var copied = 0
     /// Objects `mirror` deleted.
     public var deleted = 0
     /// Objects `mirror` left: replaced by another writer since, or kept by `before_delete`.
@@ -107,6 +115,7 @@ public struct JobSummary: Sendable {
     /// ("not included": left out by `include`, `exclude`, sizes or age).
     public var line: String {
         var parts = ["\(uploaded) uploaded (\(ByteFormatter.string(bytes)))"]
+        if copied > 0 { parts.append("\(copied) copied on the server (renamed)") }
         if unchanged > 0 { parts.append("\(unchanged) unchanged") }
         if skipped - unchanged - vetoed - existing > 0 { parts.append("\(skipped - unchanged - vetoed - existing) not included") }
         if vetoed > 0 { parts.append("\(vetoed) vetoed by a hook") }

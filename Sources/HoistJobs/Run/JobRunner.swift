@@ -3,6 +3,17 @@ import HoistHTTP
 import HoistStorage
 import Synchronization
 
+/// When a run's `mirror` deletes what went: `hoist watch` batches its deletions per `watch.window`.
+public enum MirrorTurn: Sendable, Equatable {
+    /// At the end of this run, after its uploads succeeded (a run, a watcher's catch-up, the
+    /// first pass after a window ended).
+    case now
+    /// Not in this pass: the first pass after the window ends deletes what went.
+    case later
+    /// Not in this pass, which was to: a pass of its window did not upload all it had to (said).
+    case withheld
+}
+
 /// Runs a job's uploads: at most `upload.concurrency` in flight, large files (over 8 MiB) in at
 /// most all but one of those slots so small files are never starved behind them, retries and
 /// the bandwidth limit from the storage layer, `maxErrors` / `failFast`, and pause, resume and
@@ -10,13 +21,13 @@ import Synchronization
 public final class JobRunner: Sendable {
     public let job: Job
     public let storage: Storage
-    private let observers: [any JobObserver]
+    let observers: [any JobObserver]
     /// The observers that hear upload events on the callback queue, and the events some of them
     /// act on: uploads hand only these to the queue.
-    private let queuedObservers: [any JobObserver]
+    let queuedObservers: [any JobObserver]
     private let fileEventStatuses: Set<StorageTaskStatus>
     /// The observers that hear upload events in place (`hearsFileEventsInPlace`), and their events.
-    private let inPlaceObservers: [any JobObserver]
+    let inPlaceObservers: [any JobObserver]
     private let inPlaceStatuses: Set<StorageTaskStatus>
     private let retryObservers: [any JobRetryObserver]
     let hooks: HookBus?
@@ -30,6 +41,12 @@ public final class JobRunner: Sendable {
     /// The only files this run plans, each with its file set, instead of walking the roots
     /// (`hoist watch`'s settled files): no mirror deletes anything in such a run.
     let listedFiles: [(file: WalkedFile, set: Int)]?
+    /// Files renamed within a root since the last pass (`hoist watch`), each with its earlier
+    /// path: copied on the server from the earlier name's object when that holds the file's
+    /// bytes now (`copyRenamed`), else uploaded.
+    let renamedFrom: [String: String]
+    /// Whether this run's `mirror` deletes (`MirrorTurn`).
+    let mirrorTurn: MirrorTurn
     /// Files larger than this use the large-file lane.
     public static let largeFile: Int64 = 8 << 20
     /// The threads that compress files (`upload.cpu`, one per core by default), off the HTTP
@@ -59,11 +76,16 @@ public final class JobRunner: Sendable {
     /// - Parameter remoteCheck: before skipping a file as unchanged, ask the server (also on with
     ///   `upload.remoteCheck`).
     /// - Parameter listed: the files to plan instead of a walk (`listedFiles`).
+    /// - Parameter renamed: `renamedFrom`.
+    /// - Parameter mirrorTurn: whether its `mirror` deletes (`hoist watch`'s windows).
     public init(job: Job, storage: Storage, observers: [any JobObserver], hooks: HookBus? = nil,
                 journal: (any JournalStore)? = nil, force: Bool = false, remoteCheck: Bool = false,
-                runID: String = UUID().uuidString.lowercased(), shared: SharedRun? = nil, listing listed: [(file: WalkedFile, set: Int)]? = nil) {
+                runID: String = UUID().uuidString.lowercased(), shared: SharedRun? = nil, listing listed: [(file: WalkedFile, set: Int)]? = nil,
+                renamed: [String: String] = [:], mirrorTurn: MirrorTurn = .now) {
         self.job = job
+        self.mirrorTurn = mirrorTurn
         listedFiles = listed
+        renamedFrom = renamed
         self.storage = storage
         self.journal = journal
         self.force = force
@@ -160,37 +182,47 @@ public final class JobRunner: Sendable {
     }
 
     /// A file opened for its upload (and compressed, for a `compress:` set), with its item as
-    /// the file was when opened; or why it was not opened (`NotOpened.refused`).
+    /// the file was when opened; or why it was not opened (`NotOpened.refused`); or the size of
+    /// the object a renamed file was copied to on the server (`copyRenamed`).
     struct Prepared: Sendable {
+        enum Ready: Sendable {
+            case send(Result<ByteSource, StorageFailure>)
+            case refused(String)
+            case copied(bytes: Int64)
+        }
         var item: PlanItem
-        var source: Result<ByteSource, StorageFailure>
-        var refused: String?
+        var ready: Ready
     }
 
     /// Opens (and compresses) `planned`'s file: at its slot, or ahead of it while every slot is
-    /// busy (`RunPass`), the compression on the CPU workers.
+    /// busy (`RunPass`), the compression on the CPU workers. A file renamed within its root is
+    /// copied instead where `copyRenamed` proves the old object holds its bytes.
     func prepare(_ planned: PlanItem) async -> Prepared {
         var item = planned
         if let replaced = item.replacedSession { await endReplacedSession(replaced, of: item) }
+        if let earlier = renamedFrom[item.file.path], let size = await copyRenamed(item, from: earlier) {
+            return Prepared(item: item, ready: .copied(bytes: size))
+        }
         switch openWalked(&item) {
         case .success(let opened) where item.compression != nil:
             let source = await compressed(opened, &item)
-            return Prepared(item: item, source: source)
-        case .success(let opened): return Prepared(item: item, source: .success(opened))
-        case .failure(.refused(let problem)):
-            return Prepared(item: item, source: .failure(StorageFailure(.unknown, problem)), refused: problem)
-        case .failure(.failed(let failure)): return Prepared(item: item, source: .failure(failure))   // the task fails with it
+            return Prepared(item: item, ready: .send(source))
+        case .success(let opened): return Prepared(item: item, ready: .send(.success(opened)))
+        case .failure(.refused(let problem)): return Prepared(item: item, ready: .refused(problem))
+        case .failure(.failed(let failure)): return Prepared(item: item, ready: .send(.failure(failure)))   // the task fails with it
         }
     }
 
     /// Uploads `planned`'s file (`prepared` ahead, else now): how it ended, and the item as the
     /// file was when opened.
     func upload(_ planned: PlanItem, prepared: Task<Prepared, Never>? = nil) async -> (UploadOutcome, PlanItem) {
-        let ready: Prepared
-        if let prepared { ready = await prepared.value } else { ready = await prepare(planned) }
-        if let refused = ready.refused { return (.refused(refused), ready.item) }
-        var item = ready.item
-        return (await send(&item, ready.source), item)
+        let prepared = if let prepared { await prepared.value } else { await prepare(planned) }
+        var item = prepared.item
+        switch prepared.ready {
+        case .refused(let problem): return (.refused(problem), item)
+        case .copied(let bytes): return (.copied(bytes: bytes), item)
+        case .send(let source): return (await send(&item, source), item)
+        }
     }
 
     private func send(_ item: inout PlanItem, _ source: Result<ByteSource, StorageFailure>) async -> UploadOutcome {

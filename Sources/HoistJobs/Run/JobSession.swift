@@ -117,9 +117,13 @@ public final class JobSession: Sendable {
         var journal: (any JournalStore)?
         var lock: (any JobRunLock)?
         var shared: SharedRun?
-        /// Whether a watcher holds the job: its state file says so (believed for the lock's live holder only).
+        /// Whether a watcher holds the job: its state file says so (believed for the lock's live
+        /// holder only), or a PostgreSQL journal's row (believed while its session holds the lock).
         func watched(_ busy: JobLock.Busy) -> Bool {
-            WatchState.path(journal: job.journalPath(override: options.journalOverride)).flatMap { WatchState.ofHolder(busy.holder, at: $0) } != nil
+            guard let path = WatchState.path(journal: job.journalPath(override: options.journalOverride)) else {
+                return ((try? journal?.watchState()) ?? nil) != nil
+            }
+            return WatchState.ofHolder(busy.holder, at: path) != nil
         }
         func fail(_ error: any Error) -> StartError {
             let failure = error as? StartError ?? StartError(job: job.manifest.name, reason: .failed(describe(error)))
@@ -205,11 +209,15 @@ public final class JobSession: Sendable {
 
     /// The runner of this run, with `observers` after the journal's recorder and the hooks.
     /// - Parameter listed: the only files it plans, instead of a walk (`JobRunner.listedFiles`).
-    public func makeRunner(observers: [any JobObserver], listing listed: [(file: WalkedFile, set: Int)]? = nil) -> JobRunner {
+    /// - Parameter renamed: files renamed within a root, with their earlier paths (`JobRunner.renamedFrom`).
+    /// - Parameter mirrorTurn: whether its `mirror` deletes (`JobRunner.mirrorTurn`).
+    public func makeRunner(observers: [any JobObserver], listing listed: [(file: WalkedFile, set: Int)]? = nil,
+                           renamed: [String: String] = [:], mirrorTurn: MirrorTurn = .now) -> JobRunner {
         // A worker sends nothing while its hold on its files is unconfirmed (`SharedRun.isOpen`).
         if let shared { storage.transferFence = shared }
         let runner = JobRunner(job: job, storage: storage, observers: observers, hooks: hooks, journal: journal, force: options.force,
-                               remoteCheck: options.remoteCheck, runID: runID, shared: shared, listing: listed)
+                               remoteCheck: options.remoteCheck, runID: runID, shared: shared, listing: listed,
+                               renamed: renamed, mirrorTurn: mirrorTurn)
         // Cut off from the journal, the run's last writes may never return, and its files are
         // the others' now: the run ends within a lease whatever it waits for.
         shared?.onLost { [weak runner, lease = options.lease] message in runner?.stop(fatal: message, endWithin: lease) }

@@ -349,7 +349,19 @@ final class RunPass {
         // A pass of listed files (`hoist watch`'s settled ones) saw no other file: it deletes
         // nothing a mirror would, and leaves stale uploads to whole passes.
         guard runner.listedFiles == nil else { return tally.summary }
-        if runner.job.manifest.files.contains(where: { $0.mirror != .off }) { await mirror() }
+        if runner.job.manifest.files.contains(where: { $0.mirror != .off }) {
+            switch runner.mirrorTurn {
+            case .now:
+                await mirror()
+            case .later:
+                break
+            case .withheld:
+                for observer in observers {
+                    observer.walkWarning(path: runner.job.file, message: "mirror: nothing deleted, as not every upload of the watch window "
+                        + "succeeded (tried again after the next window)")
+                }
+            }
+        }
         await endStaleUploads()
         return tally.summary
     }

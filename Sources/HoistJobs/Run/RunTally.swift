@@ -3,6 +3,8 @@ import HoistStorage
 /// How an upload the runner started ended.
 enum UploadOutcome: Sendable {
     case success(bytes: Int64)
+    /// Stored by a copy on the server (a renamed file, `JobRunner.copyRenamed`): `bytes` in the object, none sent.
+    case copied(bytes: Int64)
     case failure(StorageErrorCode, String)
     /// Not started: the file is no longer the one the walk found.
     case refused(String)
@@ -71,6 +73,8 @@ struct RunTally {
         case .success(let bytes):
             summary.uploaded += 1
             summary.bytes += bytes
+        case .copied:
+            summary.copied += 1
         case .failure(.cancelled, _) where stopping:
             summary.cancelled += 1
         case .refused:

@@ -14,6 +14,11 @@ final class FolderWatch {
         var overflowed = false
         /// A folder was made or moved in (its files may have come before it was watched).
         var foldersMade = false
+        /// Files renamed within the watched folders: an `IN_MOVED_FROM` and an `IN_MOVED_TO` of
+        /// one cookie, in the order they came.
+        var renames: [(from: String, to: String)] = []
+        /// Files deleted, or moved out of the watched folders (an `IN_MOVED_FROM` whose pair never came).
+        var removed: [String] = []
     }
 
     let inotify: Inotify
@@ -103,9 +108,13 @@ final class FolderWatch {
         }
     }
 
-    /// The records waiting now, turned into paths touched.
+    /// The records waiting now, turned into paths touched, renames and removals. The kernel
+    /// queues a rename's two records together, so both are read in one batch; a move-from with
+    /// no move-to (moved out of the roots) is a removal, a move-to with none (moved in) a touch.
     func take() -> Batch {
         var batch = Batch()
+        var movedAway: [UInt32: String] = [:]
+        var movedAwayOrder: [UInt32] = []
         for event in inotify.read() {
             if event.overflowed {
                 batch.overflowed = true
@@ -126,9 +135,17 @@ final class FolderWatch {
                     batch.foldersMade = true
                     if !watchTree(path) { batch.fullPassOwed = true }
                 }
+                if event.mask & UInt32(IN_DELETE | IN_MOVED_FROM) != 0 { batch.removed.append(path) }
+            } else if event.mask & UInt32(IN_MOVED_FROM) != 0, event.cookie != 0 {
+                if movedAway.updateValue(path, forKey: event.cookie) == nil { movedAwayOrder.append(event.cookie) }
+            } else if event.mask & UInt32(IN_MOVED_TO) != 0, let from = movedAway.removeValue(forKey: event.cookie) {
+                batch.renames.append((from, path))
+            } else if event.mask & UInt32(IN_DELETE | IN_MOVED_FROM) != 0 {
+                batch.removed.append(path)
             }
             batch.touched.append(path)
         }
+        batch.removed += movedAwayOrder.compactMap { movedAway[$0] }
         return batch
     }
 }

@@ -13,6 +13,10 @@ import Synchronization
 /// for the next one. Lost events (the kernel's queue overflowed) and folders that could not be
 /// watched owe a full pass, which is the rescan; `watch.rescan` forces one periodically.
 ///
+/// A file renamed within its root is copied on the server from its earlier name's object when
+/// that holds its bytes (`Renames`, `JobRunner.copyRenamed`). A job that mirrors deletes what
+/// went once per `watch.window` (`MirrorWindow`), after the window's uploads succeeded.
+///
 /// Idle costs nothing: the loop blocks in poll(2) on the inotify descriptor and the stop pipe,
 /// with a timeout only while something waits to settle (or a rescan or a metrics file is set).
 ///
@@ -123,34 +127,31 @@ public final class JobWatcher: Sendable {
             return nil
         }
         var settings = session.job.manifest.watch
-        var clock = SettleClock(settle: settings.settle.seconds, maxWait: settings.maxWait.seconds,
-                                eachFile: Self.passesMayBeListed(session.job))
+        var waiting = Waiting(session.job)
         var watchState = WatchState(pid: getpid(), since: Date().timeIntervalSince1970)
-        writeState(&watchState, clock)
+        writeState(&watchState, waiting.clock)
         // Watched before the catch-up pass: what changes during it is seen, and passed after it.
-        if !folders.watchAll() { clock.owePass() }
+        if !folders.watchAll() { waiting.clock.owePass() }
         report(folders, notice)
         var last = await runPass(pass)
         guard let caughtUp = last, caughtUp.fatal == nil, !isStopped else { return last }
-        writeState(&watchState, clock)
+        writeState(&watchState, waiting.clock)
         notice(.watching(folders: folders.count))
         var nextRescan = settings.rescan.map { Self.now() + $0.seconds }
         var nextMetrics = metricsFile.map { _ in Self.now() + Self.metricsInterval }
         var paused = false
         while !isStopped {
-            let wake = [clock.due(), nextRescan, nextMetrics].compactMap { $0 }.min()
+            let wake = [waiting.clock.due(), waiting.window.end, nextRescan, nextMetrics].compactMap { $0 }.min()
             await Self.wait(for: [folders.inotify.descriptor, stopPipe.read], until: wake)
             if isStopped { break }
             Self.drain(stopPipe.read)
-            if let job = state.withLock({ state in defer { state.reload = nil }; return state.reload }) {
-                if let reloaded = await reload(job, notice: notice) {
-                    folders = reloaded
-                    settings = job.manifest.watch
-                    clock = SettleClock(settle: settings.settle.seconds, maxWait: settings.maxWait.seconds,
-                                        eachFile: Self.passesMayBeListed(job), carrying: clock)
-                    nextRescan = settings.rescan.map { Self.now() + $0.seconds }
-                    clock.owePass()
-                }
+            if let job = state.withLock({ state in defer { state.reload = nil }; return state.reload }),
+               let reloaded = await reload(job, notice: notice) {
+                folders = reloaded
+                settings = job.manifest.watch
+                waiting = Waiting(job, carrying: waiting)
+                nextRescan = settings.rescan.map { Self.now() + $0.seconds }
+                waiting.owePass(at: Self.now())
             }
             if let pause = Self.testPause, !paused {
                 // The test switch: events pile up in the kernel's queue unread (it overflows).
@@ -160,44 +161,52 @@ public final class JobWatcher: Sendable {
             }
             let batch = folders.take()
             let now = Self.now()
-            let queued = clock.pending.count
-            for path in batch.touched { clock.touch(path, at: now) }
+            let queued = waiting.clock.pending.count
+            waiting.note(batch, at: now)
             if batch.overflowed { notice(.overflowed) }
-            // A folder made: its files may have come before it was watched (a whole pass finds them).
-            if batch.fullPassOwed || batch.foldersMade { clock.owePass() }
             report(folders, notice)
             if let rescan = nextRescan, rescan <= now {
-                clock.owePass()
+                waiting.owePass(at: now)
                 nextRescan = now + (settings.rescan?.seconds ?? 0)
             }
             if let due = nextMetrics, due <= now {
-                writeMetrics(last, clock, notice)
+                writeMetrics(last, waiting.clock, notice)
                 nextMetrics = now + Self.metricsInterval
             }
-            guard clock.isDue(at: now) else {
-                if clock.pending.count != queued { writeState(&watchState, clock) }
+            guard waiting.isDue(at: now) else {
+                if waiting.clock.pending.count != queued { writeState(&watchState, waiting.clock) }
                 continue
             }
             // Folders that could not be watched before may be now (watches freed): a full pass covers them meanwhile.
             if batch.fullPassOwed { folders.watchAll() }
-            let started = clock.startPass(at: now)
-            writeState(&watchState, clock)
-            let job = session.job
-            let files = Self.settledFiles(started.paths, of: job)
-            if let hooks = session.hooks, hooks.hearsSettledFiles {
-                // on_settle for each file the job takes, before the pass's own hooks.
-                for item in Self.items(files, of: job) { hooks.fileSettled(item) }
-                await hooks.drain()
-            }
-            // The settled files alone, unless a whole pass is owed (a folder made owes one) or
-            // only one can do right.
-            let listed = started.whole || !Self.passesMayBeListed(job) ? nil : files.files
-            guard let summary = await runPass(pass, listing: listed) else { break }
+            guard let summary = await runDuePass(&waiting, at: now, pass: pass, state: &watchState) else { break }
             last = summary
-            writeState(&watchState, clock)
             if summary.fatal != nil { break }
         }
         return last
+    }
+
+    /// The pass due at `now`: the settled files alone, unless a whole pass is owed (a folder
+    /// made owes one) or only one can do right; with the renames it takes, and its mirror's
+    /// turn in the window. Its summary, or nil when stopped before it began.
+    private func runDuePass(_ waiting: inout Waiting, at now: Double, pass: @Sendable (JobRunner) async -> JobSummary,
+                            state watchState: inout WatchState) async -> JobSummary? {
+        let started = waiting.clock.startPass(at: now)
+        writeState(&watchState, waiting.clock)
+        let job = session.job
+        let files = Self.settledFiles(started.paths, of: job)
+        if let hooks = session.hooks, hooks.hearsSettledFiles {
+            // on_settle for each file the job takes, before the pass's own hooks.
+            for item in Self.items(files, of: job) { hooks.fileSettled(item) }
+            await hooks.drain()
+        }
+        let listed = started.whole || !Self.passesMayBeListed(job) ? nil : files.files
+        let turn = waiting.window.turn()
+        guard let summary = await runPass(pass, listing: listed, renamed: waiting.renames.take(started.paths, whole: listed == nil),
+                                          mirrorTurn: turn) else { return nil }
+        waiting.window.passEnded(summary, turn: turn, at: Self.now())
+        writeState(&watchState, waiting.clock)
+        return summary
     }
 
     /// The folders of `job`'s roots under a new inotify instance (none watched yet).
@@ -229,7 +238,8 @@ public final class JobWatcher: Sendable {
     /// Writes the watcher's state file with the queue as `clock` holds it and the last upload
     /// and error the passes saw.
     private func writeState(_ watchState: inout WatchState, _ clock: SettleClock) {
-        guard let statePath else { return }
+        let journal = statePath == nil ? session.journal : nil
+        guard statePath != nil || journal != nil else { return }
         watchState.queue = clock.pending.count
         watchState.oldestUnsettled = clock.oldestFirst.map { Date().timeIntervalSince1970 - (Self.now() - $0) }
         let last = stateObserver.last.withLock { $0 }
@@ -237,7 +247,7 @@ public final class JobWatcher: Sendable {
         watchState.lastUploadAt = last.upload?.at
         watchState.lastError = last.error?.message
         watchState.lastErrorAt = last.error?.at
-        watchState.write(to: statePath)
+        if let statePath { watchState.write(to: statePath) } else { try? journal?.recordWatchState(watchState) }
     }
 
     private func writeMetrics(_ last: JobSummary?, _ clock: SettleClock, _ notice: (Notice) -> Void) {
@@ -302,9 +312,12 @@ public final class JobWatcher: Sendable {
 
     /// One pass, with its runner cancellable by `stop`; nil when stopped before it began.
     /// - Parameter listed: the only files the pass plans (nil: it walks every root).
+    /// - Parameter renamed: files renamed since the last pass, each with its earlier path (`JobRunner.renamedFrom`).
+    /// - Parameter mirrorTurn: whether its mirror deletes (`MirrorWindow`).
     private func runPass(_ pass: @Sendable (JobRunner) async -> JobSummary,
-                         listing listed: [(file: WalkedFile, set: Int)]? = nil) async -> JobSummary? {
-        let runner = session.makeRunner(observers: observers + [stateObserver], listing: listed)
+                         listing listed: [(file: WalkedFile, set: Int)]? = nil, renamed: [String: String] = [:],
+                         mirrorTurn: MirrorTurn = .now) async -> JobSummary? {
+        let runner = session.makeRunner(observers: observers + [stateObserver], listing: listed, renamed: renamed, mirrorTurn: mirrorTurn)
         let stopped = state.withLock { state in
             if !state.stopped { state.runner = runner }
             return state.stopped

@@ -36,7 +36,7 @@ public struct WatchState: Sendable, Equatable {
     static let textLimit = 500
 
     /// Where a watcher of the journal at `journal` keeps its state; nil for a journal that is no
-    /// file (PostgreSQL: its watchers say nothing here).
+    /// file (PostgreSQL keeps it in its database: `JournalStore.recordWatchState`).
     public static func path(journal: String) -> String? {
         PostgresLocation.isPostgres(journal) ? nil : journal + ".watch"
     }
@@ -57,9 +57,15 @@ public struct WatchState: Sendable, Equatable {
         let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
         var info = stat()
         guard fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_size <= maxBytes,
-              let data = try? handle.read(upToCount: maxBytes + 1), data.count <= maxBytes,
-              let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
-        else { return nil }
+              let data = try? handle.read(upToCount: maxBytes + 1) else { return nil }
+        return parse(data)
+    }
+
+    /// A state as a watcher writes it (`json`), read as hostile input (from a file, or a
+    /// journal's database): nil for anything that is not one (too large, not the JSON object,
+    /// no process or time in range).
+    public static func parse(_ data: Data) -> WatchState? {
+        guard data.count <= maxBytes, let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return nil }
         func time(_ key: String) -> Double? {
             guard let value = object[key] as? NSNumber, value.doubleValue.isFinite,
                   value.doubleValue >= 0, value.doubleValue < 1e11 else { return nil }
