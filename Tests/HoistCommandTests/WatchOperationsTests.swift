@@ -2,7 +2,7 @@ import Foundation
 import HoistTestSupport
 import Testing
 
-/// `hoist watch` operated as a service (issue 47): stopped by SIGTERM or killed mid-upload and
+/// `hoist watch` operated as a service: stopped by SIGTERM or killed mid-upload and
 /// started again, told to reload its manifest, seen by `hoist status` and its metrics file. On
 /// real inotify, the local bucket and gcp-storage-emulator (whose resumable sessions answer
 /// status queries truthfully: fake-gcs-server finalizes a truncated object on any).

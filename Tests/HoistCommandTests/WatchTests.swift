@@ -2,7 +2,7 @@ import Foundation
 import HoistTestSupport
 import Testing
 
-/// `hoist watch` (issue 47) on real inotify and the local bucket: the binary started as a child
+/// `hoist watch` on real inotify and the local bucket: the binary started as a child
 /// process, files changed beside it, the bucket polled with a deadline, then SIGTERM.
 @Suite(.serialized) struct WatchTests {
     /// A watcher of `fixture`'s `src` into `bucket`, once its catch-up pass has stored a first
