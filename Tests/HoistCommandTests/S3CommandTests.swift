@@ -87,6 +87,8 @@ import Testing
         _ = killed.finish()
         #expect(try await server.storedBytes(bucket: bucket, key: "k/big.bin") == nil, "the kill came too late")
 
+        // The next run sends the rest at full speed (two parts at once still: `concurrency: 2`).
+        try unthrottle(manifest, "8MB/s")
         let again = try runProcess(hoist, ["run", manifest], environment: environment)
         #expect(again.status == 0, "\(again.stdout)\(again.stderr)")
         #expect(try await server.storedBytes(bucket: bucket, key: "k/big.bin") == patternData(size))
