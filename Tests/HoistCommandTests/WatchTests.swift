@@ -178,7 +178,7 @@ import Testing
     }
 
     @Test func aBurstOf50000FilesOverflowingTheQueueIsStoredExactlyOnce() throws {
-        let fixture = try JobFixture()
+        let fixture = try JobFixture(inMemory: true)
         // The test switch: the first read of events after the catch-up waits 4 s (the queue, 16,384 records by default, overflows).
         var environment = ProcessInfo.processInfo.environment
         environment["HOIST_TEST_WATCH_PAUSE"] = "4"

@@ -4,7 +4,8 @@ import HoistJobs
 /// A job in a temporary folder: files are written under `src/`, the manifest beside them.
 public struct JobFixture {
     public let directory: TemporaryDirectory
-    public init() throws { directory = try TemporaryDirectory() }
+    /// - Parameter inMemory: on tmpfs if it can hold a local bucket (`TemporaryDirectory(inMemory:)`).
+    public init(inMemory: Bool = false) throws { directory = try TemporaryDirectory(inMemory: inMemory) }
 
     @discardableResult
     public func file(_ path: String, _ size: Int = 10, modified: Date? = nil) throws -> URL {
