@@ -286,8 +286,8 @@ import Testing
         #expect(uploaded(interrupted.output).map { $0 + (uploaded(rest.output) ?? 0) } == 8, "\(interrupted.output)\(rest.output)")
     }
 
-    /// Eight files (or `files`) of 400 kB to a local bucket at 1 MB/s, two at a time, on a
-    /// database of its own: slow enough to stop a worker in the middle.
+    /// Eight files (or `files`) of 400 kB to a local bucket at 1 MB/s (or `bandwidth`), two at a
+    /// time, on a database of its own: slow enough to stop a worker in the middle.
     struct SlowJob {
         let server: PostgresServer
         let url: String
@@ -296,14 +296,14 @@ import Testing
         let sizes: [Int]
         let manifest: String
 
-        init(files: Int = 8) throws {
+        init(files: Int = 8, bandwidth: String = "1MB/s") throws {
             sizes = (0..<files).map { 400_000 + $0 * 1_000 }
             server = try PostgresServer.shared()
             url = try server.makeDatabase()
             database = PostgresServer.database(of: url)
             fixture = try JobFixture()
             for (index, size) in sizes.enumerated() { try fixture.file("f\(index).bin", size) }
-            _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { bandwidth: 1MB/s, concurrency: 2 }\n")
+            _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { bandwidth: \(bandwidth), concurrency: 2 }\n")
             manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
         }
 
