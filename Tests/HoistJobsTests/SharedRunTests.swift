@@ -397,9 +397,13 @@ import Testing
             kill(session.processIdentifier, SIGKILL)
             session.waitUntilExit()
         }
+        // This database's lock only: the holder of an earlier test (its psql killed, its backend
+        // still in pg_sleep) holds one in another, and this wait ran out its 10 s.
+        let thisDatabase = "database = (SELECT oid FROM pg_database WHERE datname = current_database())"
         let lockDeadline = Date().addingTimeInterval(10)
-        while Date() < lockDeadline,
-              try server.psql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND mode = 'ShareLock'", database: database).stdout != "1\n" {
+        while Date() < lockDeadline, try server.psql(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND mode = 'ShareLock' AND \(thisDatabase)", database: database
+        ).stdout != "1\n" {
             usleep(20_000)
         }
         return try runProcess(hoist, ["run", "--worker", "--journal", url, manifest])
