@@ -253,7 +253,7 @@ import Testing
     /// A tree of small files, killed repeatedly: nothing lost, nothing uploaded again after its
     /// success was journaled (journal writes are batched: what counts is the committed `done` row).
     @Test func killLoopOnManySmallFiles() throws {
-        let fixture = try JobFixture()
+        let fixture = try JobFixture(inMemory: true)
         for index in 0..<300 { try fixture.file("d\(index % 10)/f\(index).txt", 2000 + index) }
         _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { concurrency: 4, bandwidth: 200KB/s }\n")
         let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path

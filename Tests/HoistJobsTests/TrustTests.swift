@@ -164,7 +164,7 @@ import Testing
     }
 
     @Test func damagedJournalPagesStopTheRunWithTheWayBack() throws {
-        let fixture = try JobFixture()
+        let fixture = try JobFixture(inMemory: true)
         for index in 0..<400 { try fixture.file("d\(index % 4)/a-long-file-name-to-fill-pages-\(index).txt", 10) }
         _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\n")
         let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
