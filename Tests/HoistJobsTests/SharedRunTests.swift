@@ -246,7 +246,7 @@ import Testing
         let relay = try CountingRelay(upstreamPort: job.server.port)
         let cutOff = job.url.replacingOccurrences(of: ":\(job.server.port)/", with: ":\(relay.port)/")
         #expect(cutOff != job.url)
-        let worker = try start(["run", "--worker", "--lease", "3", "--journal", cutOff, job.manifest])
+        let worker = try start(["run", "--worker", "--lease", "2", "--journal", cutOff, job.manifest])
         #expect(try job.waitUntilHolding(worker.pid, states: "'uploading'"))
         let relayID = relay.server.process.processIdentifier
         kill(relayID, SIGSTOP)
