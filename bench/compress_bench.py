@@ -4,9 +4,8 @@ lines, or short repeated lines of numbers and a few words, on which zlib's level
 uploaded by `hoist run` to a fresh fake-gcs-server each time, interleaved for --rounds rounds
 (plain, gzip at each of --levels, rclone as the peer, then `gzip -N` and `pigz -N` over the same
 bytes, then the next round). Prints each run's wall time, files/s, CPU seconds, peak RSS and the
-bytes the server stores, and the medians of the rounds' ratios: issue #32 asks that compression
-keep at least 80% of the plain run's files/s and store at most a quarter of its bytes; issue #46
-that each level take at most 1.25x its limit, max(the plain run, single-core `gzip -N` CPU time
+bytes the server stores, and the medians of the rounds' ratios. The targets: compression keeps at least 80% of the plain run's files/s and stores at
+most a quarter of its bytes, and each level takes take at most 1.25x its limit, max(the plain run, single-core `gzip -N` CPU time
 / cores), every figure from the same round."""
 import argparse
 import json
@@ -46,7 +45,7 @@ WORDS = ["ok", "retry", "done", "queued", "sent", "read", "wrote", "user", "item
 def repeated_file(path, size, rng):
     """`size` bytes of short lines of numbers and a few words (`76926 queued item 155`): zlib's
     lazy matching finds many candidates in them, so `gzip -6` takes about four times level 1's
-    CPU (issue #46's figure)."""
+    CPU."""
     lines = []
     total = 0
     while total < size:

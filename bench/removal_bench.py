@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What the removal gate (issue 42) costs, as an A/B of two hoist builds in one run, rounds
+"""What the removal gate costs, as an A/B of two hoist builds in one run, rounds
 interleaved A B B A: a move job's first run (N small files to a fresh prefix of fake-gcs-server,
 each removed once stored; the gate adds one journal look-up per upload and the ctime check), and
 a mirror job's no-change run of a tree of M one-byte files on a local bucket (the gate adds a

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The removal gate under kill -9 and faults (issue 42): one job with a `move` set (logs) and a
+"""The removal gate under kill -9 and faults: one job with a `move` set (logs) and a
 `mirror: listed` set (a site) on moto's S3 server, behind the fault proxy, run N times with a fresh random
 fault each run (PUT, Complete, DELETE, HEAD answered 500/503, a PUT cut, a connection reset) and
 killed with SIGKILL at a random moment; between runs logs are added and site files added and

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`hoist watch` (issue 47) beside what people run instead, in one run, on the same disk:
+"""`hoist watch` beside what people run instead, in one run, on the same disk:
 
 - hoist: `hoist watch` of a job storing into a local bucket (watch.settle as given, default 100ms);
 - loop: `inotifywait -m -r -e close_write,moved_to | while read f; do hoist cp "$f" ...; done`

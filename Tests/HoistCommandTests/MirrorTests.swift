@@ -315,7 +315,7 @@ enum MirrorTarget: String, CaseIterable, Sendable, CustomTestStringConvertible {
         #expect(try await setup.bytes("site/a.txt") == patternData(10))
     }
 
-    /// Issue 42, end to end: between two runs someone swaps the bucket's folder `site/dir` for a
+    /// The removal gate, end to end: between two runs someone swaps the bucket's folder `site/dir` for a
     /// link to a folder outside holding a file of the size the sidecar says, so the sidecar and
     /// the journal agree on the generation. The mirror's delete of `site/dir/shadow` removed
     /// that file; now it finds no object there and removes nothing.

@@ -4,7 +4,7 @@ import HoistStorage
 import HoistTestSupport
 import Testing
 
-/// Issue 42: nothing is removed on Hoist's word alone. Each scenario here lost data before the
+/// Nothing is removed on Hoist's word alone. Each scenario here lost data before the
 /// removal gate (`RemovalGate`): a file `move` removed whose bytes were stored nowhere, objects
 /// `mirror` deleted that were not its own or whose files were not gone. Run through `hoist run`
 /// as a user meets them, checked on the bucket through the server's own API.
@@ -139,7 +139,7 @@ import Testing
         #expect(try await job.bytes("logs/x.log") == patternData(1000))
     }
 
-    /// Found by attack (issue 42): a local bucket's object overwritten with other bytes of the
+    /// Found by attack: a local bucket's object overwritten with other bytes of the
     /// same size, its sidecar left: the object's bytes are hashed, not the sidecar's checksum
     /// believed; and a compressed file is never removed on the journal's word of what its object
     /// was made from. Both are uploaded again before they go.
@@ -162,7 +162,7 @@ import Testing
         }
     }
 
-    /// Found by attack (issue 42): the objects of moved files are their only copies. A mirror
+    /// Found by attack: the objects of moved files are their only copies. A mirror
     /// set's listing does not take one for a stray (here under a prefix spelled with `//`, which
     /// object names fold), and a job changed from `move` to `mirror` does not take the moved
     /// files for files that are gone.

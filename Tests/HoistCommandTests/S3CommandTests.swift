@@ -87,6 +87,8 @@ import Testing
         _ = killed.finish()
         #expect(try await server.storedBytes(bucket: bucket, key: "k/big.bin") == nil, "the kill came too late")
 
+        // The next run sends the rest at full speed (two parts at once still: `concurrency: 2`).
+        try unthrottle(manifest, "8MB/s")
         let again = try runProcess(hoist, ["run", manifest], environment: environment)
         #expect(again.status == 0, "\(again.stdout)\(again.stderr)")
         #expect(try await server.storedBytes(bucket: bucket, key: "k/big.bin") == patternData(size))
@@ -290,6 +292,7 @@ import Testing
         try FileManager.default.removeItem(at: fixture.directory.url.appendingPathComponent("src/gone.bin"))
         try fixture.file("changed.bin", 20 << 20 + 1)
 
+        try unthrottle(manifest, "4MB/s")   // the next run is not killed: at full speed
         let run = try runProcess(hoist, ["run", manifest], environment: environment)
         #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
         #expect(run.stderr.contains("ended the unfinished upload of 'changed.bin' an earlier run began (the file changed since)"),

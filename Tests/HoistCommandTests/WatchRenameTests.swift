@@ -3,7 +3,7 @@ import HoistHTTP
 import HoistTestSupport
 import Testing
 
-/// `hoist watch` and renames (issue 47): a file renamed within its root is stored under its new
+/// `hoist watch` and renames: a file renamed within its root is stored under its new
 /// name by a copy on the server of its earlier name's object, no byte sent, when that object
 /// holds the file's bytes now; else it is uploaded. The earlier name's object goes only when the
 /// set mirrors. On real inotify, the local bucket and fake-gcs-server (behind the fault proxy,

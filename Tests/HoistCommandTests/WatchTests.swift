@@ -2,7 +2,7 @@ import Foundation
 import HoistTestSupport
 import Testing
 
-/// `hoist watch` (issue 47) on real inotify and the local bucket: the binary started as a child
+/// `hoist watch` on real inotify and the local bucket: the binary started as a child
 /// process, files changed beside it, the bucket polled with a deadline, then SIGTERM.
 @Suite(.serialized) struct WatchTests {
     /// A watcher of `fixture`'s `src` into `bucket`, once its catch-up pass has stored a first
@@ -178,7 +178,7 @@ import Testing
     }
 
     @Test func aBurstOf50000FilesOverflowingTheQueueIsStoredExactlyOnce() throws {
-        let fixture = try JobFixture()
+        let fixture = try JobFixture(inMemory: true)
         // The test switch: the first read of events after the catch-up waits 4 s (the queue, 16,384 records by default, overflows).
         var environment = ProcessInfo.processInfo.environment
         environment["HOIST_TEST_WATCH_PAUSE"] = "4"

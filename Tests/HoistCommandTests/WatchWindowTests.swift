@@ -2,7 +2,7 @@ import Foundation
 import HoistTestSupport
 import Testing
 
-/// `hoist watch` and `mirror` (issue 47): what went is deleted once per `watch.window`, through
+/// `hoist watch` and `mirror`: what went is deleted once per `watch.window`, through
 /// the removal gate, `upload.maxDelete` counted over the window, and only once every upload of
 /// the window succeeded. On real inotify and the local bucket, windows of seconds.
 extension WatchTests {

@@ -5,7 +5,7 @@ import Synchronization
 import Testing
 
 /// A large file part of a request body is read and hashed on the CPU workers, ahead of its
-/// connection (`ReadAhead`, issue #46): the engine's thread only copies filled pieces. Against a
+/// connection (`ReadAhead`): the engine's thread only copies filled pieces. Against a
 /// real server that reads slowly, the body arrives whole and in order, the content hook sees
 /// every byte once, in order, off the engine's thread, and a transfer paused or cancelled with a
 /// piece in flight ends right: resumed, the whole body; cancelled, a cancelled error and an

@@ -7,7 +7,7 @@ import Synchronization
 import Testing
 
 /// `upload.cpu`: files are compressed on a pool of CPU workers, ahead of the slots that send
-/// them (issue #46). The objects are the very gzip streams one file at a time made before, with
+/// them. The objects are the very gzip streams one file at a time made before, with
 /// their checksums, on the local bucket and fake-gcs-server, beside plain files; a run stopped
 /// with files made ready ahead counts them as not started and stores nothing of them.
 @Suite struct CompressAheadTests {

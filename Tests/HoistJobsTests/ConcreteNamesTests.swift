@@ -33,7 +33,7 @@ import Testing
         #expect(found.isEmpty, "\(found.joined(separator: "\n"))")
     }
 
-    /// Issue 42: every removal a run makes goes through the removal gate, which checks its
+    /// Nothing is removed on Hoist's word alone: every removal a run makes goes through the removal gate, which checks its
     /// evidence at that moment; no code above the backends unlinks a file, removes a folder or
     /// deletes an object around it.
     @Test func everyRemovalOfARunGoesThroughTheGate() throws {

@@ -144,7 +144,7 @@ final class SendClock: JobObserver {
     /// Journal writes are batched, and a batch with done rows first makes the stored objects
     /// durable: the local bucket syncs once per batch, never per file, and no done row precedes it.
     @Test func doneRowsAreCommittedOnlyAfterTheirObjectsWerePersisted() async throws {
-        let fixture = try JobFixture()
+        let fixture = try JobFixture(inMemory: true)
         for index in 0..<1200 { try fixture.file("d\(index % 5)/f\(index).txt", 3) }
         let job = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { concurrency: 8 }")
         let backend = PersistRecordingBackend(LocalBucket(directory: fixture.directory.url.appendingPathComponent("bucket").path))

@@ -20,7 +20,7 @@ import Testing
     }
 
     @Test func decisionsReadAlongsideTheWalkAreTheOnesALookupWouldMake() throws {
-        let fixture = try JobFixture()
+        let fixture = try JobFixture(inMemory: true)
         for name in names { try fixture.file(name, 100) }
         for index in 0..<2500 { try fixture.file("many/f\(index).txt", 10) }   // more than one chunk of rows
         // Two file sets over one root: each source has two rows, one per destination.
@@ -58,7 +58,7 @@ import Testing
     /// New files are proved new by the rows read alongside the walk, not looked up one by one:
     /// over a shared journal each lookup is a round trip.
     @Test func newFilesAreNotLookedUpOneByOne() throws {
-        let fixture = try JobFixture()
+        let fixture = try JobFixture(inMemory: true)
         for index in 0..<1500 { try fixture.file("d\(index % 7)/f\(index).txt", 10) }
         let job = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\n")
         let journal = CountingJournal(try SQLiteJournal(path: fixture.directory.url.appendingPathComponent("j.sqlite").path))

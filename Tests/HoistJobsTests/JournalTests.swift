@@ -135,6 +135,7 @@ import Testing
             if FileManager.default.fileExists(atPath: object.path) { #expect(try Data(contentsOf: object) == data, "\(name)") }
         }
 
+        try unthrottle(manifest, "4MB/s")   // the next run only finishes: at full speed
         let again = try run(["run", manifest])
         #expect(again.status == 0 && again.stdout.hasPrefix("test: 6 uploaded"), "\(again.stdout)\(again.stderr)")
         for (name, data) in sources { #expect(try Data(contentsOf: bucket.appendingPathComponent(name)) == data, "\(name)") }
@@ -224,6 +225,9 @@ import Testing
             try runAndKill(["run", "--quiet", manifest], environment: environment, after: 250_000...900_000)
             kills += 1
         }
+        // The last run only finishes what the killed ones left: at full speed (at 3 MB/s it was
+        // half of the test's time).
+        try unthrottle(manifest, "3MB/s")
         let last = try runProcess(hoist, ["run", manifest], environment: environment)
         #expect(last.status == 0, "\(last.stderr)")
         #expect(try await FakeGCS.download(bucket: StorageEmulator.bucket, object: object, port: port) == patternData(size))
@@ -249,7 +253,7 @@ import Testing
     /// A tree of small files, killed repeatedly: nothing lost, nothing uploaded again after its
     /// success was journaled (journal writes are batched: what counts is the committed `done` row).
     @Test func killLoopOnManySmallFiles() throws {
-        let fixture = try JobFixture()
+        let fixture = try JobFixture(inMemory: true)
         for index in 0..<300 { try fixture.file("d\(index % 10)/f\(index).txt", 2000 + index) }
         _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { concurrency: 4, bandwidth: 200KB/s }\n")
         let manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
@@ -283,6 +287,7 @@ import Testing
             if run < 6 {
                 try runAndKill(["run", "--quiet", "--log-file", events.path, manifest], after: 200_000...600_000)
             } else {
+                try unthrottle(manifest, "200KB/s")   // the last run only finishes: at full speed
                 let final = try runProcess(hoist, ["run", "--log-file", events.path, manifest])
                 #expect(final.status == 0, "\(final.stderr)")
                 // The last run uploaded only what the killed ones had not finished.

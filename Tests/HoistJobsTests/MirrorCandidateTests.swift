@@ -4,7 +4,7 @@ import Testing
 
 /// Which listed keys a mirror may take for its own (`RemovalGate.isMirrorCandidate`): byte for
 /// byte under its prefix, no dot segments, no folder markers, a name its template could make,
-/// and none under another file set's prefix (issue 42).
+/// and none under another file set's prefix (nothing is removed on Hoist's word alone).
 @Suite struct MirrorCandidateTests {
     let relpath = try! Template(parsing: "site/{relpath}")
 

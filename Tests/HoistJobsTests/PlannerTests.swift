@@ -119,7 +119,7 @@ import Testing
     }
 
     /// The same file reached through two file sets and sent to one object is one upload (one
-    /// object, one journal row), not a collision; another file there still is one (issue 42).
+    /// object, one journal row), not a collision; another file there still is one.
     @Test func theSameFileThroughTwoFileSetsToOneObjectIsOneUpload() throws {
         let fixture = try JobFixture()
         let pic = try fixture.file("a/pic.jpg")

@@ -246,7 +246,7 @@ import Testing
         let relay = try CountingRelay(upstreamPort: job.server.port)
         let cutOff = job.url.replacingOccurrences(of: ":\(job.server.port)/", with: ":\(relay.port)/")
         #expect(cutOff != job.url)
-        let worker = try start(["run", "--worker", "--lease", "3", "--journal", cutOff, job.manifest])
+        let worker = try start(["run", "--worker", "--lease", "2", "--journal", cutOff, job.manifest])
         #expect(try job.waitUntilHolding(worker.pid, states: "'uploading'"))
         let relayID = relay.server.process.processIdentifier
         kill(relayID, SIGSTOP)
@@ -286,8 +286,8 @@ import Testing
         #expect(uploaded(interrupted.output).map { $0 + (uploaded(rest.output) ?? 0) } == 8, "\(interrupted.output)\(rest.output)")
     }
 
-    /// Eight files (or `files`) of 400 kB to a local bucket at 1 MB/s, two at a time, on a
-    /// database of its own: slow enough to stop a worker in the middle.
+    /// Eight files (or `files`) of 400 kB to a local bucket at 1 MB/s (or `bandwidth`), two at a
+    /// time, on a database of its own: slow enough to stop a worker in the middle.
     struct SlowJob {
         let server: PostgresServer
         let url: String
@@ -296,14 +296,14 @@ import Testing
         let sizes: [Int]
         let manifest: String
 
-        init(files: Int = 8) throws {
+        init(files: Int = 8, bandwidth: String = "1MB/s") throws {
             sizes = (0..<files).map { 400_000 + $0 * 1_000 }
             server = try PostgresServer.shared()
             url = try server.makeDatabase()
             database = PostgresServer.database(of: url)
             fixture = try JobFixture()
             for (index, size) in sizes.enumerated() { try fixture.file("f\(index).bin", size) }
-            _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { bandwidth: 1MB/s, concurrency: 2 }\n")
+            _ = try fixture.job("storage: { url: 'file:bucket' }\nfiles: [{ root: src }]\nupload: { bandwidth: \(bandwidth), concurrency: 2 }\n")
             manifest = fixture.directory.url.appendingPathComponent("job.yaml").path
         }
 
@@ -397,9 +397,13 @@ import Testing
             kill(session.processIdentifier, SIGKILL)
             session.waitUntilExit()
         }
+        // This database's lock only: the holder of an earlier test (its psql killed, its backend
+        // still in pg_sleep) holds one in another, and this wait ran out its 10 s.
+        let thisDatabase = "database = (SELECT oid FROM pg_database WHERE datname = current_database())"
         let lockDeadline = Date().addingTimeInterval(10)
-        while Date() < lockDeadline,
-              try server.psql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND mode = 'ShareLock'", database: database).stdout != "1\n" {
+        while Date() < lockDeadline, try server.psql(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND mode = 'ShareLock' AND \(thisDatabase)", database: database
+        ).stdout != "1\n" {
             usleep(20_000)
         }
         return try runProcess(hoist, ["run", "--worker", "--journal", url, manifest])

@@ -136,7 +136,7 @@ import Testing
         #expect(try runProcess(hoist, ["systemd", manifest.path]).status == 2)
     }
 
-    /// Issue 42: under `ProtectSystem=strict` a root left read-only is one the job never removes
+    /// Under `ProtectSystem=strict` a root left read-only is one the job never removes
     /// a file from, and the disk fills. Each root that moves is writable (a root that is one
     /// file: its folder); a root that only uploads stays read-only.
     @Test func theRootsOfFileSetsThatMoveAreWritable() throws {

@@ -178,7 +178,7 @@ import Testing
         #expect(try Self.bytes(written) == Data("0123456789".utf8))
 
         // Written over in place with its size kept and its mtime put back (`touch -d`): the
-        // ctime moved on, which no one can put back (issue 42).
+        // ctime moved on, which no one can put back.
         let same = try folder.write("same", Data("0123456789".utf8)).path
         let mtime = try #require(try FileManager.default.attributesOfItem(atPath: same)[.modificationDate] as? Date)
         let sameSource = try ByteSource(regularFileAt: same)

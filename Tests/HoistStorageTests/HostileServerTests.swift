@@ -133,17 +133,26 @@ import Testing
     /// The stall timer never fired once one byte had arrived: a server sending a byte every few
     /// seconds held the access check for ever (a cron run would hold its lock for ever). Fewer
     /// than a minimum of bytes in a stall window is a stall: the access check gives up within
-    /// its 8 s window.
-    @Test(arguments: ["drip-body 1", "drip-body 30", "drip-headers 1"])
-    func aDripFedAccessCheckIsAStall(answer: String) async throws {
-        let server = try HostileHTTPServer(.script([answer]))
+    /// its 8 s window. The three answers are served at once, each by a server of its own (each
+    /// check waits out its window: one after the other, they took 24 s).
+    @Test func aDripFedAccessCheckIsAStall() async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for answer in ["drip-body 1", "drip-body 30", "drip-headers 1"] {
+                let server = try HostileHTTPServer(.script([answer]))
+                group.addTask { try await Self.dripFedAccessCheck(server, answer: answer) }
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    static func dripFedAccessCheck(_ server: HostileHTTPServer, answer: String) async throws {
         let backend = GCSBackend(GCSBackend.Configuration(bucket: "b", endpoint: server.url))
         let started = Date()
-        let result = try #require(await within(40) { try await backend.checkAccess() }, "the access check did not end")
-        #expect(Date().timeIntervalSince(started) < 20)
-        #expect(throws: StorageFailure.self) { try result.get() }
+        let result = try #require(await within(40) { try await backend.checkAccess() }, "\(answer): the access check did not end")
+        #expect(Date().timeIntervalSince(started) < 20, "\(answer)")
+        #expect(throws: StorageFailure.self, "\(answer)") { try result.get() }
         guard case .failure(let error) = result else { return }
-        #expect("\(error)".contains("Cannot reach Cloud Storage") && "\(error)".contains("stalled"), "\(error)")
+        #expect("\(error)".contains("Cannot reach Cloud Storage") && "\(error)".contains("stalled"), "\(answer): \(error)")
     }
 
     /// An upload whose server takes the bytes and then drips its answer's body: each attempt is

@@ -162,7 +162,7 @@ import Testing
         }
     }
 
-    /// The red team's attack on issue 42: `dir -> OUTSIDE` in the bucket's folder and a sidecar
+    /// An attack on the removal gate, found by a red team: `dir -> OUTSIDE` in the bucket's folder and a sidecar
     /// `dir/shadow.json` forged with the generation a mirror would delete. Removing
     /// `DIR/dir/shadow` by path followed the link: the file outside went. Now there is no object
     /// through a link: nothing is read, listed or removed there, and the link stays.

@@ -46,7 +46,8 @@ import Testing
             let queue = DispatchQueue(label: "callbacks \(round)")
             bucket.storage.callbackQueue = queue
             bucket.storage.bandwidthLimiter = BandwidthLimiter(bytesPerSecond: 32 << 20)
-            let task = bucket.storage.reference(withPath: "a\(round).bin").putData(patternData(8 << 20))
+            // 4 MiB at 32 MiB/s: progress for an eighth of a second after the removal.
+            let task = bucket.storage.reference(withPath: "a\(round).bin").putData(patternData(4 << 20))
             let progressed = DispatchSemaphore(value: 0)
             task.observeInPlace([.progress]) { _ in progressed.signal() }
             await withCheckedContinuation { (resume: CheckedContinuation<Void, Never>) in

@@ -1,10 +1,21 @@
 import Crypto
 import Foundation
+import Synchronization
+
+/// The 64 KiB block of `patternData` for each seed asked for.
+private let patternBlocks = Mutex<[UInt8: Data]>([:])
 
 /// Deterministic bytes that differ from block to block (each 64 KiB block starts with its index).
 public func patternData(_ count: Int, seed: UInt8 = 7) -> Data {
     let blockSize = 1 << 16
-    let block = Data((0..<blockSize).map { UInt8(truncatingIfNeeded: ($0 &* 2_654_435_761) >> 13) ^ seed })
+    // Made once a seed: a debug build takes milliseconds for it, which thousands of small files
+    // a test writes added up to seconds.
+    let block = patternBlocks.withLock { blocks in
+        if let block = blocks[seed] { return block }
+        let block = Data((0..<blockSize).map { UInt8(truncatingIfNeeded: ($0 &* 2_654_435_761) >> 13) ^ seed })
+        blocks[seed] = block
+        return block
+    }
     var data = Data(capacity: count)
     var index: UInt64 = 0
     while data.count < count {

@@ -4,7 +4,8 @@ import HoistJobs
 /// A job in a temporary folder: files are written under `src/`, the manifest beside them.
 public struct JobFixture {
     public let directory: TemporaryDirectory
-    public init() throws { directory = try TemporaryDirectory() }
+    /// - Parameter inMemory: on tmpfs if it can hold a local bucket (`TemporaryDirectory(inMemory:)`).
+    public init(inMemory: Bool = false) throws { directory = try TemporaryDirectory(inMemory: inMemory) }
 
     @discardableResult
     public func file(_ path: String, _ size: Int = 10, modified: Date? = nil) throws -> URL {
@@ -53,4 +54,12 @@ public struct EmulatorJob {
         environment["STORAGE_EMULATOR_HOST"] = "127.0.0.1:\(proxy.port)"
         self.environment = environment
     }
+}
+
+/// Lifts the manifest's `bandwidth: LIMIT` (to 1 GB/s) for a run that only has to finish what
+/// killed runs left, not be slow enough to be killed.
+public func unthrottle(_ manifest: String, _ limit: String) throws {
+    let text = try String(contentsOfFile: manifest, encoding: .utf8)
+    guard text.contains("bandwidth: \(limit)") else { throw TestServerError("\(manifest) has no bandwidth: \(limit)") }
+    try text.replacingOccurrences(of: "bandwidth: \(limit)", with: "bandwidth: 1GB/s").write(toFile: manifest, atomically: true, encoding: .utf8)
 }

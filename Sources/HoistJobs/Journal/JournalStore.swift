@@ -125,7 +125,7 @@ public enum Journal {
         case deleted
         /// Stored, verified, and its file removed by `move`: the object is its only copy. A
         /// mirror never takes it for a file that is gone, nor a listing's stray, and no other
-        /// file's upload overwrites it; a new file at its path is uploaded (issue 42).
+        /// file's upload overwrites it; a new file at its path is uploaded.
         case moved
     }
 

@@ -94,13 +94,15 @@ extension S3Backend {
     /// Its requests go through the HTTP engine, whose thread is the executor to prefer; PutObject
     /// is checked by MD5 and CRC32C (a multipart object by its parts' MD5s and ETag); a
     /// multipart upload's id lets another process list its parts and send the rest.
-    static var capabilities: BackendCapabilities {
-        BackendCapabilities(preferredExecutor: HTTPTransports.standard.preferredExecutor, checksums: [.md5, .crc32c],
+    static var capabilities: BackendCapabilities { capabilities(HTTPTransports.standard) }
+
+    static func capabilities(_ transport: any HTTPTransport) -> BackendCapabilities {
+        BackendCapabilities(preferredExecutor: transport.preferredExecutor, checksums: [.md5, .crc32c],
                             resumesAcrossProcesses: true, leavesStaleUploads: true, copiesObjects: true)
     }
 
     public var capabilities: BackendCapabilities {
-        var capabilities = Self.capabilities
+        var capabilities = Self.capabilities(configuration.transport)
         capabilities.caBundle = configuration.caBundle
         return capabilities
     }

@@ -275,7 +275,7 @@ public final class S3Backend: StorageBackend {
         request.stallTimeout = min(quick ? 8 : request.stallTimeout, configuration.stallTimeout)
         if quick { request.connectTimeout = 5 }
         request.ownConnection = ownConnection
-        return try await HTTPBackend.perform(request, on: HTTPTransports.standard, hooks: hooks,
+        return try await HTTPBackend.perform(request, on: configuration.transport, hooks: hooks,
                                              service: "S3 at \(configuration.endpoint)", bucket: bucket)
     }
 

@@ -49,6 +49,8 @@ extension S3Backend {
         /// Requests go unsigned, whatever credentials the environment holds: a bucket that takes
         /// them (`anonymous: true`). Without it, finding no credentials stops the run at its check.
         public var anonymous = false
+        /// Where requests go (the STS exchange's too): the HTTP engine, or what a test puts there.
+        public var transport: any HTTPTransport = HTTPTransports.standard
 
         public static let minimumPartSize: Int64 = 5 << 20
         /// S3's most parts per upload.

@@ -46,12 +46,14 @@ final class S3CredentialSource: Sendable {
     private let fixed: S3Credentials?
     private let webIdentity: S3WebIdentity?
     private let caBundle: String?
+    private let transport: any HTTPTransport
     private let cached = Mutex<(credentials: S3Credentials, expires: Date)?>(nil)
 
     init(_ configuration: S3Backend.Configuration) {
         fixed = configuration.anonymous ? nil : configuration.credentials
         webIdentity = configuration.anonymous ? nil : configuration.webIdentity
         caBundle = configuration.caBundle
+        transport = configuration.transport
     }
 
     var isEmpty: Bool { fixed == nil && webIdentity == nil }
@@ -79,7 +81,7 @@ final class S3CredentialSource: Sendable {
         request.stallTimeout = 15
         let response: HTTPResponse
         do {
-            response = try await HTTPTransports.standard.perform(request)
+            response = try await transport.perform(request)
         } catch let error as HTTPTransportError {
             throw StorageFailure(.unauthenticated, "Cannot reach STS at \(identity.stsEndpoint) to exchange the web identity token "
                                     + "(\(error.message)).", retryable: error.isTransient, noAnswer: true)

@@ -45,7 +45,7 @@ import Testing
 
     /// Complete's answer decides the check where it carries an ETag (moto, rclone: no read
     /// after it); Ceph's radosgw answers every Complete with an empty `<ETag></ETag>`, so there
-    /// the object is read (`HEAD`) and its ETag and size are the check (issue 44): the upload
+    /// the object is read (`HEAD`) and its ETag and size are the check: the upload
     /// succeeds, recorded with the ETag later reads report.
     @Test(arguments: S3TestServer.plain)
     func aCompleteWithoutAnETagIsCheckedByReadingTheObject(_ server: S3TestServer) async throws {
@@ -89,7 +89,7 @@ import Testing
         #expect(try await server.pendingUploads(bucket: bucket) == [])
     }
 
-    /// S3 checks the checksums it is given (AWS: every one; issue 44): the upload is created
+    /// S3 checks the checksums it is given (AWS: every one): the upload is created
     /// with `x-amz-checksum-algorithm: CRC32C` and `x-amz-checksum-type: FULL_OBJECT`, each part
     /// goes with its CRC32C, and Complete with the whole file's, as seen at the proxy; moto,
     /// `rclone serve s3` and radosgw take them all (none checks them).
@@ -361,6 +361,47 @@ import Testing
         await #expect { _ = try await eager.metadata(of: "w0") } throws: { error in
             (error as? StorageFailure)?.message.contains("Cannot read the web identity token file \(tokenFile.path)") == true
         }
+    }
+
+    /// Every request of an S3 backend goes through the transport of its configuration (the STS
+    /// exchange, the access check, a `PutObject`, a multipart upload and a read), so a test or
+    /// an embedder that puts its own there sees them all: here one that forwards to the HTTP
+    /// engine and writes down each request, on moto's S3 and STS.
+    @Test func everyRequestGoesThroughTheConfiguredTransport() async throws {
+        final class Recording: HTTPTransport {
+            let seen = Mutex<[String]>([])
+            func perform(_ request: HTTPRequest, hooks: TransferHooks) async throws -> HTTPResponse {
+                seen.withLock { $0.append("\(request.method) \(request.url)") }
+                return try await HTTPTransports.standard.perform(request, hooks: hooks)
+            }
+        }
+        let server = S3TestServer.moto
+        let bucket = try await server.makeBucket()
+        let folder = try TemporaryDirectory()
+        let tokenFile = try folder.write("token", Data("eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJob2lzdCJ9.c2ln\n".utf8))
+        var configuration = try S3Backend.Configuration.fromEnvironment(bucket: bucket, [
+            "HOME": folder.path, "AWS_WEB_IDENTITY_TOKEN_FILE": tokenFile.path, "AWS_ROLE_ARN": "arn:aws:iam::123456789012:role/hoist",
+            "AWS_ENDPOINT_URL_STS": try server.endpoint(), "AWS_ENDPOINT_URL_S3": try server.endpoint(),
+        ])
+        (configuration.multipartThreshold, configuration.partSize) = (5 << 20, 5 << 20)
+        let transport = Recording()
+        configuration.transport = transport
+        let storage = Storage(url: "s3://\(bucket)", backend: S3Backend(configuration))
+        try await storage.backend.checkAccess()
+        let small = patternData(1_000), large = patternData((6 << 20) + 3)
+        _ = try await storage.reference(withPath: "small.bin").putDataAsync(small)
+        _ = try await storage.reference(withPath: "large.bin").putDataAsync(large)
+        #expect(try await storage.reference(withPath: "large.bin").getMetadata().size == Int64(large.count))
+        #expect(try await server.storedBytes(bucket: bucket, key: "small.bin") == small)
+        #expect(try await server.storedBytes(bucket: bucket, key: "large.bin") == large)
+        let seen = transport.seen.withLock { $0 }
+        let object = "\(try server.endpoint())/\(bucket)/"
+        #expect(seen.first == "POST \(try server.endpoint())/", "the STS exchange: \(seen)")
+        #expect(seen.contains("GET \(object.dropLast())?list-type=2&max-keys=1"), "the access check: \(seen)")
+        #expect(seen.contains("PUT \(object)small.bin"), "\(seen)")
+        #expect(seen.contains("POST \(object)large.bin?uploads"), "\(seen)")
+        #expect(seen.filter { $0.hasPrefix("PUT \(object)large.bin?") }.count == 2, "two parts: \(seen)")
+        #expect(seen.contains { $0.hasPrefix("HEAD \(object)large.bin") }, "\(seen)")
     }
 
     // MARK: - The access check
