@@ -4,9 +4,9 @@ lines, or short repeated lines of numbers and a few words, on which zlib's level
 uploaded by `hoist run` to a fresh fake-gcs-server each time, interleaved for --rounds rounds
 (plain, gzip at each of --levels, rclone as the peer, then `gzip -N` and `pigz -N` over the same
 bytes, then the next round). Prints each run's wall time, files/s, CPU seconds, peak RSS and the
-bytes the server stores, and the medians of the rounds' ratios. The targets: compression keeps at least 80% of the plain run's files/s and stores at
-most a quarter of its bytes, and each level takes take at most 1.25x its limit, max(the plain run, single-core `gzip -N` CPU time
-/ cores), every figure from the same round."""
+bytes the server stores, and the medians of the rounds' ratios. The targets: compression keeps
+at least 80% of the plain run's files/s and stores at most a quarter of its bytes, and each level
+takes at most 1.25x its limit, max(the plain run, single-core `gzip -N` CPU time / cores), every figure from the same round."""
 import argparse
 import json
 import os
