@@ -38,7 +38,10 @@ let uploadTask = riversRef.putData(data, metadata: nil) { (metadata, error) in
 }
 done.wait()
 
-// Upload a file with metadata and observe it; an observer removed at once never runs.
+// Upload a file with metadata and observe it, adding and removing an observer as the guide
+// does. The task runs from `putFile` on, and the callback queue is not this thread's, so the
+// removed observer may already have heard a progress event made before its removal: it prints
+// nothing (ObserverRemovalTests prove removal on tasks whose events wait for it).
 let localFile = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("hoist-swift6-\(getpid()).jpg")
 try Data(repeating: 0x5A, count: 3 << 20).write(to: localFile)
 let metadata = StorageMetadata()
@@ -46,7 +49,7 @@ metadata.contentType = "image/jpeg"
 let mountainsRef = storageRef.child("images/mountains.jpg")
 let fileTask = mountainsRef.putFile(from: localFile, metadata: metadata)
 let removed = fileTask.observe(.progress) { snapshot in
-  print("this line never prints")
+  _ = snapshot.progress   // a progress event occurred
 }
 fileTask.removeObserver(withHandle: removed)
 fileTask.observe(.progress) { snapshot in
