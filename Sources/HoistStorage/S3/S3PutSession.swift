@@ -10,9 +10,9 @@ import HoistHTTP
 /// (each byte read and hashed once); a larger one is hashed in a read of its own, then read again
 /// as it is sent, and the server's check of `Content-MD5` is what ties the two reads together.
 struct S3PutSession: UploadSession {
-    /// The largest object read whole into memory and sent from there: 1 MiB, the piece today's
-    /// hashing reads anyway, so an upload holds at most one such buffer (a transfer slot's worth:
-    /// `upload.concurrency` MiB in all, at most).
+    /// The largest object read whole into memory and sent from there: 1 MiB, the piece
+    /// `S3Checksums` reads at a time anyway. A transfer holds at most one such buffer, until its
+    /// request ends: `upload.concurrency` MiB in all, at most.
     static let bufferLimit: Int64 = 1 << 20
 
     let backend: S3Backend
