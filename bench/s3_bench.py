@@ -163,7 +163,7 @@ def tools(args, work):
     """(name, run(server, source folder, prefix) -> (wall, cpu, rss)) for every tool measured."""
     runs = [0]
 
-    def hoist(server, source, prefix):
+    def hoist(server, source, prefix, binary=args.hoist):
         runs[0] += 1
         manifest = os.path.join(work, f"hoist-{runs[0]}.yaml")
         with open(manifest, "w") as f:
@@ -183,7 +183,7 @@ upload:
 """)
         env = aws_env(server)
         env["XDG_STATE_HOME"] = work
-        return timed([args.hoist, "run", "--quiet", manifest], env)
+        return timed([binary, "run", "--quiet", manifest], env)
 
     def s5cmd(workers):
         def run(server, source, prefix):
@@ -200,8 +200,11 @@ upload:
         return timed([args.rclone, "--config", "/dev/null", "copy", source, f"bench:{BUCKET}/{prefix.rstrip('/')}",
                       "--transfers", str(args.concurrency), "--checkers", str(args.concurrency)], env)
 
-    return [("hoist", hoist), ("s5cmd", s5cmd(None)), (f"s5cmd-{args.concurrency}", s5cmd(args.concurrency)),
-            ("rclone", rclone)]
+    measured = [("hoist", hoist)]
+    if args.hoist_a:
+        measured.append(("hoist-a", lambda server, source, prefix: hoist(server, source, prefix, args.hoist_a)))
+    measured += [("s5cmd", s5cmd(None)), (f"s5cmd-{args.concurrency}", s5cmd(args.concurrency)), ("rclone", rclone)]
+    return [(name, run) for name, run in measured if not args.tools or name in args.tools.split(",") + ["hoist"]]
 
 
 def one_run(args, name, run, source, expected):
@@ -291,6 +294,9 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", choices=("small", "large"))
     parser.add_argument("--quick", action="store_true", help="200 files, 32 MiB, one round")
+    parser.add_argument("--hoist-a", help="another hoist binary (an earlier build), measured in the same rounds as "
+                                          "\"hoist-a\": an A/B against it beside the peers")
+    parser.add_argument("--tools", help="the tools beside hoist, comma-separated (hoist-a,s5cmd,s5cmd-8,rclone; default: all)")
     args = parser.parse_args()
     if args.quick:
         args.files, args.large_mib, args.rounds = 200, 32, 1
@@ -306,6 +312,7 @@ def main():
         described = {"rclone": "rclone serve s3 over /dev/shm", "moto": "moto_server", "ceph": "radosgw 16.2, one node, memstore"}
         print(f"server: {args.server} ({described[args.server]});"
               f" {os.cpu_count()} cores; hoist {subprocess.run([args.hoist, '--version'], capture_output=True, text=True).stdout.strip()},"
+              + (f" hoist-a {subprocess.run([args.hoist_a, '--version'], capture_output=True, text=True).stdout.strip()}," if args.hoist_a else "") +
               f" {subprocess.run([args.s5cmd, 'version'], capture_output=True, text=True).stdout.strip()},"
               f" {subprocess.run([args.rclone, 'version'], capture_output=True, text=True).stdout.splitlines()[0]}")
         if args.only != "large":

@@ -1,11 +1,20 @@
 import Foundation
 import HoistHTTP
 
-/// A small object sent in one `PutObject`: the source is read once for its MD5 and CRC32C, then
-/// sent with `Content-MD5` (and `x-amz-checksum-crc32c`), which the server checks against what
-/// arrives (`BadDigest` otherwise: nothing stored). There is nothing on the server until the
-/// request completes, so nothing to resume or abandon.
+/// A small object sent in one `PutObject` with `Content-MD5` (and `x-amz-checksum-crc32c`), which
+/// the server checks against what arrives (`BadDigest` otherwise: nothing stored). There is
+/// nothing on the server until the request completes, so nothing to resume or abandon.
+///
+/// The headers go before the body, so the checksums are known before a byte is sent. Up to
+/// `bufferLimit` bytes, the source is read once, into one buffer that is hashed and then sent
+/// (each byte read and hashed once); a larger one is hashed in a read of its own, then read again
+/// as it is sent, and the server's check of `Content-MD5` is what ties the two reads together.
 struct S3PutSession: UploadSession {
+    /// The largest object read whole into memory and sent from there: 1 MiB, the piece
+    /// `S3Checksums` reads at a time anyway. A transfer holds at most one such buffer, until its
+    /// request ends: `upload.concurrency` MiB in all, at most.
+    static let bufferLimit: Int64 = 1 << 20
+
     let backend: S3Backend
     let resource: ObjectResource
     let headers: [(name: String, value: String)]
@@ -18,7 +27,7 @@ struct S3PutSession: UploadSession {
         from source: ByteSource, at offset: Int64, control: TransferControl, progress: @escaping @Sendable (Int64) -> Void
     ) async throws -> SendOutcome {
         let path = resource.name ?? ""
-        let sums = try S3Checksums.of(source, from: 0, length: source.size)
+        let (sums, body) = try Self.hashedBody(of: source)
         var headers = self.headers
         headers.append(("Content-MD5", Data(sums.md5).base64EncodedString()))
         if backend.configuration.sendsCRC32C {
@@ -30,7 +39,7 @@ struct S3PutSession: UploadSession {
             onUploadProgress: { sent in progress(min(size, max(0, sent))) }, control: control,
             beforeEnd: { source.unchangedOrWhy() })
         let response = try await backend.send("PUT", key: backend.key(path), headers: headers,
-                                              body: size > 0 ? [source.bodyPart(from: 0)] : [], hooks: hooks)
+                                              body: body, hooks: hooks)
         guard response.status == 200 else { throw backend.failure(response, object: path, bucketLevel: true) }
         var expected = resource
         expected.size = size
@@ -59,6 +68,16 @@ struct S3PutSession: UploadSession {
     }
 
     func abandon() async {}
+
+    /// The source's MD5 and CRC32C, and the body that sends those bytes: the buffer they were
+    /// taken from, up to `bufferLimit`; above it, the file read again as it is sent.
+    private static func hashedBody(of source: ByteSource) throws -> (S3Checksums, [HTTPRequest.BodyPart]) {
+        guard source.size > bufferLimit else {
+            let (sums, bytes) = try S3Checksums.buffered(source)
+            return (sums, bytes.isEmpty ? [] : [.data(bytes, contentOffset: 0)])
+        }
+        return (try S3Checksums.of(source, from: 0, length: source.size), [source.bodyPart(from: 0)])
+    }
 }
 
 /// The MD5 (for `Content-MD5` and ETags) and CRC32C (base64, S3's `x-amz-checksum-crc32c`) of a
@@ -71,6 +90,18 @@ struct S3Checksums: Sendable, Equatable {
         var sums = Checksums()
         try read(source, from: offset, length: length) { piece, _ in sums.update(piece) }
         return S3Checksums(md5: sums.md5Digest(), crc32c: sums.crc32cBase64())
+    }
+
+    /// The checksums of a whole source and its bytes, read once (in one piece up to 1 MiB; a
+    /// source in memory gives its own bytes, not a copy).
+    static func buffered(_ source: ByteSource) throws -> (S3Checksums, Data) {
+        var sums = Checksums()
+        var bytes = Data()
+        try read(source, from: 0, length: source.size) { piece, _ in
+            sums.update(piece)
+            if bytes.isEmpty { bytes = piece } else { bytes.append(piece) }
+        }
+        return (S3Checksums(md5: sums.md5Digest(), crc32c: sums.crc32cBase64()), bytes)
     }
 
     /// A part's MD5 and CRC32C, its bytes counted into `frontier` too (the object's CRC32C,

@@ -311,6 +311,35 @@ import Testing
         }
     }
 
+    // MARK: - One pass
+
+    /// Each byte of an object sent in one `PutObject` is read from its file once (issue 46): its
+    /// MD5 and CRC32C are taken from the buffer that is then sent, where they were taken in a read
+    /// of their own before the send read the file again. What the process read is the kernel's
+    /// count (`rchar` in `/proc/self/io`: `read`/`pread` calls; curl's socket `recv`s are not in
+    /// it), over an upload of `S3PutSession.bufferLimit` bytes, the largest sent this way.
+    @Test(arguments: S3TestServer.plain)
+    func aSmallObjectsFileIsReadOnce(_ server: S3TestServer) async throws {
+        let bucket = try await server.makeBucket()
+        let storage = try s3Storage(server, bucket: bucket)
+        let folder = try TemporaryDirectory()
+        let data = patternData(1 << 20, seed: 5)
+        let file = try folder.write("once.bin", data)
+        let before = try bytesReadByThisProcess()
+        let stored = try await storage.reference(withPath: "once/once.bin").putFileAsync(from: file)
+        let read = try bytesReadByThisProcess() - before
+        #expect(read >= data.count && read < data.count + data.count / 4, "\(read) bytes read for \(data.count)")
+        #expect(stored.size == Int64(data.count))
+        #expect(try await server.storedBytes(bucket: bucket, key: "once/once.bin") == data)
+    }
+
+    /// The bytes this process has read through `read(2)` and its kin (`rchar`).
+    private func bytesReadByThisProcess() throws -> Int {
+        let io = try String(contentsOfFile: "/proc/self/io", encoding: .utf8)
+        let line = try #require(io.split(separator: "\n").first { $0.hasPrefix("rchar:") })
+        return try #require(Int(line.dropFirst("rchar:".count).trimmingCharacters(in: .whitespaces)))
+    }
+
     // MARK: - TLS
 
     /// Over TLS with a private CA: trusted when its bundle is named, refused with a sentence
