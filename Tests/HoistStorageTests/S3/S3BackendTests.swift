@@ -313,7 +313,7 @@ import Testing
 
     // MARK: - One pass
 
-    /// Each byte of an object sent in one `PutObject` is read from its file once (issue 46): its
+    /// Each byte of an object sent in one `PutObject` is read from its file once: its
     /// MD5 and CRC32C are taken from the buffer that is then sent, where they were taken in a read
     /// of their own before the send read the file again. What the process read is the kernel's
     /// count (`rchar` in `/proc/self/io`: `read`/`pread` calls; curl's socket `recv`s are not in
