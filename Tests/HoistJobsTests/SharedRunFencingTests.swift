@@ -1,6 +1,7 @@
 import Foundation
 import HoistJobs
 import HoistTestSupport
+import Synchronization
 import Testing
 
 /// A shared run's journal steers which files, nothing else, and a run always ends:
@@ -52,38 +53,84 @@ import Testing
     /// Rounds of three workers on a job of 24 files: one frozen past its lease mid-run and thawed
     /// while the others still work, or one killed (-9) mid-run. Every round ends (no worker
     /// waits for ever), the run is `ok`, every row `done` and every object byte-exact.
+    /// Ten rounds a fault, three at a time (`inLanes`): each round has its own database, folder
+    /// and workers, which spend most of a round waiting on their bandwidth limit; each round is
+    /// checked as a round alone would be.
     @Test(arguments: ["freeze", "kill"]) func roundsOfFreezesAndKillsAlwaysEnd(_ fault: String) throws {
-        var generator = SystemRandomNumberGenerator()
-        for round in 0..<10 {
-            // A kill is seen at once (the lock's session ends), a freeze only past the lease:
-            // killed, the run need not be as slow for the kill to land mid-run.
-            let job = try SharedRunTests.SlowJob(files: 24, bandwidth: fault == "kill" ? "2MB/s" : "1MB/s")
-            let (server, database) = (job.server, job.database)
-            let workers = try (0..<3).map { _ in
-                try StartedProcess(hoist, ["run", "--worker", "--quiet", "--lease", "2", "--journal", job.url, job.manifest])
-            }
-            let victim = workers[Int.random(in: 0..<3, using: &generator)]
-            #expect(try job.waitUntilHolding(victim.pid, states: "'uploading'"), "round \(round)")
-            usleep(UInt32.random(in: 0..<600_000, using: &generator))
-            if fault == "freeze" {
-                kill(victim.pid, SIGSTOP)
-                usleep(2_600_000)   // past its lease: the others take its files
-                kill(victim.pid, SIGCONT)
-            } else {
-                kill(victim.pid, SIGKILL)
-            }
-            let results = workers.map { $0.finish(within: 60) }
+        let outcomes = inLanes(3, rounds: 10) { _ in Result { try Self.round(fault) } }
+        for (round, outcome) in outcomes.enumerated() {
+            let outcome = try outcome.get()
+            let (results, rows) = (outcome.results, outcome.rows)
+            #expect(outcome.holding, "round \(round)")
             let stuck = results.filter { !$0.ended }.count
-            let rows = try server.psql("SELECT state, count(*) FROM hoist_file GROUP BY state ORDER BY state", database: database).stdout
             #expect(stuck == 0, "round \(round): \(stuck) workers never ended; rows \(rows); \(results.map(\.output))")
-            #expect(try server.psql("SELECT status, uploaded FROM hoist_run", database: database).stdout == "ok|24\n",
-                    "round \(round): \(rows) \(results.map(\.output))")
+            #expect(outcome.run == "ok|24\n", "round \(round): \(rows) \(results.map(\.output))")
             #expect(rows == "done|24\n", "round \(round)")
-            for (worker, result) in zip(workers, results) where worker !== victim {
+            for (index, result) in results.enumerated() where index != outcome.victim {
                 #expect(result.status == 0, "round \(round): \(result.output)")
             }
-            try job.expectEveryFileInTheBucket()
+            #expect(outcome.wrongObjects.isEmpty, "round \(round): not byte-exact: \(outcome.wrongObjects)")
         }
+    }
+
+    /// What one round of `roundsOfFreezesAndKillsAlwaysEnd` saw, for the test's thread to check.
+    struct Round: Sendable {
+        /// Whether the victim held a file `uploading` before its fault.
+        let holding: Bool
+        let victim: Int
+        let results: [(ended: Bool, status: Int32, output: String)]
+        /// The rows' states and the run's status and count, once every worker ended.
+        let rows: String, run: String
+        /// The objects whose bytes are not their file's.
+        let wrongObjects: [String]
+    }
+
+    /// Runs one round of `fault` on a job of its own.
+    static func round(_ fault: String) throws -> Round {
+        var generator = SystemRandomNumberGenerator()
+        // A kill is seen at once (the lock's session ends), a freeze only past the lease:
+        // killed, the run need not be as slow for the kill to land mid-run.
+        let job = try madeOneAtATime.withLock { _ in try SharedRunTests.SlowJob(files: 24, bandwidth: fault == "kill" ? "2MB/s" : "1MB/s") }
+        let workers = try (0..<3).map { _ in
+            try StartedProcess(hoist, ["run", "--worker", "--quiet", "--lease", "2", "--journal", job.url, job.manifest])
+        }
+        let victim = Int.random(in: 0..<3, using: &generator)
+        let holding = try job.waitUntilHolding(workers[victim].pid, states: "'uploading'")
+        usleep(UInt32.random(in: 0..<600_000, using: &generator))
+        if fault == "freeze" {
+            kill(workers[victim].pid, SIGSTOP)
+            usleep(2_600_000)   // past its lease: the others take its files
+            kill(workers[victim].pid, SIGCONT)
+        } else {
+            kill(workers[victim].pid, SIGKILL)
+        }
+        let results = workers.map { $0.finish(within: 60) }
+        let rows = try job.server.psql("SELECT state, count(*) FROM hoist_file GROUP BY state ORDER BY state", database: job.database).stdout
+        let run = try job.server.psql("SELECT status, uploaded FROM hoist_run", database: job.database).stdout
+        let wrong = job.sizes.indices.filter { index in
+            (try? Data(contentsOf: job.fixture.directory.url.appendingPathComponent("bucket/f\(index).bin"))) != patternData(job.sizes[index])
+        }
+        return Round(holding: holding, victim: victim, results: results, rows: rows, run: run, wrongObjects: wrong.map { "f\($0).bin" })
+    }
+
+    /// Rounds' databases are made one at a time.
+    static let madeOneAtATime = Mutex<Void>(())
+
+    /// Calls `body` for each of `rounds` rounds on `lanes` threads, each taking rounds in turn;
+    /// returns what each round returned, in round order, once every round returned.
+    func inLanes<T: Sendable>(_ lanes: Int, rounds: Int, _ body: @escaping @Sendable (Int) -> T) -> [T] {
+        let (outcomes, done) = (LaneOutcomes<T>(), DispatchSemaphore(value: 0))
+        for lane in 0..<lanes {
+            Thread {
+                for round in stride(from: lane, to: rounds, by: lanes) {
+                    let outcome = body(round)
+                    outcomes.byRound.withLock { $0[round] = outcome }
+                }
+                done.signal()
+            }.start()
+        }
+        for _ in 0..<lanes { done.wait() }
+        return outcomes.byRound.withLock { byRound in (0..<rounds).map { byRound[$0]! } }
     }
 
     /// A row edited after a worker claimed it (its destination, by whoever can write to the
@@ -154,4 +201,9 @@ import Testing
         #expect(checked.status == 0 && checked.stdout.hasPrefix("test: 2 uploaded"), "\(checked.stdout)\(checked.stderr)")
         try job.expectEveryFileInTheBucket()
     }
+}
+
+/// What the rounds `inLanes` ran returned, by round.
+private final class LaneOutcomes<T: Sendable>: Sendable {
+    let byRound = Mutex<[Int: T]>([:])
 }
