@@ -18,7 +18,7 @@ import Testing
             try fixture.file("big.bin", size)
             let prefix = "pkill-\(UUID().uuidString.prefix(8))"
             let job = try EmulatorJob(fixture, prefix: prefix, bandwidth: "4MB/s", upload: ", concurrency: 4",
-                                      storage: ", parallelUploadThreshold: 4MiB")
+                                      storage: ", parallelUploadThreshold: 4MiB, parallelUploads: true")
             var kills = 0
             for _ in 0..<10 where kills < 5 {
                 let process = Process()
