@@ -55,6 +55,15 @@ import Testing
     /// A mirror under a storage URL's own prefix (`s3://bucket/m1` with `{relpath}`, the layout
     /// jobs/s3-backup.yaml uses) is confined by it: allowed. Without one it deletes across the
     /// whole bucket and is refused, as before.
+    /// `parallelUploads` takes `auto` (the default) and YAML's booleans, as words too.
+    @Test func parallelUploadsTakesAutoAndBooleans() throws {
+        for (word, expected) in [("auto", GCSOptions.ParallelUploads.auto), ("true", .always), ("'false'", .never), ("yes", .always)] {
+            let job = try Job(text: "version: 1\nname: a\nstorage: { url: 'gs://b-1', parallelUploads: \(word) }\nfiles: [{ root: x }]\n",
+                              file: "job.yaml", environment: ["HOME": "/root"])
+            #expect((job.manifest.storage.options as? GCSOptions)?.parallelUploads == expected, "\(word)")
+        }
+    }
+
     @Test func aMirrorConfinedByTheURLsPrefixIsAllowed() {
         let set = "files:\n  - root: site\n    destination: '{relpath}'\n    mirror: true\n"
         #expect(mistakes("version: 1\nname: s\nstorage: { url: 's3://bucket/m1' }\n" + set, file: "m.yaml") == [])
@@ -272,4 +281,5 @@ let brokenManifests: [(file: String, expected: String)] = [
     ("72-skip-unchanged-mode.yaml", "72-skip-unchanged-mode.yaml:6:18: skipUnchanged is true, false or checksum, not 'content'"),
     ("73-cpu-range.yaml", "73-cpu-range.yaml:6:8: cpu 300 is out of range 1-256"),
     ("74-watch-window.yaml", "74-watch-window.yaml:6:11: window must be between 1s and 1d"),
+    ("75-parallel-uploads.yaml", "75-parallel-uploads.yaml:3:46: parallelUploads is auto, true or false, not \"sometimes\""),
 ]

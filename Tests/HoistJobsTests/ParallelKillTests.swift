@@ -18,7 +18,7 @@ import Testing
             try fixture.file("big.bin", size)
             let prefix = "pkill-\(UUID().uuidString.prefix(8))"
             let job = try EmulatorJob(fixture, prefix: prefix, bandwidth: "4MB/s", upload: ", concurrency: 4",
-                                      storage: ", parallelUploadThreshold: 4MiB")
+                                      storage: ", parallelUploadThreshold: 4MiB, parallelUploads: true")
             var kills = 0
             for _ in 0..<10 where kills < 5 {
                 let process = Process()
@@ -50,6 +50,48 @@ import Testing
             print("parallel kill loop: \(kills) kills, \(received - size) bytes received twice, \(starts) sessions started")
             #expect(received - size <= kills * 4 * (1 << 20), "\(received - size) bytes again after \(kills) kills")
             #expect(kills >= 3)
+        }
+    }
+
+    /// `parallelUploads: auto` (the default) on a slow link, killed once after its probe gave the
+    /// stream up (its session deleted: the server's log): the journal holds the parallel upload,
+    /// so the next run continues its parts, starting no session, joins them, and ends byte-exact
+    /// with no component left.
+    @Test func aRunKilledAfterAutoWentParallelContinuesItsParts() async throws {
+        try await ExclusiveTests.shared.run {
+            let fixture = try JobFixture()
+            let size = (24 << 20) + 999
+            try fixture.file("big.bin", size)
+            let prefix = "akill-\(UUID().uuidString.prefix(8))"
+            let job = try EmulatorJob(fixture, prefix: prefix, bandwidth: "4MB/s", upload: ", concurrency: 4",
+                                      storage: ", parallelUploadThreshold: 4MiB")
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: hoist)
+            process.arguments = ["run", "--quiet", job.manifest]
+            process.environment = job.environment
+            try process.run()
+            func switched() -> Bool {
+                job.proxy.requests.contains { $0["method"] as? String == "DELETE" && ($0["target"] as? String ?? "").contains("/upload/") }
+            }
+            let deadline = Date().addingTimeInterval(30)
+            while Date() < deadline, !switched(), process.isRunning { usleep(20_000) }
+            usleep(1_000_000)
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            #expect(switched(), "the probe did not give the stream up")
+            #expect(process.terminationReason == .uncaughtSignal, "the run ended before the kill")
+            let starts = job.proxy.sessionStarts
+            #expect(starts == 5, "the object's session and four parts' expected: \(starts)")
+            try unthrottle(job.manifest, "4MB/s")
+            let last = try runProcess(hoist, ["run", job.manifest], environment: job.environment)
+            #expect(last.status == 0, "\(last.stdout) \(last.stderr)")
+            #expect(try await FakeGCS.download(bucket: StorageEmulator.bucket, object: "\(prefix)/big.bin", port: job.port) == patternData(size))
+            let left = try await FakeGCS.list(bucket: StorageEmulator.bucket, prefix: "hoist-parallel-uploads/", port: job.port)
+            #expect(left.isEmpty, "\(left.compactMap { $0["name"] })")
+            #expect(job.proxy.sessionStarts == starts, "the parts were started again, not continued")
+            // Joined from the parts: not the given-up stream continued (the emulator keeps a
+            // deleted session's bytes).
+            #expect(job.proxy.requests.contains { ($0["target"] as? String ?? "").hasSuffix("/compose") }, "no compose")
         }
     }
 

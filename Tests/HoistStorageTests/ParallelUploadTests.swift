@@ -187,6 +187,96 @@ import Testing
         print("parallel composite through a \(rate >> 20) MiB/s-per-connection relay: one stream \(single) s, parallel \(parallel) s, "
               + "ratio \(single / parallel)")
     }
+    /// `parallelUploads` of a manifest: `auto` by default (the probe), `true` parallel from the
+    /// threshold on at once, `false` never; any other word refused by name.
+    @Test func parallelUploadsIsAutoByDefault() throws {
+        func backend(_ json: String) throws -> GCSBackend {
+            let options = try JSONDecoder().decode(GCSOptions.self, from: Data(json.utf8))
+            return try GCSBackend(BackendContext(location: try StorageLocation(parsing: "gs://b-1"), options: options,
+                                                 environment: ["STORAGE_EMULATOR_HOST": "127.0.0.1:9"]))
+        }
+        for json in [#"{}"#, #"{"parallelUploads":"auto"}"#] {
+            let configuration = try backend(json).configuration
+            #expect(configuration.parallelUploadProbe == .standard && configuration.parallelUploadThreshold == 150 << 20, "\(json)")
+        }
+        for json in [#"{"parallelUploads":true}"#, #"{"parallelUploads":"true"}"#] {
+            let configuration = try backend(json).configuration
+            #expect(configuration.parallelUploadProbe == nil && configuration.parallelUploadThreshold == 150 << 20, "\(json)")
+        }
+        #expect(try backend(#"{"parallelUploads":false}"#).configuration.parallelUploadThreshold == nil)
+        #expect(throws: DecodingError.self) { _ = try backend(#"{"parallelUploads":"sometimes"}"#) }
+    }
+
+    /// `parallelUploads: auto` on a link faster than the probe's rate (1 MiB/s: a loaded machine's
+    /// proxy is far faster): the file goes up as one resumable session of the object (its probe
+    /// chunk, then the rest), byte for byte with its CRC32C; no part's session, no component, no
+    /// compose, ever (the server's request log).
+    @Test func autoOnAFastLinkStaysOneStreamAndComposesNothing() async throws {
+        let bucket = try await FakeGCS.makeBucket()
+        let proxy = try FaultProxy(upstreamPort: try FakeGCS.port(), [])
+        let storage = autoStorage(bucket: bucket, port: proxy.port, probe: GCSParallelProbe(bytes: 2 << 20, bytesPerSecond: Double(1 << 20)))
+        let data = patternData((24 << 20) + 777)
+        let directory = try TemporaryDirectory()
+        let file = try directory.write("fast.bin", data)
+        let stored = try await storage.reference(withPath: "fast.bin").putFileAsync(from: file)
+        #expect(try await FakeGCS.download(bucket: bucket, object: "fast.bin") == data)
+        #expect(stored.resource.crc32c == crc32c(data))
+        let requests = proxy.requests.map { ($0["method"] as? String ?? "", $0["target"] as? String ?? "") }
+        #expect(requests.filter { $0.0 == "POST" && $0.1.contains("uploadType=resumable") }.count == 1, "\(requests)")
+        #expect(!requests.contains { $0.1.hasSuffix("/compose") || $0.1.contains("hoist-parallel-uploads") }, "\(requests)")
+        // The probe's chunk, then the rest in one PUT.
+        #expect(requests.filter { $0.0 == "PUT" }.count == 2, "\(requests)")
+        #expect(try await FakeGCS.list(bucket: bucket, prefix: "hoist-parallel-uploads/").isEmpty)
+    }
+
+    /// `parallelUploads: auto` through a relay capping each connection below the probe's rate:
+    /// the stream is given up after its probe (its session deleted) and the file goes up as a
+    /// parallel composite upload: the exact bytes with their CRC32C, one compose, no component
+    /// left, and its new id reported before its parts' bytes.
+    @Test func autoOnACappedLinkGoesParallel() async throws {
+        let bucket = try await FakeGCS.makeBucket()
+        let proxy = try FaultProxy(upstreamPort: try FakeGCS.port(), [])
+        let relay = try CountingRelay(upstreamPort: proxy.port, bytesPerSecond: 4 << 20)
+        let storage = autoStorage(bucket: bucket, port: relay.port, probe: GCSParallelProbe(bytes: 1 << 20, bytesPerSecond: Double(16 << 20)))
+        let data = patternData((16 << 20) + 4_321)
+        let directory = try TemporaryDirectory()
+        let file = try directory.write("slow.bin", data)
+        let task = storage.reference(withPath: "slow.bin").putFile(from: file)
+        let sessions = Mutex<[String]>([])
+        task.onSessionStarted { id in sessions.withLock { $0.append(id) } }
+        let recorder = EventRecorder(task)
+        let last = await recorder.finished()
+        #expect(last.status == .success, "\(String(describing: last.error))")
+        #expect(try await FakeGCS.download(bucket: bucket, object: "slow.bin") == data)
+        #expect(last.metadata?.resource.crc32c == crc32c(data))
+        let requests = proxy.requests.map { ($0["method"] as? String ?? "", $0["target"] as? String ?? "") }
+        // The object's session, then four parts' sessions; the first given up, one compose.
+        #expect(requests.filter { $0.0 == "POST" && $0.1.contains("uploadType=resumable") }.count == 5, "\(requests)")
+        #expect(requests.filter { $0.0 == "DELETE" && $0.1.contains("/upload/") }.count == 1, "\(requests)")
+        #expect(requests.filter { $0.1.hasSuffix("/compose") }.count == 1, "\(requests)")
+        #expect(try await FakeGCS.list(bucket: bucket, prefix: "hoist-parallel-uploads/").isEmpty)
+        let ids = sessions.withLock { $0 }
+        #expect(ids.last?.hasPrefix("gcs-parallel1 ") == true, "\(ids)")
+        let progress = recorder.events.filter { $0.status == .progress }.map(\.completed)
+        #expect(progress == progress.sorted() && progress.last == Int64(data.count))
+    }
+}
+
+/// A storage with `parallelUploads: auto` from 4 MiB on: `probe` decides, four parts at once.
+func autoStorage(bucket: String, port: Int, probe: GCSParallelProbe) -> Storage {
+    gcsStorage(bucket: bucket, port: port) {
+        $0.parallelUploadThreshold = 4 << 20
+        $0.parallelUploadStreams = 4
+        $0.parallelUploadProbe = probe
+        $0.multipartThreshold = 1 << 20
+    }
+}
+
+/// The base64 CRC32C of `data`, as Cloud Storage gives it.
+func crc32c(_ data: Data) -> String {
+    var crc = Checksums.CRC32C()
+    data.withUnsafeBytes { crc.update($0) }
+    return crc.base64()
 }
 
 /// A storage sending files of 4 MiB and more in `parts` parts (nil: one per stream), `streams` at once.

@@ -10,8 +10,24 @@ public struct GCSOptions: BackendOptions {
     public var multipartThreshold: Int64?
     /// Set a Firebase download token on each object (default true).
     public var downloadTokens: Bool?
-    /// Send large files as parallel composite uploads (default true; false: one stream each).
-    public var parallelUploads: Bool?
+    /// Send large files as parallel composite uploads: `auto` (the default) when the first bytes
+    /// show one stream slow, `true` always, `false` never (one stream each).
+    public var parallelUploads: ParallelUploads?
+
+    /// The values of `parallelUploads`.
+    public enum ParallelUploads: Sendable, Equatable {
+        case auto, always, never
+
+        /// A manifest's word: `auto`, or a YAML boolean's.
+        init?(_ word: String) {
+            switch word {
+            case "auto": self = .auto
+            case "true", "True", "TRUE", "yes", "on": self = .always
+            case "false", "False", "FALSE", "no", "off": self = .never
+            default: return nil
+            }
+        }
+    }
     /// Files of at least this many bytes go up as parallel composite uploads (default 150 MiB).
     public var parallelUploadThreshold: Int64?
     /// Skip TLS certificate checks. Never outside a test network: every run warns.
@@ -33,7 +49,16 @@ public struct GCSOptions: BackendOptions {
         credentials = try c.decodeIfPresent(String.self, forKey: .credentials).flatMap { $0.isEmpty ? nil : $0 }
         multipartThreshold = try c.decodeIfPresent(ByteSize.self, forKey: .multipartThreshold)?.bytes
         downloadTokens = try c.decodeIfPresent(Bool.self, forKey: .downloadTokens)
-        parallelUploads = try c.decodeIfPresent(Bool.self, forKey: .parallelUploads)
+        // A YAML scalar decodes as text (`true` too), a JSON boolean only as one.
+        if let word = try? c.decodeIfPresent(String.self, forKey: .parallelUploads) {
+            guard let value = ParallelUploads(word) else {
+                throw DecodingError.dataCorruptedError(forKey: .parallelUploads, in: c,
+                                                       debugDescription: "parallelUploads is auto, true or false, not \"\(printable(word, limit: 40))\"")
+            }
+            parallelUploads = value
+        } else if let flag = try c.decodeIfPresent(Bool.self, forKey: .parallelUploads) {
+            parallelUploads = flag ? .always : .never
+        }
         parallelUploadThreshold = try c.decodeIfPresent(ByteSize.self, forKey: .parallelUploadThreshold)?.bytes
         insecureSkipTLSVerify = try c.decodeIfPresent(Bool.self, forKey: .insecureSkipTLSVerify)
         caBundle = try c.decodeIfPresent(String.self, forKey: .caBundle).flatMap { $0.isEmpty ? nil : $0 }
@@ -93,7 +118,11 @@ extension GCSBackend {
         if let threshold = options.multipartThreshold { configuration.multipartThreshold = threshold }
         if let tokens = options.downloadTokens { configuration.setsDownloadTokens = tokens }
         if let threshold = options.parallelUploadThreshold { configuration.parallelUploadThreshold = threshold }
-        if options.parallelUploads == false { configuration.parallelUploadThreshold = nil }
+        switch options.parallelUploads ?? .auto {
+        case .auto: configuration.parallelUploadProbe = .standard
+        case .always: configuration.parallelUploadProbe = nil
+        case .never: configuration.parallelUploadThreshold = nil
+        }
         if let concurrency = context.concurrency { configuration.parallelUploadStreams = concurrency }
         if let insecure = options.insecureSkipTLSVerify { configuration.insecureSkipTLSVerify = insecure }
         self.init(configuration)

@@ -25,6 +25,10 @@ public final class GCSBackend: StorageBackend {
         public var parallelUploadStreams = 4
         /// How many parts a parallel upload is cut into; nil: one per stream.
         public var parallelUploadParts: Int?
+        /// `parallelUploads: auto` (a manifest's default): a file from the threshold on starts as
+        /// one stream, and goes parallel only when its first bytes show the stream slow
+        /// (`GCSAutoSession`). nil: parallel from the threshold on, always.
+        public var parallelUploadProbe: GCSParallelProbe?
         /// Set custom metadata `firebaseStorageDownloadTokens` to a fresh UUID on each upload.
         public var setsDownloadTokens = true
         /// Skip TLS certificate checks (only for a job that asks for it by name).
@@ -89,6 +93,12 @@ public final class GCSBackend: StorageBackend {
         let resource = uploadResource(path, attributes)
         if size <= configuration.multipartThreshold, size <= chunkSize ?? .max {
             return GCSMultipartSession(backend: self, resource: resource, size: size)
+        }
+        if chunkSize == nil, let partSize = parallelPartSize(for: size), let probe = configuration.parallelUploadProbe, probe.bytes < size {
+            let location = try await startSession(to: path, resource: resource, size: size)
+            return GCSAutoSession(backend: self, stream: GCSResumableSession(backend: self, id: location, path: path, size: size,
+                                                                             contentType: resource.contentType!),
+                                  path: path, resource: resource, size: size, partSize: partSize, probe: probe)
         }
         if chunkSize == nil, let partSize = parallelPartSize(for: size) {
             return try await GCSParallelSession.start(backend: self, path: path, resource: resource, size: size, partSize: partSize)

@@ -57,6 +57,14 @@ final class GCSResumableSession: UploadSession {
     func send(
         from source: ByteSource, at held: Int64, control: TransferControl, progress: @escaping @Sendable (Int64) -> Void
     ) async throws -> SendOutcome {
+        try await send(from: source, at: held, control: control, chunk: nil, progress: progress)
+    }
+
+    /// `send`, its `PUT` at most `chunk` bytes when given (rounded down to 256 KiB, as a
+    /// configured chunk size is).
+    func send(
+        from source: ByteSource, at held: Int64, control: TransferControl, chunk: Int64?, progress: @escaping @Sendable (Int64) -> Void
+    ) async throws -> SendOutcome {
         let (path, completed, contentType, oneOrNothing) = state.withLock { state in
             state.size = state.size ?? source.size
             defer { state.oneOrNothing = false }
@@ -79,7 +87,7 @@ final class GCSResumableSession: UploadSession {
         }
         let size = source.size
         var length = size - offset
-        if let chunk = control.chunkSize ?? backend.configuration.chunkSize, chunk > 0 {
+        if let chunk = chunk ?? control.chunkSize ?? backend.configuration.chunkSize, chunk > 0 {
             let rounded = max(256 << 10, chunk / (256 << 10) * (256 << 10))
             if length > rounded { length = rounded }
         }

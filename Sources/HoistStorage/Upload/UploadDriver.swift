@@ -113,7 +113,17 @@ struct UploadDriver {
             if started.continuesElsewhere { await reports.sessionStarted(started.id) }
             attempt.offset = 0
         }
-        switch try await attempt.session!.send(from: source, at: attempt.offset, control: control, progress: reports.progress) {
+        let sending = attempt.session!
+        let sentID = sending.id
+        switch try await sending.send(from: source, at: attempt.offset, control: control, progress: reports.progress) {
+        case .partial(let confirmed) where sending.id != sentID:
+            // The session became another (`parallelUploads: auto` going parallel): its id is
+            // told, and journaled before its first byte, as a new session's is; it holds
+            // `confirmed` bytes, perhaps fewer than the one it replaced.
+            reports.session(sending.id)
+            if sending.continuesElsewhere { await reports.sessionStarted(sending.id) }
+            attempt.offset = confirmed
+            return nil
         case .partial(let confirmed):
             guard confirmed > attempt.offset else {
                 // Nothing taken: a server answering so for ever would keep the task sending at
